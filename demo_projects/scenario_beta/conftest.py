@@ -1,0 +1,1 @@
+# Puts the project root on sys.path so `import webapp` works under plain `pytest`.

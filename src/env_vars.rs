@@ -1,0 +1,29 @@
+//! Every environment variable astra-mcp reads, in one place. Each one equals a flag (named in its doc line);
+//! the precedence is flag > environment variable > default, as clap resolves it (see `cli.rs`).
+
+/// Path of the LanceDB directory; equals `--db`.
+pub const ASTRA_DB: &str = "ASTRA_DB";
+/// Workspace root that `run_tests` runs in and `store_fix_memory` checks paths against; equals `--workspace`.
+pub const ASTRA_WORKSPACE: &str = "ASTRA_WORKSPACE";
+/// Shell command that runs the workspace's tests; equals `--test-command`.
+pub const ASTRA_TEST_COMMAND: &str = "ASTRA_TEST_COMMAND";
+/// Test run timeout in seconds; equals `--test-timeout`.
+pub const ASTRA_TEST_TIMEOUT: &str = "ASTRA_TEST_TIMEOUT";
+/// The actor that owns long-term memory (trusted configuration, never a tool argument); equals `--actor`.
+pub const ASTRA_ACTOR: &str = "ASTRA_ACTOR";
+/// The project label of new memories; equals `--project` (default: the workspace folder's name).
+pub const ASTRA_PROJECT: &str = "ASTRA_PROJECT";
+/// Accept client-reported test outcomes (rows are stored `verified: false`); equals `--trust-client-outcomes`.
+pub const ASTRA_TRUST_CLIENT_OUTCOMES: &str = "ASTRA_TRUST_CLIENT_OUTCOMES";
+/// Cosine floor of search results that have no keyword hit; equals `--min-score`.
+pub const ASTRA_MIN_SCORE: &str = "ASTRA_MIN_SCORE";
+/// Directory holding `model.onnx` and the four tokenizer files; equals `--model-dir`.
+pub const ASTRA_MODEL_DIR: &str = "ASTRA_MODEL_DIR";
+/// Path of the ONNX Runtime shared library (the name `ort` itself uses); equals `--ort-dylib`.
+pub const ORT_DYLIB_PATH: &str = "ORT_DYLIB_PATH";
+/// Root of the cache `scripts/setup` fills (model, runtime, tooling); default
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/astra-mcp`. No flag: only the defaults of `--model-dir` and `--ort-dylib`
+/// derive from it.
+pub const ASTRA_CACHE_DIR: &str = "ASTRA_CACHE_DIR";
+/// Log filter in `tracing_subscriber::EnvFilter` syntax (e.g. `astra_mcp=debug`); equals `--log`.
+pub const ASTRA_LOG: &str = "ASTRA_LOG";

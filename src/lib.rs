@@ -1,0 +1,29 @@
+//! astra-mcp: a verified, tiered memory for coding agents, served over MCP (stdio), on one embedded
+//! LanceDB directory with local all-MiniLM-L6-v2 embeddings. See `README.md` and design.md.
+//!
+//! Layers, outermost first: `cli`/`config` (settings) → `transport` (rmcp wiring) → `tools` (registry,
+//! schemas, what the model reads) → `memory` (the rules: gates, ranking, redaction) → `store` and
+//! `embed` (the seams to LanceDB and ONNX Runtime). `domain` holds the plain types they share.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod embed;
+pub mod env_vars;
+pub mod memory;
+pub mod smoke;
+pub mod store;
+pub mod tools;
+pub mod transport;
+
+/// `(file name, pretty JSON + newline)` of every tool's schema file under `schemas/`.
+pub fn schema_files() -> Vec<(String, String)> {
+    tools::specs()
+        .iter()
+        .map(|spec| {
+            let body = serde_json::to_string_pretty(&spec.to_json()).expect("schemas serialize");
+            (format!("{}.json", spec.name), format!("{body}\n"))
+        })
+        .collect()
+}

@@ -1,0 +1,97 @@
+//! The `astra-mcp` binary: parse the command line, start logging (stderr only), dispatch.
+//!
+//! Exit codes: 0 success; 1 failure (the error chain is printed once to stderr, prefixed `astra-mcp:`);
+//! 2 command-line usage error (clap).
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use astra_mcp::cli::{Cli, Command, SmokeCommand};
+use astra_mcp::config::{ServeSettings, StoreSettings};
+use astra_mcp::transport::{McpServer, stdio};
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|e| {
+        eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("astra-mcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("astra-mcp: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(args) => {
+            let settings = ServeSettings::resolve(&args)?;
+            let host = settings.open().await?;
+            tracing::info!(
+                db = %settings.store.db,
+                actor = %settings.fixes.scope.actor_id,
+                project = %settings.fixes.scope.project,
+                workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
+                "astra-mcp ready"
+            );
+            stdio::serve(McpServer::new(host)).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Smoke { command: SmokeCommand::Store(args) } => {
+            let settings = StoreSettings::resolve(&args)?;
+            let id = astra_mcp::smoke::store(&settings).await?;
+            println!("{id}");
+            eprintln!("astra-mcp: smoke fix stored and found in {}; now run `astra-mcp smoke verify --memory-id {id}`", settings.db);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Smoke { command: SmokeCommand::Verify { store, memory_id } } => {
+            let settings = StoreSettings::resolve(&store)?;
+            astra_mcp::smoke::verify(&settings, memory_id).await?;
+            println!("ok: {memory_id} persisted across the restart and was deleted");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schemas(args) => {
+            let mut drift = Vec::new();
+            if !args.check {
+                std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+            }
+            for (name, body) in astra_mcp::schema_files() {
+                let path = args.out.join(&name);
+                if args.check {
+                    if std::fs::read_to_string(&path).ok().as_deref() != Some(body.as_str()) {
+                        drift.push(path.display().to_string());
+                    }
+                } else {
+                    std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+                    println!("wrote {}", path.display());
+                }
+            }
+            if drift.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!(
+                    "astra-mcp: schema files differ from the code: {}; run `astra-mcp schemas` and commit the result",
+                    drift.join(", ")
+                );
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Verified fix memory: `search_codebase_memory`, `run_tests` and `store_fix_memory` as rules over a
+//! session's gate state (design.md §2–§3). A fix becomes memory only when this server saw the project's
+//! tests pass on the current files (or, in trust mode, marked `verified: false`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::fusion::{RRF_K, reciprocal_rank_fusion};
+use super::redact::redact;
+use super::session::{Confirmed, SessionState};
+use super::testrun::{self, TestRun};
+use super::workspace::Workspace;
+use super::MemoryError;
+use crate::domain::{FixRecord, Receipt, Scope, fix_memory_id};
+use crate::embed::LazyEmbedder;
+use crate::store::{FixQuery, FixStore};
+
+/// Candidates fetched from each ranking before fusion: `max(top_k * CANDIDATE_FACTOR, MIN_CANDIDATES)`.
+const CANDIDATE_FACTOR: usize = 5;
+const MIN_CANDIDATES: usize = 50;
+/// Symptom text embedded with a fix, in characters (the model reads 256 word pieces at most).
+const MAX_SYMPTOM_CHARS: usize = 700;
+
+/// Settings of the fix memory, resolved from flags and env (see `config`).
+#[derive(Debug, Clone)]
+pub struct FixMemoryConfig {
+    /// Owner and project label of new fixes.
+    pub scope: Scope,
+    /// Workspace root; `None` disables `run_tests` and `store_fix_memory`.
+    pub workspace: Option<Workspace>,
+    /// Shell command `run_tests` runs in the workspace root.
+    pub test_command: Option<String>,
+    /// Test run timeout.
+    pub test_timeout: Duration,
+    /// Accept client-reported outcomes (rows stored `verified: false`).
+    pub trust_client_outcomes: bool,
+    /// Cosine floor for hits without a keyword match.
+    pub min_score: f32,
+}
+
+/// One search result.
+#[derive(Debug, Clone)]
+pub struct FixHit {
+    pub record: FixRecord,
+    /// Cosine similarity of query and stored fix.
+    pub score: f32,
+    /// Reciprocal-rank-fusion score that ordered the results.
+    pub fused_score: f32,
+    /// Did the full-text (BM25) ranking contain this fix?
+    pub keyword_hit: bool,
+    /// Same project: do the recorded files now differ from the receipt? Other projects: `None` (unknown).
+    pub stale: Option<bool>,
+}
+
+/// What `run_tests` reports.
+#[derive(Debug, Clone)]
+pub struct RunTestsReport {
+    pub run: TestRun,
+    /// Set only when the run passed (exit code 0).
+    pub confirmed_outcome: Option<String>,
+}
+
+/// A `store_fix_memory` request after shape validation.
+#[derive(Debug, Clone)]
+pub struct StoreFixRequest {
+    pub fix_description: String,
+    pub error_type: String,
+    pub file_paths: Vec<String>,
+    pub outcome: String,
+}
+
+/// A stored (or re-stored) fix.
+#[derive(Debug, Clone)]
+pub struct StoredFix {
+    pub record: FixRecord,
+    /// False when an identical store of this session had already written the row (idempotent retry).
+    pub created: bool,
+}
+
+/// The fix-memory service: one per server, shared by every session.
+pub struct FixMemory {
+    store: Arc<dyn FixStore>,
+    embedder: LazyEmbedder,
+    config: FixMemoryConfig,
+}
+
+impl FixMemory {
+    pub fn new(store: Arc<dyn FixStore>, embedder: LazyEmbedder, config: FixMemoryConfig) -> Self {
+        Self { store, embedder, config }
+    }
+
+    pub fn config(&self) -> &FixMemoryConfig {
+        &self.config
+    }
+
+    /// Hybrid search over the actor's confirmed fixes in every project: vector and BM25 rankings fused
+    /// by RRF; hits below `min_score` cosine without a keyword match are dropped. Opens the session's
+    /// memory gate even when nothing is found.
+    pub async fn search(
+        &self,
+        session: &SessionState,
+        query: &str,
+        error_type: Option<&str>,
+        top_k: usize,
+    ) -> Result<Vec<FixHit>, MemoryError> {
+        let query = redact(query).into_owned();
+        let vector = self.embedder.embed_query(&query).await?;
+        let limit = (top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+        let candidates = self
+            .store
+            .fix_candidates(&FixQuery {
+                actor_id: self.config.scope.actor_id.clone(),
+                error_type: error_type.map(str::to_string),
+                vector,
+                text: query.clone(),
+                limit,
+            })
+            .await?;
+        let vector_ids: Vec<_> = candidates.by_vector.iter().map(|c| c.record.memory_id).collect();
+        let keyword_ids: Vec<_> = candidates.by_keyword.iter().map(|c| c.record.memory_id).collect();
+        let mut by_id: std::collections::HashMap<_, _> = candidates
+            .by_vector
+            .into_iter()
+            .chain(candidates.by_keyword)
+            .map(|c| (c.record.memory_id, c))
+            .collect();
+        let mut hits = Vec::new();
+        for fused in reciprocal_rank_fusion(&[vector_ids, keyword_ids], RRF_K) {
+            let keyword_hit = fused.ranks[1].is_some();
+            let Some(candidate) = by_id.remove(&fused.key) else { continue };
+            if candidate.cosine < self.config.min_score && !keyword_hit {
+                continue;
+            }
+            let stale = self.staleness(&candidate.record);
+            hits.push(FixHit {
+                record: candidate.record,
+                score: candidate.cosine,
+                fused_score: fused.score,
+                keyword_hit,
+                stale,
+            });
+            if hits.len() == top_k {
+                break;
+            }
+        }
+        session.record_search(&query);
+        Ok(hits)
+    }
+
+    /// `Some(true)` when a fix of this very project records files whose content has changed since.
+    fn staleness(&self, record: &FixRecord) -> Option<bool> {
+        let workspace = self.config.workspace.as_ref()?;
+        if record.project != self.config.scope.project {
+            return None;
+        }
+        let receipt = record.receipt.as_ref()?;
+        if receipt.file_hashes.is_empty() {
+            return None;
+        }
+        let paths: Vec<String> = receipt.file_hashes.keys().cloned().collect();
+        Some(workspace.file_hashes(&paths) != receipt.file_hashes)
+    }
+
+    fn workspace(&self, tool: &str) -> Result<&Workspace, MemoryError> {
+        self.config.workspace.as_ref().ok_or_else(|| {
+            MemoryError::refused(format!(
+                "{tool} needs a workspace: this server was started without --workspace (ASTRA_WORKSPACE). \
+                 Searching works; to run tests and store fixes, restart it with --workspace DIR --test-command CMD."
+            ))
+        })
+    }
+
+    /// Runs the configured test command in the workspace. A pass records the session's confirmed outcome
+    /// (with the workspace digest taken when the run ended); a failure records its symptoms and clears it.
+    pub async fn run_tests(&self, session: &SessionState) -> Result<RunTestsReport, MemoryError> {
+        let workspace = self.workspace("run_tests")?;
+        let command = self.config.test_command.as_deref().ok_or_else(|| {
+            MemoryError::refused(
+                "run_tests has no test command: restart the server with --test-command CMD (ASTRA_TEST_COMMAND), \
+                 e.g. --test-command 'python -m pytest -q'.",
+            )
+        })?;
+        let run = testrun::run(command, workspace.root(), self.config.test_timeout)
+            .await
+            .map_err(|source| MemoryError::Io { context: format!("starting `{command}`"), source })?;
+        if !run.passed() {
+            session.record_failure(run.symptom_lines());
+            return Ok(RunTestsReport { run, confirmed_outcome: None });
+        }
+        let digest = self.digest(workspace).await?;
+        let outcome = testrun::confirmed_outcome(&run, &digest);
+        session.record_pass(Confirmed {
+            outcome: outcome.clone(),
+            workspace_digest: digest,
+            command: run.command.clone(),
+            summary: run.summary.clone(),
+            duration_ms: run.duration_ms,
+            finished_at: run.finished_at,
+        });
+        Ok(RunTestsReport { run, confirmed_outcome: Some(outcome) })
+    }
+
+    async fn digest(&self, workspace: &Workspace) -> Result<String, MemoryError> {
+        let ws = workspace.clone();
+        tokio::task::spawn_blocking(move || ws.digest())
+            .await
+            .map_err(|e| MemoryError::Io { context: "hashing the workspace".into(), source: std::io::Error::other(e) })?
+            .map_err(|source| MemoryError::Io { context: "hashing the workspace".into(), source })
+    }
+
+    /// Stores a fix through the gates of design.md §3, in order: workspace configured, memory gate,
+    /// paths, confirmed outcome (unless trust mode), workspace unchanged since the pass. The id is
+    /// UUIDv5(session, fix, error type, outcome, paths), so an identical retry upserts the same row.
+    pub async fn store_fix(&self, session: &SessionState, request: StoreFixRequest) -> Result<StoredFix, MemoryError> {
+        let workspace = self.workspace("store_fix_memory")?;
+        if !session.has_searched() {
+            return Err(MemoryError::refused(
+                "memory gate: call search_codebase_memory with the failure symptoms first (an empty result counts), \
+                 then store the fix.",
+            ));
+        }
+        let mut paths = Vec::with_capacity(request.file_paths.len());
+        for raw in &request.file_paths {
+            let rel = workspace.check_relative_file(raw).map_err(|e| MemoryError::refused(e.to_string()))?;
+            if !paths.contains(&rel) {
+                paths.push(rel);
+            }
+        }
+        let receipt = if self.config.trust_client_outcomes {
+            None
+        } else {
+            let Some(confirmed) = session.confirmed() else {
+                return Err(MemoryError::refused(
+                    "confirmed-outcome gate: this session has no passing run_tests. Call run_tests; when it passes, \
+                     store the fix with its confirmed_outcome as `outcome`.",
+                ));
+            };
+            if request.outcome != confirmed.outcome {
+                return Err(MemoryError::refused(format!(
+                    "confirmed-outcome gate: `outcome` must be exactly the latest confirmed_outcome of this session: \
+                     `{}`. Only the server's own run_tests issues it.",
+                    confirmed.outcome
+                )));
+            }
+            if self.digest(workspace).await? != confirmed.workspace_digest {
+                return Err(MemoryError::refused(
+                    "workspace gate: files changed since the tests passed: run `run_tests` again, then store with \
+                     its new confirmed_outcome.",
+                ));
+            }
+            Some(Receipt {
+                command: confirmed.command,
+                exit_code: 0,
+                summary: confirmed.summary,
+                duration_ms: confirmed.duration_ms,
+                finished_at: confirmed.finished_at,
+                git_head: workspace.git_head().await,
+                workspace_digest: confirmed.workspace_digest,
+                file_hashes: workspace.file_hashes(&paths),
+            })
+        };
+        let fix_description = redact(request.fix_description.trim()).into_owned();
+        let error_type = redact(request.error_type.trim()).into_owned();
+        let outcome = request.outcome.trim().to_string();
+        let embedded_text = embedded_text(&fix_description, &error_type, &session.symptoms(), &session.queries());
+        let memory_id = fix_memory_id(session.session_id(), &fix_description, &error_type, &outcome, &paths);
+        let now = Utc::now();
+        let record = FixRecord {
+            memory_id,
+            actor_id: self.config.scope.actor_id.clone(),
+            project: self.config.scope.project.clone(),
+            session_id: session.session_id().to_string(),
+            created_at: now,
+            updated_at: now,
+            fix_description,
+            error_type,
+            file_paths: paths,
+            outcome,
+            verified: receipt.is_some(),
+            receipt,
+            embedded_text,
+        };
+        let vector = self.embedder.embed_documents(vec![record.embedded_text.clone()]).await?.remove(0);
+        let created = self.store.upsert_fix(&record, &vector).await?;
+        Ok(StoredFix { record, created })
+    }
+}
+
+/// The text a fix row embeds and indexes (design.md §2): the error type, the fix, and the symptoms the
+/// server saw in the session — failing tests with their assertion lines, then the search queries.
+/// Symptoms are capped at [`MAX_SYMPTOM_CHARS`]; everything is redacted.
+pub fn embedded_text(fix_description: &str, error_type: &str, symptoms: &[String], queries: &[String]) -> String {
+    let mut symptom_text = String::new();
+    for line in symptoms.iter().chain(queries) {
+        if symptom_text.chars().count() + line.chars().count() > MAX_SYMPTOM_CHARS {
+            break;
+        }
+        symptom_text.push_str(line);
+        symptom_text.push('\n');
+    }
+    let text = format!("Error type: {error_type}\nFix: {fix_description}\nSymptoms:\n{symptom_text}");
+    redact(text.trim_end()).into_owned()
+}

@@ -1,0 +1,53 @@
+//! Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009): `score(d) = Σ_r 1 / (k + rank_r(d))`
+//! over the rankings that contain `d`, ranks starting at 1.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// The constant of the RRF paper (k = 60).
+pub const RRF_K: f32 = 60.0;
+
+/// A fused item: the fused score and the 1-based rank in each input ranking (`None` when absent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fused<K> {
+    pub key: K,
+    pub score: f32,
+    pub ranks: Vec<Option<usize>>,
+}
+
+/// Fuses rankings (each best first, keys unique within a ranking) into one, best first. Ties keep the
+/// order of first appearance (earlier rankings first), so the result is deterministic.
+pub fn reciprocal_rank_fusion<K: Eq + Hash + Clone>(rankings: &[Vec<K>], k: f32) -> Vec<Fused<K>> {
+    let mut index: HashMap<K, usize> = HashMap::new();
+    let mut fused: Vec<Fused<K>> = Vec::new();
+    for (r, ranking) in rankings.iter().enumerate() {
+        for (pos, key) in ranking.iter().enumerate() {
+            let i = *index.entry(key.clone()).or_insert_with(|| {
+                fused.push(Fused { key: key.clone(), score: 0.0, ranks: vec![None; rankings.len()] });
+                fused.len() - 1
+            });
+            if fused[i].ranks[r].is_none() {
+                fused[i].ranks[r] = Some(pos + 1);
+                fused[i].score += 1.0 / (k + (pos + 1) as f32);
+            }
+        }
+    }
+    // stable sort: ties stay in first-appearance order
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    fused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_in_both_rankings_beats_one_in_a_single_ranking() {
+        let fused = reciprocal_rank_fusion(&[vec!["a", "b", "c"], vec!["c", "d"]], RRF_K);
+        let keys: Vec<_> = fused.iter().map(|f| f.key).collect();
+        assert_eq!(keys, vec!["c", "a", "b", "d"]);
+        assert_eq!(fused[0].ranks, vec![Some(3), Some(1)]);
+        assert!((fused[0].score - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-6);
+        assert_eq!(fused[3].ranks, vec![None, Some(2)]);
+    }
+}

@@ -1,0 +1,36 @@
+//! The rules of astra-mcp's memory, independent of transport and storage engine: the fix-memory gates
+//! (design.md §3), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
+//! store and embedder seams.
+
+pub mod fixes;
+pub mod fusion;
+pub mod redact;
+pub mod session;
+pub mod testrun;
+pub mod workspace;
+
+pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
+pub use session::SessionState;
+
+/// Why a memory operation did not happen. The split decides what a client sees (see `tools`).
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// A rule refused the request; the message tells the agent what to do next (tool result, `isError`).
+    #[error("{0}")]
+    Refused(String),
+    /// The embedding model is unavailable (missing files, failed load): the operator must act.
+    #[error(transparent)]
+    Embed(#[from] crate::embed::EmbedError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Local I/O failed (running tests, hashing the workspace).
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+impl MemoryError {
+    pub(crate) fn refused(message: impl Into<String>) -> Self {
+        Self::Refused(message.into())
+    }
+}

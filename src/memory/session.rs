@@ -1,0 +1,106 @@
+//! Per-session gate state (design.md §3): whether this session has searched, what it searched for, the
+//! symptoms of its last failing test run, and its latest confirmed outcome.
+//!
+//! A session is one MCP session (a stdio connection, one `Mcp-Session-Id`) or one `drive` run. Two
+//! sessions never share a [`SessionState`], so they cannot satisfy each other's gates.
+
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+
+/// Search queries remembered per session (the oldest are dropped).
+const MAX_QUERIES: usize = 8;
+
+/// A passing run of the server's own `run_tests`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmed {
+    /// The `confirmed_outcome` string handed to the client.
+    pub outcome: String,
+    /// Workspace digest taken when that run ended.
+    pub workspace_digest: String,
+    pub command: String,
+    pub summary: String,
+    pub duration_ms: u64,
+    pub finished_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+struct Gates {
+    searched: bool,
+    queries: Vec<String>,
+    symptoms: Vec<String>,
+    confirmed: Option<Confirmed>,
+}
+
+/// One session's identity and gate state. Interior mutability: shared by concurrent tool calls.
+#[derive(Debug)]
+pub struct SessionState {
+    session_id: String,
+    gates: Mutex<Gates>,
+}
+
+impl SessionState {
+    pub fn new(session_id: impl Into<String>) -> Self {
+        Self { session_id: session_id.into(), gates: Mutex::new(Gates::default()) }
+    }
+
+    /// A session with a fresh random (v4) id.
+    pub fn random() -> Self {
+        Self::new(uuid::Uuid::new_v4().to_string())
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    fn gates(&self) -> std::sync::MutexGuard<'_, Gates> {
+        self.gates.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a completed `search_codebase_memory` (an empty result counts): opens the memory gate.
+    pub fn record_search(&self, query: &str) {
+        let mut g = self.gates();
+        g.searched = true;
+        if !g.queries.iter().any(|q| q == query) {
+            g.queries.push(query.to_string());
+            if g.queries.len() > MAX_QUERIES {
+                g.queries.remove(0);
+            }
+        }
+    }
+
+    /// Has a search completed in this session?
+    pub fn has_searched(&self) -> bool {
+        self.gates().searched
+    }
+
+    /// This session's search queries, oldest first.
+    pub fn queries(&self) -> Vec<String> {
+        self.gates().queries.clone()
+    }
+
+    /// Records a failing run: its symptoms replace the previous ones, and any confirmed outcome is
+    /// cleared (the latest run decides).
+    pub fn record_failure(&self, symptoms: Vec<String>) {
+        let mut g = self.gates();
+        if !symptoms.is_empty() {
+            g.symptoms = symptoms;
+        }
+        g.confirmed = None;
+    }
+
+    /// Records a passing run of the server's own `run_tests`.
+    pub fn record_pass(&self, confirmed: Confirmed) {
+        self.gates().confirmed = Some(confirmed);
+    }
+
+    /// Symptom lines of the last failing run that named failures.
+    pub fn symptoms(&self) -> Vec<String> {
+        self.gates().symptoms.clone()
+    }
+
+    /// The latest confirmed outcome, if the latest run passed.
+    pub fn confirmed(&self) -> Option<Confirmed> {
+        self.gates().confirmed.clone()
+    }
+}

@@ -1,0 +1,352 @@
+//! Running the project's test command and reading its output: exit code, duration, the runner's summary
+//! line, and the failing tests with their first assertion line (pytest and cargo test are parsed; any
+//! other runner gets its last output line as the summary). Also the deterministic `confirmed_outcome`
+//! string of design.md §3.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use regex::Regex;
+use sha2::{Digest, Sha256};
+
+/// At most this many failing tests are reported.
+pub const MAX_FAILING: usize = 20;
+/// Failure messages are cut to this many characters.
+pub const MAX_MESSAGE_CHARS: usize = 300;
+/// The output tail kept for the model, in characters.
+pub const OUTPUT_TAIL_CHARS: usize = 2_000;
+
+/// A failing test as the runner reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailingTest {
+    /// The runner's id, e.g. `tests/test_cors.py::test_second_origin`.
+    pub name: String,
+    /// The first assertion / error line, when the runner printed one.
+    pub message: Option<String>,
+}
+
+/// The result of one test run.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    pub command: String,
+    /// `None` when the run timed out or was killed by a signal.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// Wall time, in milliseconds.
+    pub duration_ms: u64,
+    pub finished_at: DateTime<Utc>,
+    /// The runner's summary line, e.g. `3 failed, 1 passed in 0.05s`.
+    pub summary: String,
+    pub failing: Vec<FailingTest>,
+    /// The last [`OUTPUT_TAIL_CHARS`] characters of stdout+stderr.
+    pub output_tail: String,
+}
+
+impl TestRun {
+    /// True only for a run that finished with exit code 0.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The symptom lines a fix row embeds: each failing test's name and message.
+    pub fn symptom_lines(&self) -> Vec<String> {
+        self.failing
+            .iter()
+            .map(|t| match &t.message {
+                Some(m) => format!("{}: {m}", t.name),
+                None => t.name.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Runs `command` with `sh -c` in `cwd`, killing its whole process group after `timeout`.
+///
+/// The child gets `COLUMNS=200` (so pytest does not cut its summary lines) and
+/// `PYTHONDONTWRITEBYTECODE=1`, and no stdin.
+///
+/// # Errors
+/// Only when the shell cannot be started; a failing or timed-out run is an `Ok` [`TestRun`].
+pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<TestRun> {
+    let started = Instant::now();
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env("COLUMNS", "200")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id();
+    let waited = tokio::time::timeout(timeout, child.wait_with_output()).await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let finished_at = Utc::now();
+    let output = match waited {
+        Ok(output) => output?,
+        Err(_) => {
+            if let Some(pid) = pid {
+                // The whole group: the shell and every test process it started.
+                let _ = tokio::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().await;
+            }
+            return Ok(TestRun {
+                command: command.to_string(),
+                exit_code: None,
+                timed_out: true,
+                duration_ms,
+                finished_at,
+                summary: format!("timed out after {} s", timeout.as_secs()),
+                failing: Vec::new(),
+                output_tail: String::new(),
+            });
+        }
+    };
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.stderr.is_empty() {
+        text.push('\n');
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+    }
+    let exit_code = output.status.code();
+    let summary = summary_line(&text).unwrap_or_else(|| match exit_code {
+        Some(code) => format!("exit code {code}"),
+        None => "killed by a signal".to_string(),
+    });
+    Ok(TestRun {
+        command: command.to_string(),
+        exit_code,
+        timed_out: false,
+        duration_ms,
+        finished_at,
+        summary,
+        failing: failing_tests(&text),
+        output_tail: tail(&text, OUTPUT_TAIL_CHARS),
+    })
+}
+
+static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+ in [\d.]+s(?: \([^)]*\))?)\s*=*$")
+        .expect("valid regex")
+});
+static CARGO_SUMMARY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^test result: (.*)$").expect("valid regex"));
+static PYTEST_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$").expect("valid regex"));
+static CARGO_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^test (\S+) \.\.\. FAILED$").expect("valid regex"));
+static TIMING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:;\s*finished)?\s+in\s+\d+(?:\.\d+)?m?s\b(?:\s*\([^)]*\))?").expect("valid regex")
+});
+
+/// The runner's summary line: pytest's `N passed in Xs`, cargo's `test result: …` (the last one), or
+/// else the last non-empty line of output. `None` for empty output.
+pub fn summary_line(output: &str) -> Option<String> {
+    let lines: Vec<&str> = output.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    for line in lines.iter().rev() {
+        if let Some(c) = PYTEST_SUMMARY.captures(line) {
+            return Some(c[1].to_string());
+        }
+    }
+    for line in lines.iter().rev() {
+        if let Some(c) = CARGO_SUMMARY.captures(line) {
+            return Some(format!("test result: {}", &c[1]));
+        }
+    }
+    lines.last().map(|l| cut(l, MAX_MESSAGE_CHARS))
+}
+
+/// Failing tests named in the output (pytest's short summary, cargo's `... FAILED` lines), at most
+/// [`MAX_FAILING`], each with its first assertion line when one was printed.
+pub fn failing_tests(output: &str) -> Vec<FailingTest> {
+    let mut out: Vec<FailingTest> = Vec::new();
+    let lines: Vec<&str> = output.lines().collect();
+    for line in &lines {
+        let line = line.trim_end();
+        if let Some(c) = PYTEST_FAILED.captures(line) {
+            let name = c[1].to_string();
+            let message = c.get(2).map(|m| cut(m.as_str(), MAX_MESSAGE_CHARS));
+            if !out.iter().any(|t| t.name == name) {
+                out.push(FailingTest { name, message });
+            }
+        } else if let Some(c) = CARGO_FAILED.captures(line) {
+            let name = c[1].to_string();
+            if !out.iter().any(|t| t.name == name) {
+                out.push(FailingTest { message: cargo_panic_message(&lines, &name), name });
+            }
+        }
+        if out.len() == MAX_FAILING {
+            break;
+        }
+    }
+    out
+}
+
+/// The line after `thread '<name>' panicked at …:` in cargo test output.
+fn cargo_panic_message(lines: &[&str], name: &str) -> Option<String> {
+    let marker = format!("thread '{name}' panicked at");
+    let at = lines.iter().position(|l| l.contains(&marker))?;
+    lines.get(at + 1).map(|l| cut(l.trim(), MAX_MESSAGE_CHARS)).filter(|l| !l.is_empty())
+}
+
+/// The runner's name for the outcome string: `pytest`, `cargo test`, `go test`, `npm test`, … else the
+/// command's first word, or `tests` for a compound shell command.
+pub fn runner_name(command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let base = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+    if words.iter().any(|w| base(w) == "pytest" || base(w).starts_with("py.test")) {
+        return "pytest".into();
+    }
+    for (i, w) in words.iter().enumerate() {
+        let b = base(w);
+        if matches!(b.as_str(), "cargo" | "go" | "npm" | "pnpm" | "yarn" | "make" | "mvn" | "gradle")
+            && let Some(next) = words.get(i + 1)
+        {
+            return format!("{b} {}", next.trim_end_matches([';', '&', '|']));
+        }
+    }
+    // a compound shell command has no single runner to name
+    let compound = [";", "&&", "||", "|", "$(", "`"].iter().any(|op| command.contains(op));
+    match words.first() {
+        Some(first) if !compound && !SHELL_KEYWORDS.contains(first) => base(first),
+        _ => "tests".into(),
+    }
+}
+
+const SHELL_KEYWORDS: &[&str] = &["if", "for", "while", "until", "case", "{", "(", "!"];
+
+/// A summary without timings, so the same result on the same files always gives the same string:
+/// `4 passed in 0.17s` -> `4 passed`.
+pub fn normalized_summary(summary: &str) -> String {
+    TIMING.replace_all(summary, "").trim().to_string()
+}
+
+/// Short hash (8 hex) of the test command and the workspace digest.
+pub fn receipt_id(command: &str, workspace_digest: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(command.as_bytes());
+    hasher.update([0]);
+    hasher.update(workspace_digest.as_bytes());
+    hex::encode(hasher.finalize())[..8].to_string()
+}
+
+/// The `confirmed_outcome` of a passing run (design.md §3), deterministic for the same command and
+/// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`.
+pub fn confirmed_outcome(run: &TestRun, workspace_digest: &str) -> String {
+    format!(
+        "{} passed with exit code 0 ({}) [receipt {}]",
+        runner_name(&run.command),
+        normalized_summary(&run.summary),
+        receipt_id(&run.command, workspace_digest)
+    )
+}
+
+fn cut(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max_chars).collect();
+        out.push('…');
+        out
+    }
+}
+
+fn tail(s: &str, max_chars: usize) -> String {
+    let count = s.chars().count();
+    if count <= max_chars { s.to_string() } else { s.chars().skip(count - max_chars).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PYTEST: &str = "\
+FF.F                                                                     [100%]
+=================================== FAILURES ===================================
+E       AssertionError: assert ['a', ' b'] == ['a', 'b']
+=========================== short test summary info ============================
+FAILED tests/test_cors.py::test_parse - AssertionError: assert ['a', ' b'] == ['a', 'b']
+FAILED tests/test_cors.py::test_second_origin
+3 failed, 1 passed in 0.06s
+";
+
+    #[test]
+    fn parses_pytest_output() {
+        assert_eq!(summary_line(PYTEST).as_deref(), Some("3 failed, 1 passed in 0.06s"));
+        assert_eq!(
+            failing_tests(PYTEST),
+            vec![
+                FailingTest {
+                    name: "tests/test_cors.py::test_parse".into(),
+                    message: Some("AssertionError: assert ['a', ' b'] == ['a', 'b']".into())
+                },
+                FailingTest { name: "tests/test_cors.py::test_second_origin".into(), message: None },
+            ]
+        );
+        assert_eq!(
+            summary_line("===== 4 passed, 1 warning in 0.17s =====").as_deref(),
+            Some("4 passed, 1 warning in 0.17s")
+        );
+    }
+
+    #[test]
+    fn parses_cargo_test_output() {
+        let out = "running 2 tests\ntest a::b ... ok\ntest a::c ... FAILED\n\nfailures:\n\n---- a::c stdout ----\n\nthread 'a::c' panicked at src/lib.rs:3:5:\nassertion `left == right` failed\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+        assert_eq!(
+            summary_line(out).as_deref(),
+            Some("test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s")
+        );
+        assert_eq!(
+            failing_tests(out),
+            vec![FailingTest { name: "a::c".into(), message: Some("assertion `left == right` failed".into()) }]
+        );
+    }
+
+    #[test]
+    fn outcome_is_deterministic_and_timing_free() {
+        assert_eq!(normalized_summary("4 passed in 0.17s"), "4 passed");
+        assert_eq!(normalized_summary("4 passed, 1 warning in 12.01s (0:00:12)"), "4 passed, 1 warning");
+        assert_eq!(
+            normalized_summary("test result: ok. 4 passed; 0 failed; finished in 0.00s"),
+            "test result: ok. 4 passed; 0 failed"
+        );
+        assert_eq!(runner_name("/opt/venv/bin/python -m pytest -q"), "pytest");
+        assert_eq!(runner_name("cargo test --release"), "cargo test");
+        assert_eq!(runner_name("./run-tests.sh"), "run-tests.sh");
+        assert_eq!(runner_name("if true; then echo ok; fi"), "tests");
+        assert_eq!(runner_name("cd app && make check; echo done"), "make check");
+        let run = |summary: &str| TestRun {
+            command: "python -m pytest -q".into(),
+            exit_code: Some(0),
+            timed_out: false,
+            duration_ms: 10,
+            finished_at: Utc::now(),
+            summary: summary.into(),
+            failing: vec![],
+            output_tail: String::new(),
+        };
+        let a = confirmed_outcome(&run("4 passed in 0.17s"), "digest-1");
+        assert_eq!(a, confirmed_outcome(&run("4 passed in 0.31s"), "digest-1"));
+        assert_ne!(a, confirmed_outcome(&run("4 passed in 0.17s"), "digest-2"));
+        assert!(a.starts_with("pytest passed with exit code 0 (4 passed) [receipt "), "{a}");
+        assert_eq!(a.len(), "pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]".len());
+    }
+
+    #[tokio::test]
+    async fn run_reports_exit_code_and_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = run("echo '2 passed in 0.01s'", dir.path(), Duration::from_secs(10)).await.unwrap();
+        assert!(ok.passed());
+        assert_eq!(ok.summary, "2 passed in 0.01s");
+        let failed = run("echo boom; exit 3", dir.path(), Duration::from_secs(10)).await.unwrap();
+        assert_eq!(failed.exit_code, Some(3));
+        assert_eq!(failed.summary, "boom");
+        let slow = run("sleep 30", dir.path(), Duration::from_millis(300)).await.unwrap();
+        assert!(slow.timed_out && !slow.passed());
+        assert!(slow.duration_ms < 5_000, "the timeout must stop the run, took {} ms", slow.duration_ms);
+    }
+}

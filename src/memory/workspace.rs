@@ -1,0 +1,249 @@
+//! The workspace root: its content digest (the workspace gate of design.md §3), per-file hashes for
+//! receipts and staleness, the git HEAD, and confinement of tool-supplied paths.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// Directory names left out of the digest: what test runners and build tools write as a side effect,
+/// so that running the tests twice does not move it (plus VCS metadata).
+const SIDE_EFFECT_DIRS: &[&str] =
+    &[".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", "target"];
+/// File suffixes left out of the digest (Python bytecode).
+const SIDE_EFFECT_SUFFIXES: &[&str] = &[".pyc", ".pyo"];
+
+/// Why a tool-supplied path was refused. Each message says what a valid path looks like.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("file path is empty: give paths relative to the workspace root, e.g. `src/app.py`")]
+    Empty,
+    #[error("`{0}` is absolute: give paths relative to the workspace root, e.g. `src/app.py`")]
+    Absolute(String),
+    #[error("`{0}` contains `..`: paths must stay inside the workspace root")]
+    ParentTraversal(String),
+    #[error("`{0}` does not exist in the workspace: list only files the fix changed, relative to the workspace root")]
+    NotFound(String),
+    #[error("`{0}` resolves outside the workspace (through a symlink): only files inside the workspace can be recorded")]
+    Escapes(String),
+    #[error("`{0}` is not a regular file: list the changed files, not directories")]
+    NotAFile(String),
+}
+
+/// A workspace root, canonicalized at open.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// Opens `root`, which must be an existing directory.
+    ///
+    /// # Errors
+    /// An I/O error naming the path when it does not exist or is not a directory.
+    pub fn open(root: &Path) -> std::io::Result<Self> {
+        let root = root.canonicalize().map_err(|e| {
+            std::io::Error::new(e.kind(), format!("workspace {} is not accessible: {e}", root.display()))
+        })?;
+        if !root.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!("workspace {} is not a directory", root.display()),
+            ));
+        }
+        Ok(Self { root })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The root folder's name: the default project label.
+    pub fn folder_name(&self) -> String {
+        self.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "workspace".into())
+    }
+
+    /// SHA-256 (hex) over every file of the workspace (relative path and content, in path order),
+    /// respecting `.gitignore` / `.ignore` files and leaving out [`SIDE_EFFECT_DIRS`] and
+    /// [`SIDE_EFFECT_SUFFIXES`]. Symlinks are hashed by their target path, not followed.
+    ///
+    /// # Errors
+    /// I/O errors reading the tree.
+    pub fn digest(&self) -> std::io::Result<String> {
+        let mut entries: Vec<(String, PathBuf, bool)> = Vec::new();
+        let walker = ignore::WalkBuilder::new(&self.root)
+            .hidden(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .require_git(false)
+            .parents(false)
+            .follow_links(false)
+            .filter_entry(|entry| {
+                let name = entry.file_name().to_string_lossy();
+                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+                !(is_dir && (SIDE_EFFECT_DIRS.contains(&name.as_ref()) || is_node_modules_cache(entry.path())))
+            })
+            .build();
+        for entry in walker {
+            let entry = entry.map_err(std::io::Error::other)?;
+            let Some(file_type) = entry.file_type() else { continue };
+            if file_type.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy();
+            if SIDE_EFFECT_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+                continue;
+            }
+            let rel = entry.path().strip_prefix(&self.root).unwrap_or(entry.path());
+            entries.push((rel.to_string_lossy().into_owned(), entry.path().to_path_buf(), file_type.is_symlink()));
+        }
+        entries.sort();
+        let mut hasher = Sha256::new();
+        for (rel, path, is_link) in entries {
+            hasher.update(rel.as_bytes());
+            hasher.update([0]);
+            if is_link {
+                hasher.update(b"symlink:");
+                hasher.update(std::fs::read_link(&path)?.to_string_lossy().as_bytes());
+            } else {
+                hasher.update(Sha256::digest(std::fs::read(&path)?));
+            }
+            hasher.update([b'\n']);
+        }
+        Ok(hex::encode(hasher.finalize()))
+    }
+
+    /// Checks a tool-supplied path: relative, no `..`, existing, a regular file, and (after resolving
+    /// symlinks) inside the root. Returns the normalised relative path (`/`-separated).
+    ///
+    /// # Errors
+    /// The [`PathError`] that says which rule failed.
+    pub fn check_relative_file(&self, raw: &str) -> Result<String, PathError> {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Err(PathError::Empty);
+        }
+        let path = Path::new(trimmed);
+        let mut parts = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+                Component::CurDir => {}
+                Component::ParentDir => return Err(PathError::ParentTraversal(raw.to_string())),
+                Component::RootDir | Component::Prefix(_) => return Err(PathError::Absolute(raw.to_string())),
+            }
+        }
+        if parts.is_empty() {
+            return Err(PathError::Empty);
+        }
+        let rel = parts.join("/");
+        let joined = self.root.join(&rel);
+        let resolved = joined.canonicalize().map_err(|_| {
+            if joined.symlink_metadata().is_ok() {
+                PathError::Escapes(raw.to_string()) // a dangling symlink
+            } else {
+                PathError::NotFound(raw.to_string())
+            }
+        })?;
+        if !resolved.starts_with(&self.root) {
+            return Err(PathError::Escapes(raw.to_string()));
+        }
+        if !resolved.is_file() {
+            return Err(PathError::NotAFile(raw.to_string()));
+        }
+        Ok(rel)
+    }
+
+    /// SHA-256 (hex) of each given workspace-relative file; a file that cannot be read maps to `"missing"`.
+    pub fn file_hashes(&self, rel_paths: &[String]) -> BTreeMap<String, String> {
+        rel_paths
+            .iter()
+            .map(|rel| {
+                let hash = std::fs::read(self.root.join(rel))
+                    .map(|bytes| hex::encode(Sha256::digest(bytes)))
+                    .unwrap_or_else(|_| "missing".to_string());
+                (rel.clone(), hash)
+            })
+            .collect()
+    }
+
+    /// `git rev-parse HEAD` in the root, when it is inside a git work tree and git is installed.
+    pub async fn git_head(&self) -> Option<String> {
+        let output = tokio::process::Command::new("git")
+            .args(["rev-parse", "--verify", "-q", "HEAD"])
+            .current_dir(&self.root)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .await
+            .ok()?;
+        let head = String::from_utf8(output.stdout).ok()?.trim().to_string();
+        (output.status.success() && !head.is_empty()).then_some(head)
+    }
+}
+
+fn is_node_modules_cache(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == ".cache")
+        && path.parent().and_then(Path::file_name).is_some_and(|n| n == "node_modules")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/app.py"), "x = 1\n").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn digest_moves_with_content_but_not_with_test_side_effects() {
+        let (dir, ws) = workspace();
+        let before = ws.digest().unwrap();
+        for side_effect in ["__pycache__/app.cpython-311.pyc", ".pytest_cache/v/cache/nodeids", "src/x.pyc", "target/debug/x"] {
+            let p = dir.path().join(side_effect);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "junk").unwrap();
+        }
+        assert_eq!(ws.digest().unwrap(), before, "side effects of a test run must not move the digest");
+        std::fs::write(dir.path().join("src/app.py"), "x = 2\n").unwrap();
+        assert_ne!(ws.digest().unwrap(), before, "an edit must move the digest");
+    }
+
+    #[test]
+    fn digest_respects_gitignore() {
+        let (dir, ws) = workspace();
+        std::fs::write(dir.path().join(".gitignore"), "logs/\n").unwrap();
+        let before = ws.digest().unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        std::fs::write(dir.path().join("logs/run.log"), "noise").unwrap();
+        assert_eq!(ws.digest().unwrap(), before);
+    }
+
+    #[test]
+    fn hostile_paths_are_refused() {
+        let (dir, ws) = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("link.txt")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("linkdir")).unwrap();
+        assert_eq!(ws.check_relative_file("src/app.py"), Ok("src/app.py".into()));
+        assert_eq!(ws.check_relative_file("./src//app.py"), Ok("src/app.py".into()));
+        assert_eq!(ws.check_relative_file(""), Err(PathError::Empty));
+        assert_eq!(ws.check_relative_file("/etc/passwd"), Err(PathError::Absolute("/etc/passwd".into())));
+        assert_eq!(
+            ws.check_relative_file("src/../../etc/passwd"),
+            Err(PathError::ParentTraversal("src/../../etc/passwd".into()))
+        );
+        assert_eq!(ws.check_relative_file("nope.py"), Err(PathError::NotFound("nope.py".into())));
+        assert_eq!(ws.check_relative_file("link.txt"), Err(PathError::Escapes("link.txt".into())));
+        assert_eq!(ws.check_relative_file("linkdir/secret.txt"), Err(PathError::Escapes("linkdir/secret.txt".into())));
+        assert_eq!(ws.check_relative_file("src"), Err(PathError::NotAFile("src".into())));
+        assert_eq!(std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(), "s");
+    }
+}

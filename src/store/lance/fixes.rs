@@ -1,0 +1,296 @@
+//! The `fixes` table: its Arrow schema, the `FixRecord` <-> `RecordBatch` mapping, and [`FixStore`].
+//!
+//! The receipt is stored as a JSON string column (`receipt`): it is read back whole and never filtered on.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::types::Float32Type;
+use arrow_array::{
+    Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, RecordBatchIterator, StringArray,
+    TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use lancedb::DistanceType;
+use lancedb::index::scalar::FullTextSearchQuery;
+use lancedb::query::{ExecutableQuery, QueryBase};
+use uuid::Uuid;
+
+use super::{LanceStore, backend, retry, sql_literal};
+use crate::domain::{FixRecord, Receipt};
+use crate::embed::{DIMENSION, cosine};
+use crate::store::{FixCandidates, FixQuery, FixStore, ScoredFix, StoreError};
+
+/// Name of the table of confirmed fixes.
+pub const FIXES_TABLE: &str = "fixes";
+
+fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// Arrow schema of `fixes`. `vector` is `FixedSizeList<Float32, 384>` (design.md §4).
+pub(super) fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("project", DataType::Utf8, false),
+        Field::new("session_id", DataType::Utf8, false),
+        Field::new("created_at", timestamp_type(), false),
+        Field::new("updated_at", timestamp_type(), false),
+        Field::new("fix_description", DataType::Utf8, false),
+        Field::new("error_type", DataType::Utf8, false),
+        // lower-cased, trimmed `error_type`: the exact, case-insensitive pre-filter
+        Field::new("error_type_key", DataType::Utf8, false),
+        Field::new("file_paths", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), false),
+        Field::new("outcome", DataType::Utf8, false),
+        Field::new("verified", DataType::Boolean, false),
+        Field::new("receipt", DataType::Utf8, true),
+        Field::new("embedded_text", DataType::Utf8, false),
+        Field::new(
+            "vector",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIMENSION as i32),
+            false,
+        ),
+    ]))
+}
+
+/// The normalised key of an error type for the exact, case-insensitive filter.
+pub fn error_type_key(error_type: &str) -> String {
+    error_type.trim().to_lowercase()
+}
+
+fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+fn to_batch(fix: &FixRecord, vector: &[f32]) -> Result<RecordBatch, StoreError> {
+    if vector.len() != DIMENSION {
+        return Err(StoreError::Backend(format!("vector has {} floats, expected {DIMENSION}", vector.len())));
+    }
+    let receipt = fix
+        .receipt
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Backend(format!("receipt: {e}")))?;
+    let mut paths = ListBuilder::new(StringBuilder::new());
+    for p in &fix.file_paths {
+        paths.values().append_value(p);
+    }
+    paths.append(true);
+    let vectors = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+        [Some(vector.iter().copied().map(Some).collect::<Vec<_>>())],
+        DIMENSION as i32,
+    );
+    let s = |v: &str| Arc::new(StringArray::from(vec![v.to_string()])) as Arc<dyn Array>;
+    let ts = |t| Arc::new(TimestampMicrosecondArray::from(vec![micros(t)]).with_timezone("UTC")) as Arc<dyn Array>;
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            s(&fix.memory_id.to_string()),
+            s(&fix.actor_id),
+            s(&fix.project),
+            s(&fix.session_id),
+            ts(fix.created_at),
+            ts(fix.updated_at),
+            s(&fix.fix_description),
+            s(&fix.error_type),
+            s(&error_type_key(&fix.error_type)),
+            Arc::new(paths.finish()),
+            s(&fix.outcome),
+            Arc::new(BooleanArray::from(vec![fix.verified])),
+            Arc::new(StringArray::from(vec![receipt])),
+            s(&fix.embedded_text),
+            Arc::new(vectors),
+        ],
+    )
+    .map_err(backend)
+}
+
+/// A column of `batch` by name, downcast to `T`.
+pub(super) fn column<'a, T: 'static>(
+    batch: &'a RecordBatch,
+    table: &'static str,
+    name: &'static str,
+) -> Result<&'a T, StoreError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| StoreError::Corrupt { table, column: name, message: "missing or of the wrong type".into() })
+}
+
+fn from_micros(us: i64, column: &'static str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_micros(us).ok_or_else(|| StoreError::Corrupt {
+        table: FIXES_TABLE,
+        column,
+        message: format!("timestamp {us} out of range"),
+    })
+}
+
+/// Decodes every row of `batch`, with each row's stored vector.
+fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
+    let t = FIXES_TABLE;
+    let id = column::<StringArray>(batch, t, "id")?;
+    let actor = column::<StringArray>(batch, t, "actor_id")?;
+    let project = column::<StringArray>(batch, t, "project")?;
+    let session = column::<StringArray>(batch, t, "session_id")?;
+    let created = column::<TimestampMicrosecondArray>(batch, t, "created_at")?;
+    let updated = column::<TimestampMicrosecondArray>(batch, t, "updated_at")?;
+    let fix = column::<StringArray>(batch, t, "fix_description")?;
+    let error_type = column::<StringArray>(batch, t, "error_type")?;
+    let paths = column::<ListArray>(batch, t, "file_paths")?;
+    let outcome = column::<StringArray>(batch, t, "outcome")?;
+    let verified = column::<BooleanArray>(batch, t, "verified")?;
+    let receipt = column::<StringArray>(batch, t, "receipt")?;
+    let text = column::<StringArray>(batch, t, "embedded_text")?;
+    let vectors = column::<FixedSizeListArray>(batch, t, "vector")?;
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        let memory_id = Uuid::parse_str(id.value(i))
+            .map_err(|e| StoreError::Corrupt { table: t, column: "id", message: e.to_string() })?;
+        let path_values = paths.value(i);
+        let path_values = path_values
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| StoreError::Corrupt { table: t, column: "file_paths", message: "not strings".into() })?;
+        let receipt = if receipt.is_null(i) {
+            None
+        } else {
+            Some(serde_json::from_str::<Receipt>(receipt.value(i)).map_err(|e| StoreError::Corrupt {
+                table: t,
+                column: "receipt",
+                message: e.to_string(),
+            })?)
+        };
+        let vector = vectors.value(i);
+        let vector = vector
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .ok_or_else(|| StoreError::Corrupt { table: t, column: "vector", message: "not f32".into() })?
+            .values()
+            .to_vec();
+        out.push((
+            FixRecord {
+                memory_id,
+                actor_id: actor.value(i).to_string(),
+                project: project.value(i).to_string(),
+                session_id: session.value(i).to_string(),
+                created_at: from_micros(created.value(i), "created_at")?,
+                updated_at: from_micros(updated.value(i), "updated_at")?,
+                fix_description: fix.value(i).to_string(),
+                error_type: error_type.value(i).to_string(),
+                file_paths: (0..path_values.len()).map(|j| path_values.value(j).to_string()).collect(),
+                outcome: outcome.value(i).to_string(),
+                verified: verified.value(i),
+                receipt,
+                embedded_text: text.value(i).to_string(),
+            },
+            vector,
+        ));
+    }
+    Ok(out)
+}
+
+fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<ScoredFix>, StoreError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (record, vector) in from_batch(batch)? {
+            out.push(ScoredFix { cosine: cosine(query, &vector), record });
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl FixStore for LanceStore {
+    async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
+        let batch = to_batch(fix, vector)?;
+        let result = retry(|| {
+            let mut merge = self.fixes.merge_insert(&["id"]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        if let Err(e) = self.ensure_fts().await {
+            // The row is committed; keyword search degrades to vector-only until the index exists.
+            tracing::warn!("full-text index not built yet: {e}");
+        }
+        Ok(result.num_inserted_rows > 0)
+    }
+
+    async fn fix_candidates(&self, query: &FixQuery) -> Result<FixCandidates, StoreError> {
+        let mut filter = format!("actor_id = {}", sql_literal(&query.actor_id));
+        if let Some(error_type) = &query.error_type {
+            filter.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
+        }
+        let vector_batches: Vec<RecordBatch> = self
+            .fixes
+            .query()
+            .nearest_to(query.vector.as_slice())
+            .map_err(backend)?
+            .distance_type(DistanceType::Cosine)
+            .only_if(&filter)
+            .limit(query.limit)
+            .execute()
+            .await
+            .map_err(backend)?
+            .try_collect()
+            .await
+            .map_err(backend)?;
+        let by_vector = scored(&vector_batches, &query.vector)?;
+
+        let by_keyword = if *self.fts_ready.lock().await && !query.text.trim().is_empty() {
+            let fts = self
+                .fixes
+                .query()
+                .full_text_search(FullTextSearchQuery::new(query.text.clone()))
+                .only_if(&filter)
+                .limit(query.limit)
+                .execute()
+                .await;
+            match fts {
+                Ok(stream) => match stream.try_collect::<Vec<RecordBatch>>().await {
+                    Ok(batches) => scored(&batches, &query.vector)?,
+                    Err(e) => {
+                        tracing::warn!("full-text search failed, using the vector ranking alone: {e}");
+                        Vec::new()
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!("full-text search failed, using the vector ranking alone: {e}");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        Ok(FixCandidates { by_vector, by_keyword })
+    }
+
+    async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()));
+        let batches: Vec<RecordBatch> = self
+            .fixes
+            .query()
+            .only_if(&filter)
+            .limit(1)
+            .execute()
+            .await
+            .map_err(backend)?
+            .try_collect()
+            .await
+            .map_err(backend)?;
+        Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|(r, _)| r))
+    }
+
+    async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()));
+        let result = retry(|| self.fixes.delete(filter.as_str())).await.map_err(backend)?;
+        Ok(result.num_deleted_rows > 0)
+    }
+}

@@ -1,0 +1,62 @@
+//! JSON Schemas of tool inputs and outputs, generated from Rust types (schemars) and made strict as
+//! design.md §2 requires: every object has `additionalProperties: false` and lists every property in
+//! `required` (optional properties are nullable instead), and integers carry `minimum`/`maximum`
+//! rather than schemars' `format: "uint8"`-style hints.
+
+use schemars::JsonSchema;
+use serde_json::{Map, Value};
+
+/// A JSON object (what MCP calls `JsonObject`).
+pub type JsonObject = Map<String, Value>;
+
+/// The strict input schema of `T`.
+pub fn input_schema<T: JsonSchema>() -> JsonObject {
+    let mut value = serde_json::to_value(schemars::schema_for!(T)).expect("schemas serialize");
+    strictify(&mut value, true);
+    into_object(value)
+}
+
+/// The output schema of `T` (same clean-up; properties skipped when `None` stay optional).
+pub fn output_schema<T: JsonSchema>() -> JsonObject {
+    let mut value = serde_json::to_value(schemars::schema_for!(T)).expect("schemas serialize");
+    strictify(&mut value, false);
+    into_object(value)
+}
+
+fn into_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(mut map) => {
+            map.remove("$schema");
+            map.remove("title");
+            map
+        }
+        _ => unreachable!("schemars produces an object schema for a struct"),
+    }
+}
+
+fn strictify(value: &mut Value, all_required: bool) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(props)) = map.get("properties") {
+                let names: Vec<Value> = props.keys().cloned().map(Value::String).collect();
+                if all_required {
+                    map.insert("required".into(), Value::Array(names));
+                }
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            let is_integer = match map.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if is_integer {
+                map.remove("format");
+            }
+            for child in map.values_mut() {
+                strictify(child, all_required);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| strictify(v, all_required)),
+        _ => {}
+    }
+}

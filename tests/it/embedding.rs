@@ -1,0 +1,75 @@
+//! The embedder against reference all-MiniLM-L6-v2 embeddings (sentence-transformers, fp32):
+//! `../shared/data/embeddings/minilm_golden.json`, thresholds from `../shared/README.md`.
+
+use astra_mcp::embed::{DIMENSION, EmbedError, ModelPaths, OnnxEmbedder, cosine};
+use serde::Deserialize;
+
+use crate::support::{embedder, repo};
+
+#[derive(Deserialize)]
+struct Golden {
+    dimension: usize,
+    items: Vec<GoldenItem>,
+}
+
+#[derive(Deserialize)]
+struct GoldenItem {
+    text: String,
+    embedding: Vec<f32>,
+}
+
+fn golden() -> Golden {
+    let path = repo().join("../shared/data/embeddings/minilm_golden.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn norm(v: &[f32]) -> f32 {
+    v.iter().map(|x| x * x).sum::<f32>().sqrt()
+}
+
+#[tokio::test]
+async fn embeddings_match_the_reference_model() {
+    let golden = golden();
+    assert_eq!(golden.dimension, DIMENSION);
+    assert_eq!(golden.items.len(), 32);
+    let texts: Vec<String> = golden.items.iter().map(|i| i.text.clone()).collect();
+    // documents in one batch, and each text alone as a query: both must match the reference
+    let batch = embedder().embed_documents(texts.clone()).await.unwrap();
+    let mut worst = f32::MAX;
+    for (item, vector) in golden.items.iter().zip(&batch) {
+        let single = embedder().embed_query(&item.text).await.unwrap();
+        assert_eq!(vector.len(), DIMENSION);
+        assert!((norm(vector) - 1.0).abs() < 1e-3, "not L2-normalized: {}", norm(vector));
+        let threshold = if item.text.is_empty() { 0.995 } else { 0.998 };
+        for (what, v) in [("batched", vector), ("single", &single)] {
+            let cos = cosine(v, &item.embedding) / norm(&item.embedding);
+            assert!(cos >= threshold, "{what} embedding of {:?}: cosine {cos} < {threshold}", item.text);
+            if !item.text.is_empty() {
+                worst = worst.min(cos);
+            }
+        }
+    }
+    eprintln!("worst cosine over non-empty texts: {worst:.5}");
+}
+
+#[test]
+fn missing_model_files_name_the_file_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = ModelPaths::in_cache(dir.path());
+    let err = OnnxEmbedder::load(&paths).err().expect("loading from an empty dir must fail");
+    assert!(matches!(&err, EmbedError::MissingFile { file, .. } if file == "model.onnx"), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("model.onnx") && message.contains("scripts/setup") && message.contains("ASTRA_MODEL_DIR"), "{message}");
+}
+
+#[test]
+fn a_file_with_the_wrong_hash_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = ModelPaths::in_cache(dir.path());
+    std::fs::create_dir_all(&paths.model_dir).unwrap();
+    std::fs::write(paths.model_dir.join("model.onnx"), b"not a model").unwrap();
+    let err = paths.verify().unwrap_err();
+    assert!(matches!(&err, EmbedError::HashMismatch { path, .. } if path.ends_with("model.onnx")), "{err:?}");
+    assert!(err.to_string().contains("scripts/setup"));
+}

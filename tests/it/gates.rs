@@ -1,0 +1,229 @@
+//! The fix-memory gates of design.md §3 and the argument checks, through the tool host (the layer the
+//! MCP server and the runner share), on a real store and the real model. Every refusal is an `is_error`
+//! result that says what to do next, and nothing is stored by it.
+
+use astra_mcp::memory::SessionState;
+use astra_mcp::tools::{SearchOutput, StoreFixOutput, ToolHost, ToolOutput};
+use serde_json::json;
+
+use crate::support::{SHELL_TESTS, args, config, host, shell_workspace};
+
+async fn shell_host(db: &std::path::Path, ws: &std::path::Path) -> ToolHost {
+    host(db, config("ann", "shellproj", Some(ws), Some(SHELL_TESTS))).await
+}
+
+async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: serde_json::Value) -> ToolOutput {
+    host.call(session, tool, args(arguments)).await.expect("known tool")
+}
+
+async fn search(host: &ToolHost, session: &SessionState, query: &str) -> SearchOutput {
+    let out = call(host, session, "search_codebase_memory", json!({"query": query, "error_type": null, "top_k": 5})).await;
+    assert!(!out.is_error, "{}", out.text);
+    serde_json::from_value(out.structured.unwrap()).unwrap()
+}
+
+fn store_args(outcome: &str) -> serde_json::Value {
+    json!({
+        "fix_description": "app.txt said broken; make it say fixed",
+        "error_type": "AssertionError",
+        "file_paths": ["app.txt"],
+        "outcome": outcome,
+    })
+}
+
+/// Refused, with a message containing `hint`, and the store still empty for this actor.
+async fn assert_refused(host: &ToolHost, out: &ToolOutput, hint: &str) {
+    assert!(out.is_error, "expected a refusal, got: {}", out.text);
+    assert!(out.structured.is_none());
+    assert!(out.text.contains(hint), "message should say `{hint}`: {}", out.text);
+    let probe = SessionState::random();
+    assert!(search(host, &probe, "app.txt says broken").await.matches.is_empty(), "a refused store wrote a row");
+}
+
+/// Search, fail, fix, pass: returns the confirmed outcome.
+async fn reach_a_pass(host: &ToolHost, session: &SessionState, ws: &std::path::Path) -> String {
+    search(host, session, "test_app_is_fixed fails: app.txt says broken").await;
+    let failed = call(host, session, "run_tests", json!({})).await;
+    assert!(!failed.is_error, "a failing run is a normal result: {}", failed.text);
+    assert_eq!(failed.structured.as_ref().unwrap()["passed"], json!(false));
+    std::fs::write(ws.join("app.txt"), "fixed\n").unwrap();
+    let passed = call(host, session, "run_tests", json!({})).await;
+    passed.structured.unwrap()["confirmed_outcome"].as_str().expect("a pass confirms").to_string()
+}
+
+#[tokio::test]
+async fn store_without_a_prior_search_is_refused() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
+    let passed = call(&host, &session, "run_tests", json!({})).await;
+    let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+    let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert_refused(&host, &out, "call search_codebase_memory").await;
+}
+
+#[tokio::test]
+async fn store_without_a_passing_run_is_refused() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    search(&host, &session, "app broken").await;
+    let out = call(&host, &session, "store_fix_memory", store_args("pytest passed with exit code 0 (1 passed)")).await;
+    assert_refused(&host, &out, "no passing run_tests").await;
+    // a failing run does not confirm anything either
+    call(&host, &session, "run_tests", json!({})).await;
+    let out = call(&host, &session, "store_fix_memory", store_args("pytest passed with exit code 0 (1 passed)")).await;
+    assert_refused(&host, &out, "no passing run_tests").await;
+}
+
+#[tokio::test]
+async fn store_with_an_outcome_the_server_did_not_issue_is_refused() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    let forged = outcome.replace("[receipt ", "[receipt 0");
+    let out = call(&host, &session, "store_fix_memory", store_args(&forged)).await;
+    assert_refused(&host, &out, &outcome).await; // the message quotes the one that would be accepted
+}
+
+#[tokio::test]
+async fn store_after_files_changed_since_the_pass_is_refused() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    std::fs::write(ws.path().join("notes.txt"), "edited after the tests passed\n").unwrap();
+    let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert_refused(&host, &out, "files changed since the tests passed: run `run_tests` again").await;
+}
+
+#[tokio::test]
+async fn a_failing_run_after_a_pass_revokes_the_confirmed_outcome() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    std::fs::write(ws.path().join("app.txt"), "broken again\n").unwrap();
+    call(&host, &session, "run_tests", json!({})).await;
+    std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
+    let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert_refused(&host, &out, "no passing run_tests").await;
+}
+
+#[tokio::test]
+async fn paths_that_escape_the_workspace_are_refused_and_outside_files_untouched() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("link.txt")).unwrap();
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    let secret = outside.path().join("secret.txt");
+    for (path, hint) in [
+        ("../outside.txt", "contains `..`"),
+        (secret.to_str().unwrap(), "is absolute"),
+        ("link.txt", "resolves outside the workspace"),
+        ("missing.py", "does not exist"),
+    ] {
+        let mut a = store_args(&outcome);
+        a["file_paths"] = json!([path]);
+        let out = call(&host, &session, "store_fix_memory", a).await;
+        assert_refused(&host, &out, hint).await;
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+}
+
+#[tokio::test]
+async fn bad_arguments_are_tool_errors_that_say_what_to_fix() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let cases = [
+        ("search_codebase_memory", json!({"query": "  ", "error_type": null, "top_k": 3}), "`query` is empty"),
+        ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 0}), "between 1 and 10"),
+        ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 11}), "between 1 and 10"),
+        ("search_codebase_memory", json!({"query": "x", "error_type": null}), "missing field `top_k`"),
+        ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 3, "actor_id": "mallory"}), "unknown field `actor_id`"),
+        ("search_codebase_memory", json!({"query": "x".repeat(2001), "error_type": null, "top_k": 3}), "limit is 2000"),
+        ("run_tests", json!({"verbose": true}), "unknown field `verbose`"),
+        ("store_fix_memory", json!({"fix_description": "", "error_type": "E", "file_paths": ["app.txt"], "outcome": "o"}), "`fix_description` is empty"),
+        ("store_fix_memory", json!({"fix_description": "f", "error_type": "E", "file_paths": [], "outcome": "o"}), "`file_paths` has 0 entries"),
+        ("store_fix_memory", json!({"fix_description": "f", "error_type": "E", "file_paths": ["app.txt"], "outcome": ""}), "`outcome` is empty"),
+    ];
+    for (tool, arguments, hint) in cases {
+        let out = call(&host, &session, tool, arguments.clone()).await;
+        assert!(out.is_error, "{tool} {arguments} should be refused");
+        assert!(out.text.contains(hint), "{tool} {arguments}: message should contain `{hint}`: {}", out.text);
+    }
+    assert!(!session.has_searched(), "a refused search must not open the memory gate");
+    let unknown = host.call(&session, "delete_everything", args(json!({}))).await;
+    assert!(unknown.is_err(), "an unknown tool is a protocol error, not a tool result");
+}
+
+#[tokio::test]
+async fn the_full_loop_stores_once_and_a_retry_upserts() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    assert!(outcome.starts_with("tests passed with exit code 0 (1 passed) [receipt "), "{outcome}");
+    let first = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert!(!first.is_error, "{}", first.text);
+    let first: StoreFixOutput = serde_json::from_value(first.structured.unwrap()).unwrap();
+    assert!(first.created && first.verified);
+    let receipt = first.receipt.as_ref().unwrap();
+    assert_eq!(receipt.exit_code, 0);
+    assert_eq!(receipt.summary, "1 passed in 0.01s");
+    assert_eq!(receipt.file_hashes.keys().collect::<Vec<_>>(), vec!["app.txt"]);
+    let retry = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    let retry: StoreFixOutput = serde_json::from_value(retry.structured.unwrap()).unwrap();
+    assert_eq!(retry.memory_id, first.memory_id);
+    assert!(!retry.created, "an identical retry updates the same row");
+    let found = search(&host, &SessionState::random(), "app.txt says broken test_app_is_fixed").await;
+    assert_eq!(found.matches.len(), 1);
+    let m = &found.matches[0];
+    assert_eq!(m.memory_id, first.memory_id);
+    assert_eq!(m.stale, Some(false), "same project, files unchanged");
+    // the row embeds the symptoms the server saw: the failing test and its assertion line
+    assert!(m.keyword_hit, "the failing test's name is indexed");
+    std::fs::write(ws.path().join("app.txt"), "fixed differently\n").unwrap();
+    let again = search(&host, &SessionState::random(), "app.txt says broken").await;
+    assert_eq!(again.matches[0].stale, Some(true), "the recorded file changed since the fix");
+}
+
+#[tokio::test]
+async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let mut cfg = config("ann", "shellproj", Some(ws.path()), Some(SHELL_TESTS));
+    cfg.trust_client_outcomes = true;
+    let host = host(db.path(), cfg).await;
+    let session = SessionState::random();
+    let out = call(&host, &session, "store_fix_memory", store_args("CI passed")).await;
+    assert!(out.is_error && out.text.contains("search_codebase_memory"), "the memory gate stays: {}", out.text);
+    search(&host, &session, "app broken").await;
+    let mut bad = store_args("CI passed");
+    bad["file_paths"] = json!(["../x"]);
+    assert!(call(&host, &session, "store_fix_memory", bad).await.is_error, "path checks stay");
+    let out = call(&host, &session, "store_fix_memory", store_args("CI passed")).await;
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(out.structured.as_ref().unwrap()["verified"], json!(false));
+    let found = call(&host, &SessionState::random(), "search_codebase_memory", json!({"query": "app.txt said broken", "error_type": null, "top_k": 1})).await;
+    assert!(found.text.contains("Verified: no"), "search results say so: {}", found.text);
+}
+
+#[tokio::test]
+async fn without_a_workspace_only_searches_work() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let session = SessionState::random();
+    let found = call(&host, &session, "search_codebase_memory", json!({"query": "anything", "error_type": null, "top_k": 3})).await;
+    assert_eq!((found.is_error, found.text.as_str()), (false, "No relevant confirmed fixes found."));
+    for tool in ["run_tests", "store_fix_memory"] {
+        let a = if tool == "run_tests" { json!({}) } else { store_args("x") };
+        let out = call(&host, &session, tool, a).await;
+        assert!(out.is_error && out.text.contains("--workspace"), "{tool}: {}", out.text);
+    }
+}

@@ -1,0 +1,12 @@
+//! The one integration-test binary: real LanceDB in temp dirs, the real embedding model, real MCP
+//! clients (rmcp in-process over a duplex pipe, the real binary over stdio, the official Python SDK).
+//! Needs `scripts/setup` to have run (model, ONNX Runtime, tooling venv); `scripts/test` does that.
+
+mod binary;
+mod embedding;
+mod gates;
+mod interop;
+mod mcp;
+mod schemas;
+mod store;
+mod support;

@@ -1,0 +1,187 @@
+//! MCP end to end in-process: rmcp's client and our server over a `tokio::io::duplex` pipe, on a real
+//! store, the real model and real pytest runs of the demo projects.
+
+use astra_mcp::domain::{FixRecord, fix_memory_id};
+use astra_mcp::memory::workspace::Workspace;
+use astra_mcp::store::FixStore;
+use astra_mcp::store::lance::LanceStore;
+use astra_mcp::tools::{SearchOutput, StoreFixOutput, ToolHost};
+use astra_mcp::transport::McpServer;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::support::{apply_reference_fix, args, config, embedder, host, pytest_command, scenario};
+
+async fn connect(server: McpServer) -> RunningService<RoleClient, ()> {
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let running = server.serve(server_io).await.expect("server handshake");
+        let _ = running.waiting().await;
+    });
+    ().serve(client_io).await.expect("client handshake")
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &str, arguments: Value) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args(arguments)))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
+}
+
+fn text(result: &CallToolResult) -> String {
+    result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
+}
+
+#[tokio::test]
+async fn tools_list_is_strict_annotated_and_instructions_state_the_order() {
+    let db = tempfile::tempdir().unwrap();
+    let client = connect(McpServer::new(host(db.path(), config("ann", "p", None, None)).await)).await;
+    let info = client.peer_info().expect("initialized");
+    let instructions = info.instructions.clone().unwrap_or_default();
+    let (s, r, st) = (
+        instructions.find("search_codebase_memory").unwrap(),
+        instructions.find("run_tests").unwrap(),
+        instructions.find("store_fix_memory").unwrap(),
+    );
+    assert!(s < r && r < st, "instructions name search, then run_tests, then store: {instructions}");
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, ["search_codebase_memory", "run_tests", "store_fix_memory"]);
+    for tool in &tools {
+        let schema = Value::Object(tool.input_schema.as_ref().clone());
+        assert_eq!(schema["additionalProperties"], json!(false), "{}", tool.name);
+        let mut props: Vec<_> = schema["properties"].as_object().unwrap().keys().cloned().collect();
+        let mut required: Vec<String> =
+            schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        props.sort();
+        required.sort();
+        assert_eq!(props, required, "{}: every property is required (optional ones are nullable)", tool.name);
+        assert!(!schema.to_string().contains("\"format\":\"int"), "{}: no uint8-style formats", tool.name);
+        assert!(tool.output_schema.is_some(), "{} has an output schema", tool.name);
+        let a = tool.annotations.as_ref().expect("annotations");
+        assert_eq!(a.destructive_hint, Some(false), "{}: destructiveHint set explicitly", tool.name);
+        assert_eq!(a.read_only_hint, Some(tool.name == "search_codebase_memory"), "{}", tool.name);
+    }
+    let search = Value::Object(tools[0].input_schema.as_ref().clone());
+    assert_eq!(search["properties"]["top_k"]["minimum"], json!(1));
+    assert_eq!(search["properties"]["top_k"]["maximum"], json!(10));
+    assert_eq!(search["properties"]["query"]["maxLength"], json!(2000));
+    assert_eq!(search["properties"]["error_type"]["type"], json!(["string", "null"]));
+    // a schema violation is a tool result the model can read, not a JSON-RPC error
+    let bad = call(&client, "search_codebase_memory", json!({"query": "x", "top_k": 99, "error_type": null})).await;
+    assert_eq!(bad.is_error, Some(true));
+    assert!(text(&bad).contains("between 1 and 10"), "{}", text(&bad));
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("no_such_tool").with_arguments(args(json!({}))))
+        .await;
+    assert!(unknown.is_err(), "unknown tools are protocol errors");
+    client.cancel().await.unwrap();
+}
+
+/// Unrelated fixes of the same actor, so that "Match 1" means something.
+async fn seed_distractors(db: &std::path::Path) {
+    let store = LanceStore::open(db.to_str().unwrap()).await.unwrap();
+    let fixes = [
+        ("Database connection pool exhausted under load: release connections in a finally block", "TimeoutError"),
+        ("Pagination skipped the last item: the end index was exclusive twice (off-by-one)", "AssertionError"),
+        ("Comparing timezone-naive and aware datetimes: make every timestamp UTC-aware at parse time", "TypeError"),
+        ("CSV import crashed on Latin-1 files: open with the declared encoding and errors='replace'", "UnicodeDecodeError"),
+        ("Cache key ignored the user's locale, so translations leaked between users: add locale to the key", "AssertionError"),
+    ];
+    for (i, (fix, error_type)) in fixes.iter().enumerate() {
+        let text = format!("Error type: {error_type}\nFix: {fix}");
+        let now = chrono::Utc::now();
+        let record = FixRecord {
+            memory_id: fix_memory_id(&format!("seed-{i}"), fix, error_type, "ok", &[]),
+            actor_id: "ann".into(),
+            project: format!("other-{i}"),
+            session_id: format!("seed-{i}"),
+            created_at: now,
+            updated_at: now,
+            fix_description: fix.to_string(),
+            error_type: error_type.to_string(),
+            file_paths: vec!["src/x.py".into()],
+            outcome: "pytest passed with exit code 0 (3 passed) [receipt 00000000]".into(),
+            verified: true,
+            receipt: None,
+            embedded_text: text.clone(),
+        };
+        let v = embedder().embed_documents(vec![text]).await.unwrap().remove(0);
+        store.upsert_fix(&record, &v).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session() {
+    let db = tempfile::tempdir().unwrap();
+    seed_distractors(db.path()).await;
+    let (_a, alpha) = scenario("scenario_alpha");
+    let (_b, beta) = scenario("scenario_beta");
+    let cmd = pytest_command();
+
+    // Session A on alpha
+    let host_a: ToolHost = host(db.path(), config("ann", "scenario_alpha", Some(&alpha), Some(&cmd))).await;
+    let a = connect(McpServer::new(host_a.clone())).await;
+    let first = call(&a, "search_codebase_memory", json!({"query": "second allowed origin rejected by CORS check", "error_type": null, "top_k": 3})).await;
+    assert_eq!(first.is_error, Some(false));
+    let failing = call(&a, "run_tests", json!({})).await;
+    let failing_out = failing.structured_content.clone().unwrap();
+    assert_eq!(failing.is_error, Some(false), "a failing run is a normal result");
+    assert_eq!(failing_out["passed"], json!(false));
+    assert_eq!(failing_out["exit_code"], json!(1));
+    assert!(failing_out["summary"].as_str().unwrap().starts_with("4 failed in "), "{failing_out}");
+    assert_eq!(failing_out["failing_tests"].as_array().unwrap().len(), 4);
+    assert!(failing_out["confirmed_outcome"].is_null());
+    let changed = apply_reference_fix("scenario_alpha", &alpha);
+    assert_eq!(changed, ["webapp/settings.py"]);
+    let passing = call(&a, "run_tests", json!({})).await.structured_content.unwrap();
+    let outcome = passing["confirmed_outcome"].as_str().unwrap().to_string();
+    assert!(outcome.starts_with("pytest passed with exit code 0 (4 passed) [receipt "), "{outcome}");
+    // a second session on the same server host has its own gates: it has not searched
+    let other = connect(McpServer::new(host_a.clone())).await;
+    let refused = call(&other, "store_fix_memory", json!({"fix_description": "x", "error_type": "E", "file_paths": changed, "outcome": outcome})).await;
+    assert_eq!(refused.is_error, Some(true), "another session's search must not open this session's gate");
+    let stored = call(&a, "store_fix_memory", json!({
+        "fix_description": "Comma-separated env settings kept the space after each comma; strip() every entry and drop blanks",
+        "error_type": "AssertionError",
+        "file_paths": changed,
+        "outcome": outcome,
+    }))
+    .await;
+    assert_eq!(stored.is_error, Some(false), "{}", text(&stored));
+    let stored: StoreFixOutput = serde_json::from_value(stored.structured_content.unwrap()).unwrap();
+    let workspace = Workspace::open(&alpha).unwrap();
+    assert_eq!(stored.receipt.as_ref().unwrap().file_hashes, workspace.file_hashes(&["webapp/settings.py".to_string()]));
+    a.cancel().await.unwrap();
+
+    // Session B on beta, another project of the same actor, before any edit
+    let host_b = host(db.path(), config("ann", "scenario_beta", Some(&beta), Some(&cmd))).await;
+    let b = connect(McpServer::new(host_b)).await;
+    let run = call(&b, "run_tests", json!({})).await.structured_content.unwrap();
+    let symptoms: Vec<String> = run["failing_tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["message"].as_str().unwrap_or(t["name"].as_str().unwrap()).to_string())
+        .collect();
+    let found = call(&b, "search_codebase_memory", json!({"query": symptoms.join("; "), "error_type": null, "top_k": 3})).await;
+    let body = text(&found);
+    let out: SearchOutput = serde_json::from_value(found.structured_content.unwrap()).unwrap();
+    assert_eq!(out.matches[0].memory_id, stored.memory_id, "alpha's fix must be Match 1 among the distractors:\n{body}");
+    assert_eq!(out.matches[0].project, "scenario_alpha");
+    assert_eq!(out.matches[0].stale, None, "hits from another project have stale = null");
+    assert!(out.matches[0].verified);
+    // the text layout of design.md §2
+    let first_block: Vec<&str> = body.split("\n\n").next().unwrap().lines().collect();
+    assert_eq!(first_block.len(), 7, "{body}");
+    assert_eq!(first_block[0], format!("Match 1 (score={:.4})", out.matches[0].score));
+    assert_eq!(first_block[1], format!("Fix: {}", out.matches[0].fix_description));
+    assert_eq!(first_block[2], "Error type: AssertionError");
+    assert_eq!(first_block[3], "Files: webapp/settings.py");
+    assert_eq!(first_block[4], format!("Outcome: {outcome}"));
+    assert!(chrono::DateTime::parse_from_rfc3339(first_block[5].strip_prefix("Confirmed: ").unwrap()).is_ok());
+    assert_eq!(first_block[6], format!("Session: {}", stored.session_id));
+    b.cancel().await.unwrap();
+}

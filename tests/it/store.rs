@@ -1,0 +1,131 @@
+//! The LanceDB store on a real directory: round trip, upsert, filters, persistence across reopen, the
+//! meta check, and that another open store sees new writes.
+
+use std::collections::BTreeMap;
+
+use astra_mcp::domain::{FixRecord, Receipt, fix_memory_id};
+use astra_mcp::store::lance::LanceStore;
+use astra_mcp::store::{FixQuery, FixStore, StoreError};
+use chrono::{TimeZone, Utc};
+
+use crate::support::embedder;
+
+fn record(actor: &str, project: &str, fix: &str, error_type: &str) -> FixRecord {
+    let at = Utc.with_ymd_and_hms(2026, 11, 30, 7, 0, 0).unwrap();
+    FixRecord {
+        memory_id: fix_memory_id("s1", fix, error_type, "ok", &["a.py".into()]),
+        actor_id: actor.into(),
+        project: project.into(),
+        session_id: "s1".into(),
+        created_at: at,
+        updated_at: at,
+        fix_description: fix.into(),
+        error_type: error_type.into(),
+        file_paths: vec!["a.py".into(), "b/c.py".into()],
+        outcome: "ok".into(),
+        verified: true,
+        receipt: Some(Receipt {
+            command: "pytest -q".into(),
+            exit_code: 0,
+            summary: "4 passed in 0.01s".into(),
+            duration_ms: 120,
+            finished_at: at,
+            git_head: None,
+            workspace_digest: "d".repeat(64),
+            file_hashes: BTreeMap::from([("a.py".into(), "h".repeat(64))]),
+        }),
+        embedded_text: format!("Error type: {error_type}\nFix: {fix}"),
+    }
+}
+
+async fn put(store: &LanceStore, r: &FixRecord) -> bool {
+    let v = embedder().embed_documents(vec![r.embedded_text.clone()]).await.unwrap().remove(0);
+    store.upsert_fix(r, &v).await.unwrap()
+}
+
+async fn query(actor: &str, text: &str, error_type: Option<&str>) -> FixQuery {
+    FixQuery {
+        actor_id: actor.into(),
+        error_type: error_type.map(str::to_string),
+        vector: embedder().embed_query(text).await.unwrap(),
+        text: text.into(),
+        limit: 10,
+    }
+}
+
+#[tokio::test]
+async fn rows_round_trip_and_upsert_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    let r = record("ann", "alpha", "strip whitespace from comma separated env values", "AssertionError");
+    assert!(put(&store, &r).await, "first store creates the row");
+    assert!(!put(&store, &r).await, "an identical store upserts the same row");
+    let back = store.get_fix("ann", r.memory_id).await.unwrap().expect("stored row");
+    assert_eq!(back, r);
+    assert_eq!(store.get_fix("bob", r.memory_id).await.unwrap(), None, "another actor cannot read it");
+    let found = store.fix_candidates(&query("ann", "comma separated env whitespace", None).await).await.unwrap();
+    assert_eq!(found.by_vector.len(), 1, "one row, not two, after the upsert");
+    assert!(found.by_vector[0].cosine > 0.3, "cosine {}", found.by_vector[0].cosine);
+}
+
+#[tokio::test]
+async fn filters_apply_before_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    put(&store, &record("ann", "alpha", "fix the borrow of a moved vector", "E0502")).await;
+    put(&store, &record("ann", "beta", "close the file handle before rename", "PermissionError")).await;
+    put(&store, &record("bob", "alpha", "fix the borrow of a moved vector", "E0502")).await;
+    let q = query("ann", "cannot borrow as mutable because it is also borrowed as immutable", Some("e0502")).await;
+    let found = store.fix_candidates(&q).await.unwrap();
+    assert_eq!(found.by_vector.len(), 1, "error_type filter is exact and case-insensitive, actor filter holds");
+    assert_eq!(found.by_vector[0].record.actor_id, "ann");
+    assert_eq!(found.by_vector[0].record.error_type, "E0502");
+    let keyword = store.fix_candidates(&query("ann", "E0502", None).await).await.unwrap();
+    assert_eq!(keyword.by_keyword.len(), 1, "the full-text ranking finds the error code");
+    assert_eq!(keyword.by_keyword[0].record.error_type, "E0502");
+}
+
+#[tokio::test]
+async fn writes_persist_and_other_open_stores_see_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let first = LanceStore::open(path).await.unwrap();
+    let reader = LanceStore::open(path).await.unwrap(); // a second handle, like a second process
+    let r = record("ann", "alpha", "retry the commit on conflict", "CommitConflict");
+    put(&first, &r).await;
+    drop(first);
+    let reopened = LanceStore::open(path).await.unwrap();
+    assert_eq!(reopened.get_fix("ann", r.memory_id).await.unwrap().map(|x| x.memory_id), Some(r.memory_id));
+    // the long-open handle sees it within the read-consistency interval
+    tokio::time::sleep(astra_mcp::store::lance::READ_CONSISTENCY + std::time::Duration::from_millis(100)).await;
+    assert!(reader.get_fix("ann", r.memory_id).await.unwrap().is_some(), "an open store must see another's write");
+    assert!(reopened.delete_fix("ann", r.memory_id).await.unwrap());
+    assert!(reopened.get_fix("ann", r.memory_id).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_store_built_with_another_model_is_refused() {
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let conn = lancedb::connect(path).execute().await.unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", DataType::Utf8, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["format_version", "embedding_model", "embedding_dimension"])),
+            Arc::new(StringArray::from(vec!["1", "bge-large", "1024"])),
+        ],
+    )
+    .unwrap();
+    drop(schema);
+    conn.create_table("meta", batch).execute().await.unwrap();
+    let err = LanceStore::open(path).await.err().expect("must refuse");
+    assert!(matches!(err, StoreError::ModelMismatch { .. }), "{err:?}");
+    assert!(err.to_string().contains("bge-large") && err.to_string().contains("--db"), "{err}");
+}

@@ -1,0 +1,129 @@
+//! Shared fixtures: the embedding model (loaded once per test binary), stores in temp dirs, workspaces
+//! copied from the demo projects, and a tool host wired like `serve` wires it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use astra_mcp::domain::Scope;
+use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder};
+use astra_mcp::memory::workspace::Workspace;
+use astra_mcp::memory::{FixMemory, FixMemoryConfig};
+use astra_mcp::store::lance::LanceStore;
+use astra_mcp::tools::{JsonObject, ToolHost};
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The cache `scripts/setup` fills (honours ASTRA_CACHE_DIR like the binary does).
+pub fn cache_dir() -> PathBuf {
+    ModelPaths::default_cache_dir()
+}
+
+/// The real model, loaded once for the whole test binary.
+pub fn embedder() -> LazyEmbedder {
+    static MODEL: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
+    let model = MODEL.get_or_init(|| {
+        let paths = ModelPaths::in_cache(&cache_dir());
+        Arc::new(OnnxEmbedder::load(&paths).unwrap_or_else(|e| panic!("{e} (run scripts/setup before the tests)")))
+    });
+    LazyEmbedder::ready(model.clone())
+}
+
+/// Python of the tooling venv (pytest, the MCP SDK).
+pub fn venv_python() -> PathBuf {
+    let python = cache_dir().join("venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/setup", python.display());
+    python
+}
+
+/// The test command the demo uses: pytest from the tooling venv, without a cache dir.
+pub fn pytest_command() -> String {
+    format!("{} -m pytest -q -p no:cacheprovider", venv_python().display())
+}
+
+/// A fresh copy of `demo_projects/<name>` in a temp dir; returns (guard, path of the copy).
+pub fn scenario(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join(name);
+    copy_tree(&repo().join("demo_projects").join(name), &dest);
+    (dir, dest)
+}
+
+/// Copies the reference fix of `name` over the workspace (stands in for an agent's edit).
+pub fn apply_reference_fix(name: &str, workspace: &Path) -> Vec<String> {
+    let source = repo().join("scripts/reference_fixes").join(name);
+    let mut changed = Vec::new();
+    for entry in walk(&source) {
+        let rel = entry.strip_prefix(&source).unwrap();
+        std::fs::copy(&entry, workspace.join(rel)).unwrap();
+        changed.push(rel.to_string_lossy().into_owned());
+    }
+    changed
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
+    }
+    out.sort();
+    out
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
+/// Settings like `serve` resolves them.
+pub fn config(actor: &str, project: &str, workspace: Option<&Path>, test_command: Option<&str>) -> FixMemoryConfig {
+    FixMemoryConfig {
+        scope: Scope { actor_id: actor.into(), project: project.into() },
+        workspace: workspace.map(|w| Workspace::open(w).unwrap()),
+        test_command: test_command.map(str::to_string),
+        test_timeout: Duration::from_secs(120),
+        trust_client_outcomes: false,
+        min_score: 0.10,
+    }
+}
+
+/// A tool host over a store at `db` with the real model.
+pub async fn host(db: &Path, config: FixMemoryConfig) -> ToolHost {
+    let store = LanceStore::open(db.to_str().unwrap()).await.unwrap();
+    ToolHost::new(Arc::new(FixMemory::new(Arc::new(store), embedder(), config)))
+}
+
+/// `json!({...})` as tool arguments.
+pub fn args(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("arguments must be an object, got {other}"),
+    }
+}
+
+/// A shell test command for a workspace holding `app.txt`: passes when the file says `fixed`, else
+/// fails like pytest with one failing test.
+pub const SHELL_TESTS: &str = "if grep -q fixed app.txt; then echo '1 passed in 0.01s'; else \
+echo 'FAILED tests/test_app.py::test_app_is_fixed - AssertionError: app.txt says broken'; \
+echo '1 failed in 0.01s'; exit 1; fi";
+
+/// A workspace with a broken `app.txt` and `notes.txt`.
+pub fn shell_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.txt"), "broken\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "notes\n").unwrap();
+    dir
+}
