@@ -29,7 +29,7 @@ pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
     let text = embedded_text(fix, error_type, &[query.clone()], &[]);
     let now = Utc::now();
     let record = FixRecord {
-        memory_id: fix_memory_id(&session_id, fix, error_type, "smoke", &[]),
+        memory_id: fix_memory_id(&settings.actor_id, &session_id, fix, error_type, "smoke", &[]),
         actor_id: settings.actor_id.clone(),
         project: SMOKE_PROJECT.to_string(),
         session_id,

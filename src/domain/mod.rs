@@ -65,9 +65,11 @@ pub struct FixRecord {
 /// Namespace of fix-memory ids (a fixed random UUID; changing it would change every id).
 const FIX_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6a1f_52c4_8e0b_4d7e_9b1a_3c5f_0e2d_7a91);
 
-/// The id of a fix: UUIDv5 (RFC 9562 §5.5) over the session, fix description, error type, outcome and the
-/// sorted file paths, so an identical retried store upserts the same row instead of adding a second one.
+/// The id of a fix: UUIDv5 (RFC 9562 §5.5) over the actor, session, fix description, error type, outcome
+/// and the sorted file paths (design.md §2, plus the actor so two actors can never share a row), so an
+/// identical retried store upserts the same row instead of adding a second one.
 pub fn fix_memory_id(
+    actor_id: &str,
     session_id: &str,
     fix_description: &str,
     error_type: &str,
@@ -78,7 +80,7 @@ pub fn fix_memory_id(
     paths.sort_unstable();
     paths.dedup();
     let mut name = String::new();
-    for part in [session_id, fix_description, error_type, outcome] {
+    for part in [actor_id, session_id, fix_description, error_type, outcome] {
         name.push_str(part);
         name.push('\u{0}');
     }
@@ -92,16 +94,17 @@ mod tests {
 
     #[test]
     fn fix_id_ignores_path_order_but_not_content() {
-        let a = fix_memory_id("s", "fix", "E", "ok", &["b.py".into(), "a.py".into()]);
-        let b = fix_memory_id("s", "fix", "E", "ok", &["a.py".into(), "b.py".into()]);
+        let a = fix_memory_id("a", "s", "fix", "E", "ok", &["b.py".into(), "a.py".into()]);
+        let b = fix_memory_id("a", "s", "fix", "E", "ok", &["a.py".into(), "b.py".into()]);
         assert_eq!(a, b);
-        assert_ne!(a, fix_memory_id("s2", "fix", "E", "ok", &["a.py".into(), "b.py".into()]));
-        assert_ne!(a, fix_memory_id("s", "fix", "E", "ok!", &["a.py".into(), "b.py".into()]));
+        assert_ne!(a, fix_memory_id("a", "s2", "fix", "E", "ok", &["a.py".into(), "b.py".into()]));
+        assert_ne!(a, fix_memory_id("a", "s", "fix", "E", "ok!", &["a.py".into(), "b.py".into()]));
         // field boundaries matter: ("ab","c") must differ from ("a","bc")
         assert_ne!(
-            fix_memory_id("s", "ab", "c", "ok", &[]),
-            fix_memory_id("s", "a", "bc", "ok", &[])
+            fix_memory_id("a", "s", "ab", "c", "ok", &[]),
+            fix_memory_id("a", "s", "a", "bc", "ok", &[])
         );
+        assert_ne!(a, fix_memory_id("b", "s", "fix", "E", "ok", &["a.py".into(), "b.py".into()]));
         assert_eq!(a.get_version_num(), 5);
     }
 }

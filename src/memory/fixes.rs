@@ -265,7 +265,7 @@ impl FixMemory {
         let error_type = redact(request.error_type.trim()).into_owned();
         let outcome = request.outcome.trim().to_string();
         let embedded_text = embedded_text(&fix_description, &error_type, &session.symptoms(), &session.queries());
-        let memory_id = fix_memory_id(session.session_id(), &fix_description, &error_type, &outcome, &paths);
+        let memory_id = fix_memory_id(&self.config.scope.actor_id, session.session_id(), &fix_description, &error_type, &outcome, &paths);
         let now = Utc::now();
         let record = FixRecord {
             memory_id,

@@ -1,7 +1,7 @@
 //! JSON Schemas of tool inputs and outputs, generated from Rust types (schemars) and made strict as
 //! design.md §2 requires: every object has `additionalProperties: false` and lists every property in
-//! `required` (optional properties are nullable instead), and integers carry `minimum`/`maximum`
-//! rather than schemars' `format: "uint8"`-style hints.
+//! `required` (optional properties are nullable instead), and numbers carry `minimum`/`maximum`
+//! rather than schemars' `format: "uint8"` / `"double"` hints.
 
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
@@ -9,9 +9,13 @@ use serde_json::{Map, Value};
 /// A JSON object (what MCP calls `JsonObject`).
 pub type JsonObject = Map<String, Value>;
 
-/// The strict input schema of `T`.
+/// The strict input schema of `T`. A struct without fields still gets `properties: {}` and
+/// `required: []`, as strict-mode function definitions expect.
 pub fn input_schema<T: JsonSchema>() -> JsonObject {
     let mut value = serde_json::to_value(schemars::schema_for!(T)).expect("schemas serialize");
+    if let Value::Object(map) = &mut value {
+        map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    }
     strictify(&mut value, true);
     into_object(value)
 }
@@ -44,12 +48,13 @@ fn strictify(value: &mut Value, all_required: bool) {
                 }
                 map.insert("additionalProperties".into(), Value::Bool(false));
             }
-            let is_integer = match map.get("type") {
-                Some(Value::String(t)) => t == "integer",
-                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+            let numeric = |t: &Value| t == "integer" || t == "number";
+            let is_numeric = match map.get("type") {
+                Some(t @ Value::String(_)) => numeric(t),
+                Some(Value::Array(ts)) => ts.iter().any(numeric),
                 _ => false,
             };
-            if is_integer {
+            if is_numeric {
                 map.remove("format");
             }
             for child in map.values_mut() {

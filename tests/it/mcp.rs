@@ -94,7 +94,7 @@ async fn seed_distractors(db: &std::path::Path) {
         let text = format!("Error type: {error_type}\nFix: {fix}");
         let now = chrono::Utc::now();
         let record = FixRecord {
-            memory_id: fix_memory_id(&format!("seed-{i}"), fix, error_type, "ok", &[]),
+            memory_id: fix_memory_id("ann", &format!("seed-{i}"), fix, error_type, "ok", &[]),
             actor_id: "ann".into(),
             project: format!("other-{i}"),
             session_id: format!("seed-{i}"),

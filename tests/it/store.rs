@@ -13,7 +13,7 @@ use crate::support::embedder;
 fn record(actor: &str, project: &str, fix: &str, error_type: &str) -> FixRecord {
     let at = Utc.with_ymd_and_hms(2026, 11, 30, 7, 0, 0).unwrap();
     FixRecord {
-        memory_id: fix_memory_id("s1", fix, error_type, "ok", &["a.py".into()]),
+        memory_id: fix_memory_id(actor, "s1", fix, error_type, "ok", &["a.py".into()]),
         actor_id: actor.into(),
         project: project.into(),
         session_id: "s1".into(),
@@ -128,4 +128,16 @@ async fn a_store_built_with_another_model_is_refused() {
     let err = LanceStore::open(path).await.err().expect("must refuse");
     assert!(matches!(err, StoreError::ModelMismatch { .. }), "{err:?}");
     assert!(err.to_string().contains("bge-large") && err.to_string().contains("--db"), "{err}");
+}
+
+#[tokio::test]
+async fn keyword_search_finds_rows_added_after_the_index_was_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    put(&store, &record("ann", "alpha", "first fix builds the full-text index", "ValueError")).await;
+    let later = record("ann", "alpha", "quux_frobnicator overflowed its ring buffer", "OverflowError");
+    put(&store, &later).await;
+    let found = store.fix_candidates(&query("ann", "quux_frobnicator", None).await).await.unwrap();
+    let ids: Vec<_> = found.by_keyword.iter().map(|c| c.record.memory_id).collect();
+    assert_eq!(ids, vec![later.memory_id], "a row written after the index was built must be keyword-searchable");
 }

@@ -244,7 +244,7 @@ impl FixStore for LanceStore {
             .map_err(backend)?;
         let by_vector = scored(&vector_batches, &query.vector)?;
 
-        let by_keyword = if *self.fts_ready.lock().await && !query.text.trim().is_empty() {
+        let by_keyword = if !query.text.trim().is_empty() && self.fts_available().await {
             let fts = self
                 .fixes
                 .query()

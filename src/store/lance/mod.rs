@@ -15,7 +15,7 @@ use std::time::Duration;
 use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::TryStreamExt;
-use lancedb::query::{ExecutableQuery, QueryBase};
+use lancedb::query::ExecutableQuery;
 use lancedb::{Connection, Table};
 
 use super::StoreError;
@@ -68,6 +68,16 @@ impl LanceStore {
     /// The directory or URI this store was opened at.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Is the full-text index there? Checks again while it is not, so a store opened before another
+    /// process built the index starts using it.
+    async fn fts_available(&self) -> bool {
+        let mut ready = self.fts_ready.lock().await;
+        if !*ready {
+            *ready = has_fts_index(&self.fixes).await.unwrap_or(false);
+        }
+        *ready
     }
 
     /// Builds the full-text index on `embedded_text` once the table has rows (Lance cannot train an
