@@ -263,7 +263,11 @@ impl FixMemory {
         };
         let fix_description = redact(request.fix_description.trim()).into_owned();
         let error_type = redact(request.error_type.trim()).into_owned();
-        let outcome = request.outcome.trim().to_string();
+        // a server-issued outcome is stored verbatim; a client-reported one (trust mode) is text like any other
+        let outcome = match &receipt {
+            Some(_) => request.outcome.trim().to_string(),
+            None => redact(request.outcome.trim()).into_owned(),
+        };
         let embedded_text = embedded_text(&fix_description, &error_type, &session.symptoms(), &session.queries());
         let memory_id = fix_memory_id(&self.config.scope.actor_id, session.session_id(), &fix_description, &error_type, &outcome, &paths);
         let now = Utc::now();

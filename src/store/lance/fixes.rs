@@ -13,13 +13,12 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
 use lancedb::DistanceType;
 use lancedb::index::scalar::FullTextSearchQuery;
-use lancedb::query::{ExecutableQuery, QueryBase};
+use lancedb::query::QueryBase;
 use uuid::Uuid;
 
-use super::{LanceStore, backend, retry, sql_literal};
+use super::{LanceStore, backend, collect, retry, sql_literal};
 use crate::domain::{FixRecord, Receipt};
 use crate::embed::{DIMENSION, cosine};
 use crate::store::{FixCandidates, FixQuery, FixStore, ScoredFix, StoreError};
@@ -204,6 +203,10 @@ fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<ScoredFix>, Stor
     Ok(out)
 }
 
+fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
+    format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()))
+}
+
 #[async_trait]
 impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
@@ -228,68 +231,41 @@ impl FixStore for LanceStore {
         if let Some(error_type) = &query.error_type {
             filter.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
         }
-        let vector_batches: Vec<RecordBatch> = self
+        let nearest = self
             .fixes
             .query()
             .nearest_to(query.vector.as_slice())
             .map_err(backend)?
             .distance_type(DistanceType::Cosine)
             .only_if(&filter)
-            .limit(query.limit)
-            .execute()
-            .await
-            .map_err(backend)?
-            .try_collect()
-            .await
-            .map_err(backend)?;
-        let by_vector = scored(&vector_batches, &query.vector)?;
+            .limit(query.limit);
+        let by_vector = scored(&collect(&nearest).await.map_err(backend)?, &query.vector)?;
 
-        let by_keyword = if !query.text.trim().is_empty() && self.fts_available().await {
+        let mut by_keyword = Vec::new();
+        if !query.text.trim().is_empty() && self.fts_available().await {
             let fts = self
                 .fixes
                 .query()
                 .full_text_search(FullTextSearchQuery::new(query.text.clone()))
                 .only_if(&filter)
-                .limit(query.limit)
-                .execute()
-                .await;
-            match fts {
-                Ok(stream) => match stream.try_collect::<Vec<RecordBatch>>().await {
-                    Ok(batches) => scored(&batches, &query.vector)?,
-                    Err(e) => {
-                        tracing::warn!("full-text search failed, using the vector ranking alone: {e}");
-                        Vec::new()
-                    }
-                },
-                Err(e) => {
-                    tracing::warn!("full-text search failed, using the vector ranking alone: {e}");
-                    Vec::new()
-                }
+                .limit(query.limit);
+            match collect(&fts).await {
+                Ok(batches) => by_keyword = scored(&batches, &query.vector)?,
+                // e.g. a query the full-text parser rejects: the vector ranking still answers
+                Err(e) => tracing::warn!("full-text search failed, using the vector ranking alone: {e}"),
             }
-        } else {
-            Vec::new()
-        };
+        }
         Ok(FixCandidates { by_vector, by_keyword })
     }
 
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
-        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()));
-        let batches: Vec<RecordBatch> = self
-            .fixes
-            .query()
-            .only_if(&filter)
-            .limit(1)
-            .execute()
-            .await
-            .map_err(backend)?
-            .try_collect()
-            .await
-            .map_err(backend)?;
+        let lookup = self.fixes.query().only_if(id_filter(actor_id, memory_id)).limit(1);
+        let batches = collect(&lookup).await.map_err(backend)?;
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|(r, _)| r))
     }
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
-        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()));
+        let filter = id_filter(actor_id, memory_id);
         let result = retry(|| self.fixes.delete(filter.as_str())).await.map_err(backend)?;
         Ok(result.num_deleted_rows > 0)
     }

@@ -116,6 +116,11 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// Runs a query and collects its batches.
+async fn collect(query: &impl ExecutableQuery) -> lancedb::Result<Vec<RecordBatch>> {
+    query.execute().await?.try_collect().await
+}
+
 /// `'` doubled, for a string literal inside a Lance SQL filter.
 fn sql_literal(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
@@ -165,8 +170,7 @@ async fn check_meta(path: &str, meta: &Table) -> Result<(), StoreError> {
         ("embedding_model", MODEL_ID.to_string()),
         ("embedding_dimension", DIMENSION.to_string()),
     ];
-    let batches: Vec<RecordBatch> =
-        meta.query().execute().await.map_err(backend)?.try_collect().await.map_err(backend)?;
+    let batches = collect(&meta.query()).await.map_err(backend)?;
     let mut found = std::collections::HashMap::new();
     for batch in &batches {
         let keys = fixes::column::<StringArray>(batch, "meta", "key")?;
