@@ -7,12 +7,12 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::env_vars as ev;
 
-/// Verified, tiered memory for coding agents, served over MCP.
+/// Verified fix memory for coding agents, served over MCP (stdio).
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp", version, about, long_about = None)]
 pub struct Cli {
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `astra_mcp=debug`. Logs go to stderr.
-    #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = "info")]
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `astra_mcp=debug`. Logs go to stderr only.
+    #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = "warn,astra_mcp=info")]
     pub log: String,
     #[command(subcommand)]
     pub command: Command,
@@ -34,7 +34,7 @@ pub enum Command {
 /// Where memory lives and whose it is.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// LanceDB directory (or object-store URI). Default: `<data dir>/astra-mcp/db`, e.g. `~/.local/share/astra-mcp/db`.
+    /// LanceDB directory. Default: `<data dir>/astra-mcp/db`, e.g. `~/.local/share/astra-mcp/db`.
     #[arg(long, env = ev::ASTRA_DB, value_name = "PATH")]
     pub db: Option<String>,
     /// The actor that owns long-term memory. Trusted configuration: tools cannot choose it.

@@ -1,4 +1,4 @@
-//! astra-mcp: a verified, tiered memory for coding agents, served over MCP (stdio), on one embedded
+//! astra-mcp: a verified fix memory for coding agents, served over MCP (stdio), on one embedded
 //! LanceDB directory with local all-MiniLM-L6-v2 embeddings. See `README.md` and design.md.
 //!
 //! Layers, outermost first: `cli`/`config` (settings) → `transport` (rmcp wiring) → `tools` (registry,

@@ -67,7 +67,7 @@ pub async fn verify(settings: &StoreSettings, memory_id: Uuid) -> anyhow::Result
     let store = LanceStore::open(&settings.db).await?;
     let Some(record) = store.get_fix(&settings.actor_id, memory_id).await? else {
         anyhow::bail!(
-            "smoke fix {memory_id} is not in the store at {} for actor {}: the write did not persist (or --db/--actor differ from `smoke store`)",
+            "smoke fix {memory_id} is not in the store at {} for actor {}: the write did not persist, an earlier verify already deleted it, or --db/--actor differ from `smoke store`",
             settings.db,
             settings.actor_id
         );

@@ -32,6 +32,8 @@ pub struct Receipt {
     pub finished_at: DateTime<Utc>,
     /// `git rev-parse HEAD` of the workspace at that time, when it is a git repository.
     pub git_head: Option<String>,
+    /// Canonical path of the workspace root the tests ran in.
+    pub workspace_root: String,
     /// SHA-256 over the workspace's files when the run ended (hex; see `memory::workspace`).
     pub workspace_digest: String,
     /// SHA-256 (hex) of each file in `file_paths`, by workspace-relative path, at store time.

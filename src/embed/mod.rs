@@ -50,7 +50,7 @@ pub enum EmbedError {
     MissingFile { file: String, path: PathBuf, env: &'static str },
     /// A pinned file exists but is not the pinned content.
     #[error(
-        "{path} has sha256 {actual}, expected {expected}: it is damaged or not the pinned file; delete it and run `scripts/setup`"
+        "{path} has sha256 {actual}, expected {expected}: it is not the pinned file (damaged, or the wrong path); run `scripts/setup`, or point the flag/env var at the provisioned file"
     )]
     HashMismatch { path: PathBuf, expected: String, actual: String },
     /// The files were there but ONNX Runtime or the model failed to initialise.

@@ -2,6 +2,7 @@
 //! session's gate state (design.md §2–§3). A fix becomes memory only when this server saw the project's
 //! tests pass on the current files (or, in trust mode, marked `verified: false`).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,8 +59,10 @@ pub struct FixHit {
 #[derive(Debug, Clone)]
 pub struct RunTestsReport {
     pub run: TestRun,
-    /// Set only when the run passed (exit code 0).
+    /// Set only when the run passed (exit code 0, no reported failures) and no file changed during it.
     pub confirmed_outcome: Option<String>,
+    /// The tests passed but the workspace changed while they ran, so nothing was confirmed.
+    pub changed_during_run: bool,
 }
 
 /// A `store_fix_memory` request after shape validation.
@@ -149,14 +152,15 @@ impl FixMemory {
         Ok(hits)
     }
 
-    /// `Some(true)` when a fix of this very project records files whose content has changed since.
+    /// For a fix made in this very project and workspace root: did its recorded files change since?
+    /// `None` (unknown) for other projects, other checkouts that share the project label, or no receipt.
     fn staleness(&self, record: &FixRecord) -> Option<bool> {
         let workspace = self.config.workspace.as_ref()?;
         if record.project != self.config.scope.project {
             return None;
         }
         let receipt = record.receipt.as_ref()?;
-        if receipt.file_hashes.is_empty() {
+        if receipt.file_hashes.is_empty() || Path::new(&receipt.workspace_root) != workspace.root() {
             return None;
         }
         let paths: Vec<String> = receipt.file_hashes.keys().cloned().collect();
@@ -173,7 +177,8 @@ impl FixMemory {
     }
 
     /// Runs the configured test command in the workspace. A pass records the session's confirmed outcome
-    /// (with the workspace digest taken when the run ended); a failure records its symptoms and clears it.
+    /// with the workspace digest, which must be the same before and after the run; a failure records its
+    /// symptoms and clears any confirmed outcome.
     pub async fn run_tests(&self, session: &SessionState) -> Result<RunTestsReport, MemoryError> {
         let workspace = self.workspace("run_tests")?;
         let command = self.config.test_command.as_deref().ok_or_else(|| {
@@ -182,24 +187,30 @@ impl FixMemory {
                  e.g. --test-command 'python -m pytest -q'.",
             )
         })?;
+        let before = self.digest(workspace).await?;
         let run = testrun::run(command, workspace.root(), self.config.test_timeout)
             .await
             .map_err(|source| MemoryError::Io { context: format!("starting `{command}`"), source })?;
         if !run.passed() {
             session.record_failure(run.symptom_lines());
-            return Ok(RunTestsReport { run, confirmed_outcome: None });
+            return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: false });
         }
+        // Confirm only the files the tests actually ran against: an edit during the run voids the pass.
         let digest = self.digest(workspace).await?;
+        if digest != before {
+            session.record_failure(Vec::new());
+            return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: true });
+        }
         let outcome = testrun::confirmed_outcome(&run, &digest);
         session.record_pass(Confirmed {
             outcome: outcome.clone(),
             workspace_digest: digest,
-            command: run.command.clone(),
-            summary: run.summary.clone(),
+            command: redact(&run.command).into_owned(),
+            summary: redact(&run.summary).into_owned(),
             duration_ms: run.duration_ms,
             finished_at: run.finished_at,
         });
-        Ok(RunTestsReport { run, confirmed_outcome: Some(outcome) })
+        Ok(RunTestsReport { run, confirmed_outcome: Some(outcome), changed_during_run: false })
     }
 
     async fn digest(&self, workspace: &Workspace) -> Result<String, MemoryError> {
@@ -257,6 +268,7 @@ impl FixMemory {
                 duration_ms: confirmed.duration_ms,
                 finished_at: confirmed.finished_at,
                 git_head: workspace.git_head().await,
+                workspace_root: workspace.root().to_string_lossy().into_owned(),
                 workspace_digest: confirmed.workspace_digest,
                 file_hashes: workspace.file_hashes(&paths),
             })

@@ -7,26 +7,47 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 /// (kind, pattern, replacement) — the replacement keeps any non-secret prefix captured as `$p`.
+/// Order matters: whole blocks and URLs first, then token shapes, then `name = value` assignments.
 static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new(|| {
     let rule = |kind, pattern: &str, replacement| (kind, Regex::new(pattern).expect("valid redaction regex"), replacement);
+    // a name that says "secret", with optional prefix/suffix: DB_PASSWORD, SECRET_KEY, api-key, authToken
+    const SECRET_NAME: &str =
+        r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key)[A-Za-z0-9_-]*";
     vec![
         rule(
             "private-key",
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)",
             "[REDACTED:private-key]",
         ),
-        // scheme://user:password@host -> keep user and host
-        rule("url-password", r"(?P<p>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@", "$p[REDACTED:password]@"),
+        // scheme://user:password@host -> keep user and host (the password may contain '/')
+        rule("url-password", r"(?P<p>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@]+@", "$p[REDACTED:password]@"),
+        rule(
+            "authorization-header",
+            r"(?P<p>(?i:authorization|proxy-authorization)\s*[:=]\s*(?:(?i:basic|bearer|token|digest)\s+)?)[^\s,;]{8,}",
+            "$p[REDACTED:credentials]",
+        ),
         rule("bearer-token", r"(?P<p>(?i:bearer)\s+)[A-Za-z0-9\-._~+/]{12,}=*", "$p[REDACTED:token]"),
+        rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "[REDACTED:jwt]"),
         rule("openai-key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}", "[REDACTED:api-key]"),
+        rule("stripe-key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}", "[REDACTED:api-key]"),
         rule("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", "[REDACTED:token]"),
+        rule("npm-token", r"\bnpm_[A-Za-z0-9]{30,}", "[REDACTED:token]"),
+        rule("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}", "[REDACTED:token]"),
         rule("aws-access-key", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "[REDACTED:aws-key]"),
         rule("slack-token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "[REDACTED:token]"),
         rule("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}\b", "[REDACTED:api-key]"),
-        // key = value assignments whose name says secret
+        // --password VALUE / --token=VALUE on a command line
+        rule(
+            "secret-flag",
+            r"(?P<p>(?i:--?(?:password|passwd|token|secret|api[_-]?key))[= ]+)[^\s-][^\s]{5,}",
+            "$p[REDACTED:secret]",
+        ),
+        // NAME = value, NAME: "value", "name": "value" (JSON), where NAME says secret
         rule(
             "assigned-secret",
-            r#"(?P<p>(?i:\b[A-Za-z0-9_]*(?:api[_-]?key|secret|password|passwd|token)\b)\s*[:=]\s*["']?)[^\s"',;]{8,}"#,
+            &format!(
+                r#"(?P<p>(?i:\b{SECRET_NAME})["']?\s*[:=]\s*)(?:"[^"\n]{{4,}}"|'[^'\n]{{4,}}'|[^\s"',;]{{6,}})"#
+            ),
             "$p[REDACTED:secret]",
         ),
     ]
@@ -51,11 +72,26 @@ mod tests {
     fn redacts_common_secret_shapes() {
         let cases = [
             ("key sk-proj-abcdefghijklmnopqrstuvwxyz012345 here", "key [REDACTED:api-key] here"),
-            ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def", "Authorization: Bearer [REDACTED:token]"),
+            ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def", "Authorization: Bearer [REDACTED:credentials]"),
+            ("curl -H 'X: 1' then Bearer abcdefghijklmnop1234", "curl -H 'X: 1' then Bearer [REDACTED:token]"),
             ("postgres://app:hunter2secret@db.internal:5432/x", "postgres://app:[REDACTED:password]@db.internal:5432/x"),
             ("token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "token [REDACTED:token]"),
             ("AKIAABCDEFGHIJKLMNOP is the key id", "[REDACTED:aws-key] is the key id"),
             ("DB_PASSWORD=correcthorsebattery", "DB_PASSWORD=[REDACTED:secret]"),
+            ("SECRET_KEY=django-insecure-abc123xyz", "SECRET_KEY=[REDACTED:secret]"),
+            ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY=[REDACTED:secret]"),
+            (r#"{"password": "hunter2hunter2"}"#, r#"{"password": [REDACTED:secret]}"#),
+            (r#"password = "correct horse battery staple""#, "password = [REDACTED:secret]"),
+            ("mysql --password hunter2hunter2 -u app", "mysql --password [REDACTED:secret] -u app"),
+            ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED:credentials]"),
+            ("key sk_live_4eC39HqLyjWDarjtT1zdp7dc", "key [REDACTED:api-key]"),
+            (
+                "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "jwt [REDACTED:jwt]",
+            ),
+            ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED:token]"),
+            ("hf_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED:token]"),
+            ("postgres://app:pa/ss0rd@db/x", "postgres://app:[REDACTED:password]@db/x"),
             (
                 "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter",
                 "[REDACTED:private-key]\nafter",

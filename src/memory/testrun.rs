@@ -46,9 +46,10 @@ pub struct TestRun {
 }
 
 impl TestRun {
-    /// True only for a run that finished with exit code 0.
+    /// True only for a run that finished with exit code 0 and whose summary reports no failures or
+    /// errors (a runner that prints `3 failed` and still exits 0 did not pass).
     pub fn passed(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out
+        self.exit_code == Some(0) && !self.timed_out && !REPORTED_FAILURES.is_match(&self.summary)
     }
 
     /// The symptom lines a fix row embeds: each failing test's name and message.
@@ -63,16 +64,24 @@ impl TestRun {
     }
 }
 
-/// Runs `command` with `sh -c` in `cwd`, killing its whole process group after `timeout`.
+/// Output kept per stream (stdout, stderr): the last this many bytes.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+/// After the shell exits and its process group is killed, how long to wait for the output pipes to close.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs `command` with `sh -c` in `cwd`, in its own process group, with no stdin.
 ///
-/// The child gets `COLUMNS=200` (so pytest does not cut its summary lines) and
-/// `PYTHONDONTWRITEBYTECODE=1`, and no stdin.
+/// The run ends when the shell exits or `timeout` passes; then the whole process group is killed (test
+/// processes left in the background are part of the run), and so it is when the returned future is
+/// dropped (a cancelled request, a server shutting down). Only the last [`MAX_OUTPUT_BYTES`] of each
+/// stream are kept, also on timeout. The child gets `COLUMNS=200` (so pytest does not cut its summary
+/// lines) and `PYTHONDONTWRITEBYTECODE=1`.
 ///
 /// # Errors
-/// Only when the shell cannot be started; a failing or timed-out run is an `Ok` [`TestRun`].
+/// Only when the shell cannot be started or waited for; a failing or timed-out run is an `Ok` [`TestRun`].
 pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<TestRun> {
     let started = Instant::now();
-    let child = tokio::process::Command::new("sh")
+    let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -84,43 +93,37 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
-    let pid = child.id();
-    let waited = tokio::time::timeout(timeout, child.wait_with_output()).await;
+    let mut group = ProcessGroup(child.id());
+    let stdout = Tail::collect(child.stdout.take());
+    let stderr = Tail::collect(child.stderr.take());
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
     let duration_ms = started.elapsed().as_millis() as u64;
     let finished_at = Utc::now();
-    let output = match waited {
-        Ok(output) => output?,
-        Err(_) => {
-            if let Some(pid) = pid {
-                // The whole group: the shell and every test process it started.
-                let _ = tokio::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().await;
-            }
-            return Ok(TestRun {
-                command: command.to_string(),
-                exit_code: None,
-                timed_out: true,
-                duration_ms,
-                finished_at,
-                summary: format!("timed out after {} s", timeout.as_secs()),
-                failing: Vec::new(),
-                output_tail: String::new(),
-            });
-        }
+    group.kill();
+    let (exit_code, timed_out) = match waited {
+        Ok(status) => (status?.code(), false),
+        Err(_) => (None, true),
     };
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    if !output.stderr.is_empty() {
+    let _ = tokio::time::timeout(DRAIN_GRACE, futures::future::join(stdout.done(), stderr.done())).await;
+    let mut text = stdout.text();
+    let err = stderr.text();
+    if !err.is_empty() {
         text.push('\n');
-        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        text.push_str(&err);
     }
-    let exit_code = output.status.code();
-    let summary = summary_line(&text).unwrap_or_else(|| match exit_code {
-        Some(code) => format!("exit code {code}"),
-        None => "killed by a signal".to_string(),
-    });
+    let text = ANSI_ESCAPE.replace_all(&text, "");
+    let summary = if timed_out {
+        format!("timed out after {} s", timeout.as_secs())
+    } else {
+        summary_line(&text).unwrap_or_else(|| match exit_code {
+            Some(code) => format!("exit code {code}"),
+            None => "killed by a signal".to_string(),
+        })
+    };
     Ok(TestRun {
         command: command.to_string(),
         exit_code,
-        timed_out: false,
+        timed_out,
         duration_ms,
         finished_at,
         summary,
@@ -128,6 +131,85 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         output_tail: tail(&text, OUTPUT_TAIL_CHARS),
     })
 }
+
+/// The process group of a test run; killed (SIGKILL) at most once, at the latest when dropped.
+struct ProcessGroup(Option<u32>);
+
+impl ProcessGroup {
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take().and_then(|pid| i32::try_from(pid).ok()) {
+            // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The last [`MAX_OUTPUT_BYTES`] of a child's output stream, filled by a background task.
+struct Tail {
+    bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Tail {
+    fn collect(stream: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>) -> Self {
+        let bytes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = bytes.clone();
+        let task = stream.map(|mut stream| {
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                let mut chunk = vec![0u8; 64 * 1024];
+                while let Ok(n) = stream.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    let mut buf = sink.lock().unwrap_or_else(|p| p.into_inner());
+                    buf.extend_from_slice(&chunk[..n]);
+                    if buf.len() > 2 * MAX_OUTPUT_BYTES {
+                        let cut = buf.len() - MAX_OUTPUT_BYTES;
+                        buf.drain(..cut);
+                    }
+                }
+            })
+        });
+        Self { bytes, task }
+    }
+
+    /// Waits until the stream is closed.
+    async fn done(&self) {
+        if let Some(task) = &self.task {
+            while !task.is_finished() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        let buf = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        let start = buf.len().saturating_sub(MAX_OUTPUT_BYTES);
+        String::from_utf8_lossy(&buf[start..]).into_owned()
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+static ANSI_ESCAPE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("valid regex"));
+static REPORTED_FAILURES: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b[1-9][0-9]* (?:failed|errors?)\b").expect("valid regex"));
 
 static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+ in [\d.]+s(?: \([^)]*\))?)\s*=*$")
@@ -235,14 +317,16 @@ pub fn receipt_id(command: &str, workspace_digest: &str) -> String {
 }
 
 /// The `confirmed_outcome` of a passing run (design.md §3), deterministic for the same command and
-/// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`.
+/// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`. Secrets in the
+/// command or summary are redacted (it is stored and shown to other sessions).
 pub fn confirmed_outcome(run: &TestRun, workspace_digest: &str) -> String {
-    format!(
+    let outcome = format!(
         "{} passed with exit code 0 ({}) [receipt {}]",
         runner_name(&run.command),
         normalized_summary(&run.summary),
         receipt_id(&run.command, workspace_digest)
-    )
+    );
+    crate::memory::redact::redact(&outcome).into_owned()
 }
 
 fn cut(s: &str, max_chars: usize) -> String {
@@ -345,8 +429,39 @@ FAILED tests/test_cors.py::test_second_origin
         let failed = run("echo boom; exit 3", dir.path(), Duration::from_secs(10)).await.unwrap();
         assert_eq!(failed.exit_code, Some(3));
         assert_eq!(failed.summary, "boom");
-        let slow = run("sleep 30", dir.path(), Duration::from_millis(300)).await.unwrap();
+        let slow = run("echo started; sleep 30", dir.path(), Duration::from_millis(300)).await.unwrap();
         assert!(slow.timed_out && !slow.passed());
         assert!(slow.duration_ms < 5_000, "the timeout must stop the run, took {} ms", slow.duration_ms);
+        assert_eq!(slow.output_tail.trim(), "started", "output before a timeout is kept");
+        let lying = run("echo '3 failed, 1 passed in 0.1s'", dir.path(), Duration::from_secs(10)).await.unwrap();
+        assert!(!lying.passed(), "exit 0 with reported failures is not a pass");
+        let colored = run("printf '\\033[32m2 passed in 0.01s\\033[0m\\n'", dir.path(), Duration::from_secs(10)).await.unwrap();
+        assert_eq!(colored.summary, "2 passed in 0.01s", "ANSI colour codes are stripped");
+    }
+
+    #[tokio::test]
+    async fn background_children_do_not_hold_the_run_open_and_are_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let run = run("sleep 30 & echo $! > bg.pid; echo '1 passed in 0.01s'", dir.path(), Duration::from_secs(20)).await.unwrap();
+        assert!(run.passed(), "{run:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "a background child kept the run open");
+        let pid: i32 = std::fs::read_to_string(dir.path().join("bg.pid")).unwrap().trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+        assert!(!alive, "the background child {pid} outlived the test run");
+    }
+
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.contains(") Z ")).unwrap_or(true)
+    }
+
+    #[tokio::test]
+    async fn output_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run("head -c 5000000 /dev/zero | tr '\\0' 'x'; echo; echo '1 failed in 1.00s'; exit 1", dir.path(), Duration::from_secs(30)).await.unwrap();
+        assert_eq!(run.summary, "1 failed in 1.00s", "the summary at the end survives truncation");
+        assert!(run.output_tail.chars().count() <= OUTPUT_TAIL_CHARS);
     }
 }

@@ -26,7 +26,7 @@ pub enum PathError {
     NotFound(String),
     #[error("`{0}` resolves outside the workspace (through a symlink): only files inside the workspace can be recorded")]
     Escapes(String),
-    #[error("`{0}` is not a regular file: list the changed files, not directories")]
+    #[error("`{0}` is not a regular file: list the files the fix changed (not directories, pipes or devices)")]
     NotAFile(String),
 }
 
@@ -64,7 +64,7 @@ impl Workspace {
         self.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "workspace".into())
     }
 
-    /// SHA-256 (hex) over every file of the workspace (relative path and content, in path order),
+    /// SHA-256 (hex) over every regular file and symlink of the workspace (relative path and content, in path order),
     /// respecting `.gitignore` / `.ignore` files and leaving out [`SIDE_EFFECT_DIRS`] and
     /// [`SIDE_EFFECT_SUFFIXES`]. Symlinks are hashed by their target path, not followed.
     ///
@@ -89,7 +89,8 @@ impl Workspace {
         for entry in walker {
             let entry = entry.map_err(std::io::Error::other)?;
             let Some(file_type) = entry.file_type() else { continue };
-            if file_type.is_dir() {
+            // FIFOs, sockets and devices have no content to hash (and reading a FIFO blocks)
+            if !(file_type.is_file() || file_type.is_symlink()) {
                 continue;
             }
             let name = entry.file_name().to_string_lossy();
@@ -223,6 +224,16 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
         std::fs::write(dir.path().join("logs/run.log"), "noise").unwrap();
         assert_eq!(ws.digest().unwrap(), before);
+    }
+
+    #[test]
+    fn a_fifo_in_the_workspace_is_skipped_not_read() {
+        let (dir, ws) = workspace();
+        let before = ws.digest().unwrap();
+        let status = std::process::Command::new("mkfifo").arg(dir.path().join("pipe")).status().unwrap();
+        assert!(status.success());
+        assert_eq!(ws.digest().unwrap(), before, "the digest must not block on, or depend on, a FIFO");
+        assert_eq!(ws.check_relative_file("pipe"), Err(PathError::NotAFile("pipe".into())));
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct RunTestsOutput {
     pub failing_tests: Vec<FailingTestOutput>,
     /// Set only when the run passed: pass it verbatim as `outcome` to `store_fix_memory`.
     pub confirmed_outcome: Option<String>,
+    /// The tests passed but files changed while they ran, so no outcome was confirmed.
+    pub files_changed_during_run: bool,
     /// The last 2000 characters of the run's output.
     pub output_tail: String,
 }
@@ -220,10 +222,10 @@ pub fn render_matches(matches: &[FixMatch]) -> String {
                 "Match {} (score={:.4})\nFix: {}\nError type: {}\nFiles: {}\nOutcome: {}\nConfirmed: {}\nSession: {}",
                 m.rank,
                 m.score,
-                m.fix_description,
-                m.error_type,
-                m.file_paths.join(", "),
-                m.outcome,
+                one_line(&m.fix_description),
+                one_line(&m.error_type),
+                one_line(&m.file_paths.join(", ")),
+                one_line(&m.outcome),
                 m.confirmed_at,
                 m.session_id
             );
@@ -237,6 +239,11 @@ pub fn render_matches(matches: &[FixMatch]) -> String {
         })
         .collect();
     blocks.join("\n\n")
+}
+
+/// A stored field on one line: line breaks would let stored text fake extra lines or match blocks.
+fn one_line(text: &str) -> String {
+    text.split(['\n', '\r']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 pub(super) async fn search(memory: &FixMemory, session: &SessionState, args: JsonObject) -> Result<ToolOutput, ToolError> {
@@ -277,6 +284,11 @@ pub(super) async fn run_tests(memory: &FixMemory, session: &SessionState, args: 
             }
         }
     }
+    if report.changed_during_run {
+        text.push_str(
+            "\nFiles changed while the tests ran, so this pass confirms nothing: run run_tests again without editing during the run.",
+        );
+    }
     match &report.confirmed_outcome {
         Some(outcome) => text.push_str(&format!(
             "\nconfirmed_outcome: {outcome}\nTo remember this fix, call store_fix_memory with exactly this string as `outcome`."
@@ -298,6 +310,7 @@ pub(super) async fn run_tests(memory: &FixMemory, session: &SessionState, args: 
             .map(|t| FailingTestOutput { name: t.name.clone(), message: t.message.clone() })
             .collect(),
         confirmed_outcome: report.confirmed_outcome.clone(),
+        files_changed_during_run: report.changed_during_run,
         output_tail: run.output_tail.clone(),
     };
     Ok(ToolOutput::ok(text, serde_json::to_value(output).expect("serializable")))

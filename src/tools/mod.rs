@@ -99,10 +99,6 @@ impl ToolHost {
         Self { fixes }
     }
 
-    pub fn fix_memory(&self) -> &FixMemory {
-        &self.fixes
-    }
-
     /// Calls tool `name` with `arguments` for `session`. Every failure the model can act on, including
     /// arguments that do not fit the schema and internal faults, is an `is_error` output; a panic inside
     /// a tool is caught and reported the same way.

@@ -69,7 +69,7 @@ impl ServerHandler for McpServer {
             .with_server_info(
                 Implementation::new("astra-mcp", env!("CARGO_PKG_VERSION"))
                     .with_title("astra-mcp verified memory")
-                    .with_description("Verified fix memory and tiered memory for coding agents"),
+                    .with_description("Verified fix memory for coding agents"),
             )
             .with_instructions(INSTRUCTIONS)
     }

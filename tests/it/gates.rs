@@ -227,3 +227,41 @@ async fn without_a_workspace_only_searches_work() {
         assert!(out.is_error && out.text.contains("--workspace"), "{tool}: {}", out.text);
     }
 }
+
+#[tokio::test]
+async fn secrets_in_the_command_output_and_arguments_never_reach_the_store() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let command = "export API_TOKEN=ghp_0123456789abcdefghijklmnopqrstuvwxyzAB; echo 'connected with password=hunter2hunter2hunter'";
+    let host = host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(command))).await;
+    let session = SessionState::random();
+    search(&host, &session, "login fails, key sk-proj-abcdefghijklmnopqrstuvwxyz012345 rejected").await;
+    let passed = call(&host, &session, "run_tests", json!({})).await;
+    let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+    assert!(!outcome.contains("hunter2"), "{outcome}");
+    let mut a = store_args(&outcome);
+    a["fix_description"] = json!("rotate the key; DB_PASSWORD=correcthorsebattery was hard-coded");
+    let stored = call(&host, &session, "store_fix_memory", a).await;
+    assert!(!stored.is_error, "{}", stored.text);
+    let found = call(&host, &SessionState::random(), "search_codebase_memory", json!({"query": "login key rejected", "error_type": null, "top_k": 5})).await;
+    let everything = format!("{} {}", found.text, found.structured.unwrap());
+    for secret in ["hunter2", "ghp_0123", "sk-proj-abc", "correcthorsebattery"] {
+        assert!(!everything.contains(secret), "`{secret}` reached the store: {everything}");
+    }
+    assert!(everything.contains("[REDACTED:"), "redaction markers show where secrets were");
+}
+
+#[tokio::test]
+async fn an_edit_during_the_test_run_voids_the_pass() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
+    // the "tests" pass, but something rewrites a file while they run
+    let command = "echo '1 passed in 0.01s'; echo 'changed during the run' > notes.txt";
+    let host = host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(command))).await;
+    let session = SessionState::random();
+    search(&host, &session, "anything").await;
+    let out = call(&host, &session, "run_tests", json!({})).await;
+    let structured = out.structured.unwrap();
+    assert_eq!(structured["confirmed_outcome"], json!(null), "{}", out.text);
+    assert_eq!(structured["files_changed_during_run"], json!(true));
+    assert!(out.text.contains("Files changed while the tests ran"), "{}", out.text);
+}

@@ -31,6 +31,7 @@ fn record(actor: &str, project: &str, fix: &str, error_type: &str) -> FixRecord 
             duration_ms: 120,
             finished_at: at,
             git_head: None,
+            workspace_root: "/work/alpha".into(),
             workspace_digest: "d".repeat(64),
             file_hashes: BTreeMap::from([("a.py".into(), "h".repeat(64))]),
         }),
@@ -140,4 +141,30 @@ async fn keyword_search_finds_rows_added_after_the_index_was_built() {
     let found = store.fix_candidates(&query("ann", "quux_frobnicator", None).await).await.unwrap();
     let ids: Vec<_> = found.by_keyword.iter().map(|c| c.record.memory_id).collect();
     assert_eq!(ids, vec![later.memory_id], "a row written after the index was built must be keyword-searchable");
+}
+
+#[tokio::test]
+async fn concurrent_writers_on_one_directory_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    // two handles stand in for two server processes (separate connections, separate caches)
+    let stores = [LanceStore::open(path).await.unwrap(), LanceStore::open(path).await.unwrap()];
+    let vector = embedder().embed_query("a concurrent write").await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let store = stores[i % 2].clone();
+        let mut r = record("ann", "alpha", &format!("concurrent fix number {i}"), "Race");
+        r.memory_id = fix_memory_id("ann", &format!("s{i}"), &r.fix_description, "Race", "ok", &[]);
+        ids.push(r.memory_id);
+        let v = vector.clone();
+        tasks.spawn(async move { store.upsert_fix(&r, &v).await });
+    }
+    while let Some(result) = tasks.join_next().await {
+        assert!(result.unwrap().unwrap(), "every acknowledged write created its row");
+    }
+    let fresh = LanceStore::open(path).await.unwrap();
+    for id in ids {
+        assert!(fresh.get_fix("ann", id).await.unwrap().is_some(), "acknowledged write {id} is missing");
+    }
 }

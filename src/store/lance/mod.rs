@@ -35,8 +35,6 @@ const WRITE_ATTEMPTS: usize = 8;
 #[derive(Clone)]
 pub struct LanceStore {
     path: String,
-    #[allow(dead_code)]
-    conn: Connection,
     fixes: Table,
     fts_ready: Arc<tokio::sync::Mutex<bool>>,
 }
@@ -62,7 +60,7 @@ impl LanceStore {
         check_meta(path, &meta).await?;
         let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
         let fts_ready = has_fts_index(&fixes).await.map_err(|e| open_err(&e))?;
-        Ok(Self { path: path.to_string(), conn, fixes, fts_ready: Arc::new(tokio::sync::Mutex::new(fts_ready)) })
+        Ok(Self { path: path.to_string(), fixes, fts_ready: Arc::new(tokio::sync::Mutex::new(fts_ready)) })
     }
 
     /// The directory or URI this store was opened at.
