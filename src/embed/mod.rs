@@ -119,10 +119,6 @@ impl ModelPaths {
 /// Turns text into vectors. Implementations are synchronous and CPU-bound: call them from the blocking
 /// pool (as [`LazyEmbedder`] does), never directly on the async runtime.
 pub trait Embedder: Send + Sync {
-    /// Identifier stored in the `meta` table (see [`MODEL_ID`]).
-    fn model_id(&self) -> &str;
-    /// Length of every returned vector.
-    fn dimension(&self) -> usize;
     /// Embeds texts to be stored; one L2-normalized vector per text, in order.
     fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Embeds a search query. MiniLM is symmetric, so by default this is the document embedding.

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
-use super::{DIMENSION, EmbedError, Embedder, MAX_TOKENS, MODEL_ID, ModelPaths};
+use super::{DIMENSION, EmbedError, Embedder, MAX_TOKENS, ModelPaths};
 
 /// Texts per ONNX batch in [`Embedder::embed_documents`].
 const BATCH: usize = 64;
@@ -56,14 +56,6 @@ impl OnnxEmbedder {
 }
 
 impl Embedder for OnnxEmbedder {
-    fn model_id(&self) -> &str {
-        MODEL_ID
-    }
-
-    fn dimension(&self) -> usize {
-        DIMENSION
-    }
-
     fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut model = self.model.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let vectors = model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Inference(e.to_string()))?;

@@ -94,10 +94,6 @@ impl FixMemory {
         Self { store, embedder, config }
     }
 
-    pub fn config(&self) -> &FixMemoryConfig {
-        &self.config
-    }
-
     /// Hybrid search over the actor's confirmed fixes in every project: vector and BM25 rankings fused
     /// by RRF; hits below `min_score` cosine without a keyword match are dropped. Opens the session's
     /// memory gate even when nothing is found.

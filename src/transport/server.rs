@@ -43,10 +43,6 @@ impl McpServer {
         let tools = tools::specs().iter().map(to_mcp_tool).collect();
         Self { host, session, tools: Arc::new(tools) }
     }
-
-    pub fn session(&self) -> &SessionState {
-        &self.session
-    }
 }
 
 fn to_mcp_tool(spec: &ToolSpec) -> Tool {

@@ -34,7 +34,6 @@ const WRITE_ATTEMPTS: usize = 8;
 /// An open store: a LanceDB connection and its tables, created on first open.
 #[derive(Clone)]
 pub struct LanceStore {
-    path: String,
     fixes: Table,
     fts_ready: Arc<tokio::sync::Mutex<bool>>,
 }
@@ -60,12 +59,7 @@ impl LanceStore {
         check_meta(path, &meta).await?;
         let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
         let fts_ready = has_fts_index(&fixes).await.map_err(|e| open_err(&e))?;
-        Ok(Self { path: path.to_string(), fixes, fts_ready: Arc::new(tokio::sync::Mutex::new(fts_ready)) })
-    }
-
-    /// The directory or URI this store was opened at.
-    pub fn path(&self) -> &str {
-        &self.path
+        Ok(Self { fixes, fts_ready: Arc::new(tokio::sync::Mutex::new(fts_ready)) })
     }
 
     /// Is the full-text index there? Checks again while it is not, so a store opened before another
