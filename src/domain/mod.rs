@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// Who owns a memory and which project it was made in. Both come from trusted configuration
-/// (flags, env, config file, authenticated token), never from tool arguments (design.md §6).
+/// Who owns a memory and which project it was made in. Both come from trusted configuration (flags and
+/// their environment variables), never from tool arguments (design.md §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// The actor whose long-term memory this is.

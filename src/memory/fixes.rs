@@ -51,7 +51,8 @@ pub struct FixHit {
     pub fused_score: f32,
     /// Did the full-text (BM25) ranking contain this fix?
     pub keyword_hit: bool,
-    /// Same project: do the recorded files now differ from the receipt? Other projects: `None` (unknown).
+    /// Same project and workspace root: do the recorded files now differ from the receipt? Otherwise
+    /// `None` (unknown).
     pub stale: Option<bool>,
 }
 
@@ -184,9 +185,13 @@ impl FixMemory {
             )
         })?;
         let before = self.digest(workspace).await?;
-        let run = testrun::run(command, workspace.root(), self.config.test_timeout)
-            .await
-            .map_err(|source| MemoryError::Io { context: format!("starting `{command}`"), source })?;
+        let run = match testrun::run(command, workspace.root(), self.config.test_timeout).await {
+            Ok(run) => run,
+            Err(source) => {
+                session.record_failure(Vec::new()); // no run, no confirmation
+                return Err(MemoryError::Io { context: format!("starting `{command}`"), source });
+            }
+        };
         if !run.passed() {
             session.record_failure(run.symptom_lines());
             return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: false });
@@ -210,11 +215,18 @@ impl FixMemory {
     }
 
     async fn digest(&self, workspace: &Workspace) -> Result<String, MemoryError> {
+        self.blocking(workspace, Workspace::digest).await
+    }
+
+    /// Runs a workspace walk on the blocking pool (it reads every file).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        workspace: &Workspace,
+        op: fn(&Workspace) -> std::io::Result<T>,
+    ) -> Result<T, MemoryError> {
         let ws = workspace.clone();
-        tokio::task::spawn_blocking(move || ws.digest())
-            .await
-            .map_err(|e| MemoryError::Io { context: "hashing the workspace".into(), source: std::io::Error::other(e) })?
-            .map_err(|source| MemoryError::Io { context: "hashing the workspace".into(), source })
+        let io = |source| MemoryError::Io { context: "reading the workspace".into(), source };
+        tokio::task::spawn_blocking(move || op(&ws)).await.map_err(|e| io(std::io::Error::other(e)))?.map_err(io)
     }
 
     /// Stores a fix through the gates of design.md §3, in order: workspace configured, memory gate,
@@ -228,9 +240,17 @@ impl FixMemory {
                  then store the fix.",
             ));
         }
+        let covered: std::collections::HashSet<String> =
+            self.blocking(workspace, Workspace::covered_files).await?.into_iter().map(|(rel, _)| rel).collect();
         let mut paths = Vec::with_capacity(request.file_paths.len());
         for raw in &request.file_paths {
             let rel = workspace.check_relative_file(raw).map_err(|e| MemoryError::refused(e.to_string()))?;
+            if !covered.contains(&rel) {
+                return Err(MemoryError::refused(format!(
+                    "`{rel}` is not covered by the workspace digest (ignored by .gitignore/.ignore, or inside .git or a \
+                     cache/build directory), so this server cannot vouch for it: list the source files the fix changed."
+                )));
+            }
             if !paths.contains(&rel) {
                 paths.push(rel);
             }
@@ -307,7 +327,7 @@ pub fn embedded_text(fix_description: &str, error_type: &str, symptoms: &[String
     let mut symptom_text = String::new();
     for line in symptoms.iter().chain(queries) {
         if symptom_text.chars().count() + line.chars().count() > MAX_SYMPTOM_CHARS {
-            break;
+            continue; // a shorter line further on may still fit
         }
         symptom_text.push_str(line);
         symptom_text.push('\n');

@@ -11,8 +11,9 @@ use regex::Regex;
 static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new(|| {
     let rule = |kind, pattern: &str, replacement| (kind, Regex::new(pattern).expect("valid redaction regex"), replacement);
     // a name that says "secret", with optional prefix/suffix: DB_PASSWORD, SECRET_KEY, api-key, authToken
+    // (a suffix must start with `_` or `-`, so `tokenizer` or `secretary` is not a secret name)
     const SECRET_NAME: &str =
-        r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key)[A-Za-z0-9_-]*";
+        r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key)(?:[_-][A-Za-z0-9_-]*)?";
     vec![
         rule(
             "private-key",
@@ -20,7 +21,8 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
             "[REDACTED:private-key]",
         ),
         // scheme://user:password@host -> keep user and host (the password may contain '/')
-        rule("url-password", r"(?P<p>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@]+@", "$p[REDACTED:password]@"),
+        // (the user may be empty, `redis://:pw@host`; the password may contain `/` or `@`)
+        rule("url-password", r"(?P<p>[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)\S+@", "$p[REDACTED:password]@"),
         rule(
             "authorization-header",
             r"(?P<p>(?i:authorization|proxy-authorization)\s*[:=]\s*(?:(?i:basic|bearer|token|digest)\s+)?)[^\s,;]{8,}",
@@ -39,14 +41,20 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
         // --password VALUE / --token=VALUE on a command line
         rule(
             "secret-flag",
-            r"(?P<p>(?i:--?(?:password|passwd|token|secret|api[_-]?key))[= ]+)[^\s-][^\s]{5,}",
+            r#"(?P<p>(?i:--?(?:password|passwd|token|secret|api[_-]?key))[= ]+)(?:"[^"\n]{4,}"|'[^'\n]{4,}'|[^\s"'-][^\s]{5,})"#,
             "$p[REDACTED:secret]",
         ),
-        // NAME = value, NAME: "value", "name": "value" (JSON), where NAME says secret
+        // setenv("API_KEY", "value") and similar calls
+        rule(
+            "secret-call-argument",
+            &format!(r#"(?P<p>\(\s*["'](?i:{SECRET_NAME})["']\s*,\s*)(?:"[^"\n]{{4,}}"|'[^'\n]{{4,}}')"#),
+            "$p[REDACTED:secret]",
+        ),
+        // NAME = value, NAME: "value", "name": "value" (JSON), env["NAME"] = "value", where NAME says secret
         rule(
             "assigned-secret",
             &format!(
-                r#"(?P<p>(?i:\b{SECRET_NAME})["']?\s*[:=]\s*)(?:"[^"\n]{{4,}}"|'[^'\n]{{4,}}'|[^\s"',;]{{6,}})"#
+                r#"(?P<p>(?i:\b{SECRET_NAME})["']?\]?\s*[:=]\s*)(?:"[^"\n]{{4,}}"|'[^'\n]{{4,}}'|[^\s"',;]{{6,}})"#
             ),
             "$p[REDACTED:secret]",
         ),
@@ -92,6 +100,11 @@ mod tests {
             ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED:token]"),
             ("hf_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED:token]"),
             ("postgres://app:pa/ss0rd@db/x", "postgres://app:[REDACTED:password]@db/x"),
+            ("redis://:redisleak1234@localhost:6379", "redis://:[REDACTED:password]@localhost:6379"),
+            ("https://user:p@ssleak@host/x", "https://user:[REDACTED:password]@host/x"),
+            ("mysql --password 'correct horse leaky' -u x", "mysql --password [REDACTED:secret] -u x"),
+            (r#"os.environ["DB_PASSWORD"] = "environleak99""#, r#"os.environ["DB_PASSWORD"] = [REDACTED:secret]"#),
+            (r#"monkeypatch.setenv("API_KEY", "setenvleak99")"#, r#"monkeypatch.setenv("API_KEY", [REDACTED:secret])"#),
             (
                 "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter",
                 "[REDACTED:private-key]\nafter",
@@ -104,7 +117,11 @@ mod tests {
 
     #[test]
     fn leaves_ordinary_text_alone() {
-        let text = "AssertionError: assert [' b.example'] == ['b.example'] in https://app.example.com/path";
-        assert!(matches!(redact(text), std::borrow::Cow::Borrowed(_)));
+        for text in [
+            "AssertionError: assert [' b.example'] == ['b.example'] in https://app.example.com/path",
+            "tokenizer=bert-base-uncased and secretary=alice",
+        ] {
+            assert!(matches!(redact(text), std::borrow::Cow::Borrowed(_)), "{text} -> {}", redact(text));
+        }
     }
 }

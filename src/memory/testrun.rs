@@ -43,13 +43,16 @@ pub struct TestRun {
     pub failing: Vec<FailingTest>,
     /// The last [`OUTPUT_TAIL_CHARS`] characters of stdout+stderr.
     pub output_tail: String,
+    /// The output reports failures: in the summary line (`3 failed`, `2 errors`), a unittest
+    /// `FAILED (failures=N)` line, or a jest-style `Tests: N failed` line.
+    pub failures_reported: bool,
 }
 
 impl TestRun {
-    /// True only for a run that finished with exit code 0 and whose summary reports no failures or
-    /// errors (a runner that prints `3 failed` and still exits 0 did not pass).
+    /// True only for a run that exited 0, named no failing test, and reported no failures (a runner
+    /// that prints `3 failed` or `FAILED (failures=1)` and still exits 0 did not pass).
     pub fn passed(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && !REPORTED_FAILURES.is_match(&self.summary)
+        self.exit_code == Some(0) && !self.timed_out && self.failing.is_empty() && !self.failures_reported
     }
 
     /// The symptom lines a fix row embeds: each failing test's name and message.
@@ -94,8 +97,8 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         .kill_on_drop(true)
         .spawn()?;
     let mut group = ProcessGroup(child.id());
-    let stdout = Tail::collect(child.stdout.take());
-    let stderr = Tail::collect(child.stderr.take());
+    let mut stdout = Tail::collect(child.stdout.take());
+    let mut stderr = Tail::collect(child.stderr.take());
     let waited = tokio::time::timeout(timeout, child.wait()).await;
     let duration_ms = started.elapsed().as_millis() as u64;
     let finished_at = Utc::now();
@@ -126,6 +129,7 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         timed_out,
         duration_ms,
         finished_at,
+        failures_reported: REPORTED_FAILURES.is_match(&summary) || FAILURE_LINE.is_match(&text),
         summary,
         failing: failing_tests(&text),
         output_tail: tail(&text, OUTPUT_TAIL_CHARS),
@@ -183,11 +187,10 @@ impl Tail {
     }
 
     /// Waits until the stream is closed.
-    async fn done(&self) {
-        if let Some(task) = &self.task {
-            while !task.is_finished() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+    async fn done(&mut self) {
+        if let Some(task) = &mut self.task {
+            let _ = task.await;
+            self.task = None;
         }
     }
 
@@ -208,6 +211,9 @@ impl Drop for Tail {
 
 static ANSI_ESCAPE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("valid regex"));
+static FAILURE_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^\s*(?:FAILED \((?:failures|errors)=[1-9]|Tests?:\s+[1-9][0-9]* failed\b)").expect("valid regex")
+});
 static REPORTED_FAILURES: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b[1-9][0-9]* (?:failed|errors?)\b").expect("valid regex"));
 
@@ -218,7 +224,7 @@ static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
 static CARGO_SUMMARY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^test result: (.*)$").expect("valid regex"));
 static PYTEST_FAILED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$").expect("valid regex"));
+    LazyLock::new(|| Regex::new(r"^(?:FAILED|ERROR) ([^\s(]\S*)(?: - (.*))?$").expect("valid regex"));
 static CARGO_FAILED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^test (\S+) \.\.\. FAILED$").expect("valid regex"));
 static TIMING: LazyLock<Regex> = LazyLock::new(|| {
@@ -278,7 +284,8 @@ fn cargo_panic_message(lines: &[&str], name: &str) -> Option<String> {
 /// The runner's name for the outcome string: `pytest`, `cargo test`, `go test`, `npm test`, … else the
 /// command's first word, or `tests` for a compound shell command.
 pub fn runner_name(command: &str) -> String {
-    let words: Vec<&str> = command.split_whitespace().collect();
+    // leading `NAME=value` environment assignments are not the runner
+    let words: Vec<&str> = command.split_whitespace().skip_while(|w| is_assignment(w)).collect();
     let base = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
     if words.iter().any(|w| base(w) == "pytest" || base(w).starts_with("py.test")) {
         return "pytest".into();
@@ -297,6 +304,12 @@ pub fn runner_name(command: &str) -> String {
         Some(first) if !compound && !SHELL_KEYWORDS.contains(first) => base(first),
         _ => "tests".into(),
     }
+}
+
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 const SHELL_KEYWORDS: &[&str] = &["if", "for", "while", "until", "case", "{", "(", "!"];
@@ -320,13 +333,13 @@ pub fn receipt_id(command: &str, workspace_digest: &str) -> String {
 /// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`. Secrets in the
 /// command or summary are redacted (it is stored and shown to other sessions).
 pub fn confirmed_outcome(run: &TestRun, workspace_digest: &str) -> String {
-    let outcome = format!(
+    use crate::memory::redact::redact;
+    format!(
         "{} passed with exit code 0 ({}) [receipt {}]",
-        runner_name(&run.command),
-        normalized_summary(&run.summary),
+        redact(&runner_name(&run.command)),
+        redact(&normalized_summary(&run.summary)),
         receipt_id(&run.command, workspace_digest)
-    );
-    crate::memory::redact::redact(&outcome).into_owned()
+    )
 }
 
 fn cut(s: &str, max_chars: usize) -> String {
@@ -403,6 +416,7 @@ FAILED tests/test_cors.py::test_second_origin
         assert_eq!(runner_name("./run-tests.sh"), "run-tests.sh");
         assert_eq!(runner_name("if true; then echo ok; fi"), "tests");
         assert_eq!(runner_name("cd app && make check; echo done"), "make check");
+        assert_eq!(runner_name("SECRET_KEY=abc DEBUG=1 ./t.sh"), "t.sh");
         let run = |summary: &str| TestRun {
             command: "python -m pytest -q".into(),
             exit_code: Some(0),
@@ -412,6 +426,7 @@ FAILED tests/test_cors.py::test_second_origin
             summary: summary.into(),
             failing: vec![],
             output_tail: String::new(),
+            failures_reported: false,
         };
         let a = confirmed_outcome(&run("4 passed in 0.17s"), "digest-1");
         assert_eq!(a, confirmed_outcome(&run("4 passed in 0.31s"), "digest-1"));
@@ -433,8 +448,16 @@ FAILED tests/test_cors.py::test_second_origin
         assert!(slow.timed_out && !slow.passed());
         assert!(slow.duration_ms < 5_000, "the timeout must stop the run, took {} ms", slow.duration_ms);
         assert_eq!(slow.output_tail.trim(), "started", "output before a timeout is kept");
-        let lying = run("echo '3 failed, 1 passed in 0.1s'", dir.path(), Duration::from_secs(10)).await.unwrap();
-        assert!(!lying.passed(), "exit 0 with reported failures is not a pass");
+        for lying in [
+            "echo '3 failed, 1 passed in 0.1s'",
+            "echo 'Tests: 3 failed, 1 passed'; echo done",
+            "echo 'FAILED (failures=1)'; echo done",
+            "echo 'FAILED tests/x.py::t - AssertionError'; echo '1 passed in 0.1s'",
+        ] {
+            let r = run(lying, dir.path(), Duration::from_secs(10)).await.unwrap();
+            assert!(!r.passed(), "exit 0 with reported failures is not a pass: {lying}");
+        }
+        assert!(failing_tests("FAILED (failures=1)").is_empty(), "unittest's tally is not a test name");
         let colored = run("printf '\\033[32m2 passed in 0.01s\\033[0m\\n'", dir.path(), Duration::from_secs(10)).await.unwrap();
         assert_eq!(colored.summary, "2 passed in 0.01s", "ANSI colour codes are stripped");
     }
@@ -459,9 +482,13 @@ FAILED tests/test_cors.py::test_second_origin
 
     #[tokio::test]
     async fn output_is_bounded() {
+        use tokio::io::AsyncReadExt;
+        let mut tail = Tail::collect(Some(tokio::io::repeat(b'x').take(5 * MAX_OUTPUT_BYTES as u64)));
+        tail.done().await;
+        assert_eq!(tail.bytes.lock().unwrap().len() <= 2 * MAX_OUTPUT_BYTES, true, "the buffer stays bounded");
+        assert_eq!(tail.text().len(), MAX_OUTPUT_BYTES, "the last MAX_OUTPUT_BYTES are kept");
         let dir = tempfile::tempdir().unwrap();
         let run = run("head -c 5000000 /dev/zero | tr '\\0' 'x'; echo; echo '1 failed in 1.00s'; exit 1", dir.path(), Duration::from_secs(30)).await.unwrap();
         assert_eq!(run.summary, "1 failed in 1.00s", "the summary at the end survives truncation");
-        assert!(run.output_tail.chars().count() <= OUTPUT_TAIL_CHARS);
     }
 }

@@ -7,9 +7,9 @@ use std::path::{Component, Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 /// Directory names left out of the digest: what test runners and build tools write as a side effect,
-/// so that running the tests twice does not move it (plus VCS metadata).
-const SIDE_EFFECT_DIRS: &[&str] =
-    &[".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", "target"];
+/// so that running the tests twice does not move it (plus VCS metadata). `target` is left out only where
+/// it is Cargo's (next to a `Cargo.toml`), `.cache` only inside `node_modules`.
+const SIDE_EFFECT_DIRS: &[&str] = &[".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"];
 /// File suffixes left out of the digest (Python bytecode).
 const SIDE_EFFECT_SUFFIXES: &[&str] = &[".pyc", ".pyo"];
 
@@ -71,7 +71,28 @@ impl Workspace {
     /// # Errors
     /// I/O errors reading the tree.
     pub fn digest(&self) -> std::io::Result<String> {
-        let mut entries: Vec<(String, PathBuf, bool)> = Vec::new();
+        let mut hasher = Sha256::new();
+        for (rel, is_link) in self.covered_files()? {
+            let path = self.root.join(&rel);
+            hasher.update(rel.as_bytes());
+            hasher.update([0]);
+            if is_link {
+                hasher.update(b"symlink:");
+                hasher.update(std::fs::read_link(&path)?.to_string_lossy().as_bytes());
+            } else {
+                hasher.update(hash_file(&path)?.as_bytes());
+            }
+            hasher.update([b'\n']);
+        }
+        Ok(hex::encode(hasher.finalize()))
+    }
+
+    /// The workspace-relative paths the digest covers, sorted, each with "is a symlink".
+    ///
+    /// # Errors
+    /// I/O errors walking the tree.
+    pub fn covered_files(&self) -> std::io::Result<Vec<(String, bool)>> {
+        let mut entries = Vec::new();
         let walker = ignore::WalkBuilder::new(&self.root)
             .hidden(false)
             .git_ignore(true)
@@ -81,9 +102,8 @@ impl Workspace {
             .parents(false)
             .follow_links(false)
             .filter_entry(|entry| {
-                let name = entry.file_name().to_string_lossy();
                 let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-                !(is_dir && (SIDE_EFFECT_DIRS.contains(&name.as_ref()) || is_node_modules_cache(entry.path())))
+                !(is_dir && is_side_effect_dir(&entry.file_name().to_string_lossy(), entry.path()))
             })
             .build();
         for entry in walker {
@@ -98,22 +118,10 @@ impl Workspace {
                 continue;
             }
             let rel = entry.path().strip_prefix(&self.root).unwrap_or(entry.path());
-            entries.push((rel.to_string_lossy().into_owned(), entry.path().to_path_buf(), file_type.is_symlink()));
+            entries.push((rel.to_string_lossy().into_owned(), file_type.is_symlink()));
         }
         entries.sort();
-        let mut hasher = Sha256::new();
-        for (rel, path, is_link) in entries {
-            hasher.update(rel.as_bytes());
-            hasher.update([0]);
-            if is_link {
-                hasher.update(b"symlink:");
-                hasher.update(std::fs::read_link(&path)?.to_string_lossy().as_bytes());
-            } else {
-                hasher.update(Sha256::digest(std::fs::read(&path)?));
-            }
-            hasher.update([b'\n']);
-        }
-        Ok(hex::encode(hasher.finalize()))
+        Ok(entries)
     }
 
     /// Checks a tool-supplied path: relative, no `..`, existing, a regular file, and (after resolving
@@ -162,9 +170,7 @@ impl Workspace {
         rel_paths
             .iter()
             .map(|rel| {
-                let hash = std::fs::read(self.root.join(rel))
-                    .map(|bytes| hex::encode(Sha256::digest(bytes)))
-                    .unwrap_or_else(|_| "missing".to_string());
+                let hash = hash_file(&self.root.join(rel)).unwrap_or_else(|_| "missing".to_string());
                 (rel.clone(), hash)
             })
             .collect()
@@ -185,9 +191,18 @@ impl Workspace {
     }
 }
 
-fn is_node_modules_cache(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n == ".cache")
-        && path.parent().and_then(Path::file_name).is_some_and(|n| n == "node_modules")
+/// SHA-256 (hex) of a file's content, streamed (constant memory, whatever the file's size).
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn is_side_effect_dir(name: &str, path: &Path) -> bool {
+    let parent = path.parent();
+    SIDE_EFFECT_DIRS.contains(&name)
+        || (name == "target" && parent.is_some_and(|p| p.join("Cargo.toml").is_file()))
+        || (name == ".cache" && parent.and_then(Path::file_name).is_some_and(|n| n == "node_modules"))
 }
 
 #[cfg(test)]
@@ -205,6 +220,7 @@ mod tests {
     #[test]
     fn digest_moves_with_content_but_not_with_test_side_effects() {
         let (dir, ws) = workspace();
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]").unwrap(); // makes target/ Cargo's
         let before = ws.digest().unwrap();
         for side_effect in ["__pycache__/app.cpython-311.pyc", ".pytest_cache/v/cache/nodeids", "src/x.pyc", "target/debug/x"] {
             let p = dir.path().join(side_effect);
@@ -224,6 +240,23 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
         std::fs::write(dir.path().join("logs/run.log"), "noise").unwrap();
         assert_eq!(ws.digest().unwrap(), before);
+    }
+
+    #[test]
+    fn only_cargo_target_dirs_are_left_out() {
+        let (dir, ws) = workspace();
+        std::fs::create_dir_all(dir.path().join("src/target")).unwrap();
+        std::fs::write(dir.path().join("src/target/mod.py"), "a").unwrap();
+        let before = ws.digest().unwrap();
+        std::fs::write(dir.path().join("src/target/mod.py"), "b").unwrap();
+        assert_ne!(ws.digest().unwrap(), before, "a source folder named target is covered");
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]").unwrap();
+        std::fs::create_dir_all(dir.path().join("target/release")).unwrap();
+        let before = ws.digest().unwrap();
+        std::fs::write(dir.path().join("target/release/x"), "build output").unwrap();
+        assert_eq!(ws.digest().unwrap(), before, "Cargo's target dir is a side effect");
+        let covered: Vec<String> = ws.covered_files().unwrap().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(covered, ["Cargo.toml", "src/app.py", "src/target/mod.py"]);
     }
 
     #[test]

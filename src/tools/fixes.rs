@@ -108,7 +108,7 @@ pub struct FailingTestOutput {
 /// `structuredContent` of `run_tests`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunTestsOutput {
-    /// True only for exit code 0.
+    /// True only for exit code 0 with no failing test named and no failures reported in the output.
     pub passed: bool,
     /// Null when the run timed out or was killed by a signal.
     pub exit_code: Option<i32>,
@@ -271,7 +271,13 @@ pub(super) async fn run_tests(memory: &FixMemory, session: &SessionState, args: 
     let run = &report.run;
     let mut text = match (run.timed_out, run.exit_code) {
         (true, _) => format!("Tests timed out after {} ms: {}", run.duration_ms, run.summary),
-        (false, Some(0)) => format!("Tests passed (exit code 0) in {} ms: {}", run.duration_ms, run.summary),
+        (false, Some(0)) if run.passed() => {
+            format!("Tests passed (exit code 0) in {} ms: {}", run.duration_ms, run.summary)
+        }
+        (false, Some(0)) => format!(
+            "Tests did not pass: exit code 0, but the output reports failures, in {} ms: {}",
+            run.duration_ms, run.summary
+        ),
         (false, Some(code)) => format!("Tests failed (exit code {code}) in {} ms: {}", run.duration_ms, run.summary),
         (false, None) => format!("Tests were killed by a signal after {} ms: {}", run.duration_ms, run.summary),
     };
@@ -293,7 +299,7 @@ pub(super) async fn run_tests(memory: &FixMemory, session: &SessionState, args: 
         Some(outcome) => text.push_str(&format!(
             "\nconfirmed_outcome: {outcome}\nTo remember this fix, call store_fix_memory with exactly this string as `outcome`."
         )),
-        None if !run.timed_out && run.failing.is_empty() => {
+        None if run.failing.is_empty() => {
             text.push_str(&format!("\nOutput (tail):\n{}", run.output_tail.trim_end()));
         }
         None => {}

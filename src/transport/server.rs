@@ -10,6 +10,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use tokio::sync::watch;
 
 use crate::memory::SessionState;
 use crate::tools::{self, ToolHost, ToolSpec};
@@ -30,6 +31,8 @@ pub struct McpServer {
     host: ToolHost,
     session: Arc<SessionState>,
     tools: Arc<Vec<Tool>>,
+    /// Turns true when the transport is shutting down: in-flight calls are then abandoned.
+    shutdown: Option<watch::Receiver<bool>>,
 }
 
 impl McpServer {
@@ -41,7 +44,24 @@ impl McpServer {
     /// A server bound to an existing session state.
     pub fn with_session(host: ToolHost, session: Arc<SessionState>) -> Self {
         let tools = tools::specs().iter().map(to_mcp_tool).collect();
-        Self { host, session, tools: Arc::new(tools) }
+        Self { host, session, tools: Arc::new(tools), shutdown: None }
+    }
+
+    /// Abandons in-flight tool calls (killing their test runs) once `shutdown` turns true or its
+    /// sender is dropped.
+    pub fn with_shutdown(mut self, shutdown: watch::Receiver<bool>) -> Self {
+        self.shutdown = Some(shutdown);
+        self
+    }
+}
+
+/// Resolves when `shutdown` turns true (or its sender is gone); never without one.
+async fn shut_down(shutdown: Option<watch::Receiver<bool>>) {
+    match shutdown {
+        Some(mut rx) => {
+            let _ = rx.wait_for(|down| *down).await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -85,14 +105,21 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
-        let output = self
-            .host
-            .call(&self.session, &request.name, arguments)
-            .await
-            .map_err(|unknown| McpError::invalid_params(unknown.to_string(), None))?;
+        // A cancelled request or a shutdown drops the call, and with it any test run it started.
+        let output = tokio::select! {
+            output = self.host.call(&self.session, &request.name, arguments) => output,
+            _ = context.ct.cancelled() => {
+                tracing::info!(tool = %request.name, "request cancelled by the client");
+                return Err(McpError::internal_error("request cancelled", None));
+            }
+            _ = shut_down(self.shutdown.clone()) => {
+                return Err(McpError::internal_error("server shutting down", None));
+            }
+        }
+        .map_err(|unknown| McpError::invalid_params(unknown.to_string(), None))?;
         let mut result = if output.is_error {
             CallToolResult::error(vec![ContentBlock::text(output.text)])
         } else {

@@ -86,3 +86,66 @@ fn bad_configuration_is_one_clear_line_and_exit_1() {
         .code(1)
         .stderr(predicates::str::starts_with("astra-mcp: --workspace (ASTRA_WORKSPACE) must name an existing directory"));
 }
+
+/// Does a live (not zombie) process of process group `pgid` still exist? Reads /proc (Linux).
+fn group_alive(pgid: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        // fields after the parenthesised command: state ppid pgrp ...
+        let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+    })
+}
+
+/// Speaks raw JSON-RPC over the real binary's pipes: starts `run_tests` on a command that sleeps,
+/// then closes stdin as MCP clients do on shutdown (the Python SDK kills the server 2 s later).
+#[tokio::test]
+async fn closing_stdin_kills_a_running_test_at_once() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let db = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let marker = tempfile::tempdir().unwrap();
+    let pid_file = marker.path().join("group.pid");
+    let command = format!("echo $$ > {}; sleep 300", pid_file.display());
+    let mut server = tokio::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--db"])
+        .arg(db.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--test-command", &command])
+        .env("ASTRA_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(reply["id"], json!(1), "{reply}");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_tests", "arguments": {}}});
+    stdin.write_all(format!("{initialized}\n{call}\n").as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&pid_file).map(|s| s.trim().is_empty()).unwrap_or(true) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "the test command never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pgid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(group_alive(pgid));
+    drop(stdin);
+    let closed = std::time::Instant::now();
+    while group_alive(pgid) {
+        assert!(
+            closed.elapsed() < std::time::Duration::from_millis(1_500),
+            "the test process group {pgid} outlived the closed connection"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
+    assert!(status.is_ok(), "the server exits after stdin closes");
+}

@@ -265,3 +265,17 @@ async fn an_edit_during_the_test_run_voids_the_pass() {
     assert_eq!(structured["files_changed_during_run"], json!(true));
     assert!(out.text.contains("Files changed while the tests ran"), "{}", out.text);
 }
+
+#[tokio::test]
+async fn files_the_digest_does_not_cover_cannot_be_recorded() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    std::fs::write(ws.path().join(".gitignore"), "build.log\n").unwrap();
+    std::fs::write(ws.path().join("build.log"), "log").unwrap();
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = SessionState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    let mut a = store_args(&outcome);
+    a["file_paths"] = json!(["app.txt", "build.log"]);
+    let out = call(&host, &session, "store_fix_memory", a).await;
+    assert_refused(&host, &out, "`build.log` is not covered by the workspace digest").await;
+}

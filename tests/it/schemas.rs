@@ -21,3 +21,21 @@ fn checked_in_schemas_match_the_code() {
         assert_eq!(disk, body, "schemas/{name} drifted: run `astra-mcp schemas` and commit the result");
     }
 }
+
+#[test]
+fn schema_limits_are_the_enforced_limits() {
+    use astra_mcp::tools::{self, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, TOP_K_MAX};
+    use serde_json::json;
+    let specs = tools::specs();
+    let prop = |tool: &str, field: &str, key: &str| {
+        let spec = specs.iter().find(|s| s.name == tool).unwrap();
+        spec.input_schema["properties"][field][key].clone()
+    };
+    assert_eq!(prop("search_codebase_memory", "query", "maxLength"), json!(MAX_QUERY_CHARS));
+    assert_eq!(prop("search_codebase_memory", "error_type", "maxLength"), json!(MAX_ERROR_TYPE_CHARS));
+    assert_eq!(prop("search_codebase_memory", "top_k", "maximum"), json!(TOP_K_MAX));
+    assert_eq!(prop("store_fix_memory", "fix_description", "maxLength"), json!(MAX_FIX_CHARS));
+    assert_eq!(prop("store_fix_memory", "error_type", "maxLength"), json!(MAX_ERROR_TYPE_CHARS));
+    assert_eq!(prop("store_fix_memory", "outcome", "maxLength"), json!(MAX_OUTCOME_CHARS));
+    assert_eq!(prop("store_fix_memory", "file_paths", "maxItems"), json!(MAX_PATHS));
+}

@@ -73,7 +73,8 @@ impl LanceStore {
     }
 
     /// Builds the full-text index on `embedded_text` once the table has rows (Lance cannot train an
-    /// index on an empty table). Rows added later are searched unindexed until `optimize` folds them in.
+    /// index on an empty table). Rows added later are searched unindexed (Lance scans them): nothing
+    /// here compacts or re-indexes yet (design.md §4 "Upkeep" is still to be built).
     async fn ensure_fts(&self) -> Result<(), StoreError> {
         let mut ready = self.fts_ready.lock().await;
         if *ready {
@@ -192,12 +193,11 @@ async fn check_meta(path: &str, meta: &Table) -> Result<(), StoreError> {
         .map_err(backend)?;
         return Ok(());
     }
-    if let Some(v) = found.get("format_version")
-        && v != FORMAT_VERSION
-    {
+    let version = found.get("format_version").map(String::as_str).unwrap_or("none");
+    if version != FORMAT_VERSION {
         return Err(StoreError::FormatVersion {
             path: path.to_string(),
-            found: v.clone(),
+            found: version.to_string(),
             expected: FORMAT_VERSION.to_string(),
         });
     }
