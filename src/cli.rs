@@ -53,7 +53,8 @@ pub struct StoreArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Serve over stdin/stdout (the default, and for now the only transport).
+    /// Serve over stdin/stdout. The default and, for now, the only transport; accepted so that
+    /// `serve --stdio` reads as it does for other MCP servers.
     #[arg(long, default_value_t = true)]
     pub stdio: bool,
     #[command(flatten)]
@@ -70,7 +71,7 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub test_timeout: u64,
     /// Accept outcomes reported by clients that run tests themselves; such fixes are stored `verified: false`.
-    #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES)]
+    #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES, value_parser = clap::builder::BoolishValueParser::new())]
     pub trust_client_outcomes: bool,
     /// Cosine floor: matches below it are dropped unless they also matched by keyword.
     #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = 0.10, value_name = "COSINE")]
