@@ -240,12 +240,11 @@ impl FixMemory {
                  then store the fix.",
             ));
         }
-        let covered: std::collections::HashSet<String> =
-            self.blocking(workspace, Workspace::covered_files).await?.into_iter().map(|(rel, _)| rel).collect();
+        let snapshot = self.blocking(workspace, Workspace::snapshot).await?;
         let mut paths = Vec::with_capacity(request.file_paths.len());
         for raw in &request.file_paths {
             let rel = workspace.check_relative_file(raw).map_err(|e| MemoryError::refused(e.to_string()))?;
-            if !covered.contains(&rel) {
+            if !snapshot.files.contains(&rel) {
                 return Err(MemoryError::refused(format!(
                     "`{rel}` is not covered by the workspace digest (ignored by .gitignore/.ignore, or inside .git or a \
                      cache/build directory), so this server cannot vouch for it: list the source files the fix changed."
@@ -271,7 +270,7 @@ impl FixMemory {
                     confirmed.outcome
                 )));
             }
-            if self.digest(workspace).await? != confirmed.workspace_digest {
+            if snapshot.digest != confirmed.workspace_digest {
                 return Err(MemoryError::refused(
                     "workspace gate: files changed since the tests passed: run `run_tests` again, then store with \
                      its new confirmed_outcome.",

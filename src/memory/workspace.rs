@@ -1,7 +1,7 @@
 //! The workspace root: its content digest (the workspace gate of design.md §3), per-file hashes for
 //! receipts and staleness, the git HEAD, and confinement of tool-supplied paths.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -28,6 +28,14 @@ pub enum PathError {
     Escapes(String),
     #[error("`{0}` is not a regular file: list the files the fix changed (not directories, pipes or devices)")]
     NotAFile(String),
+}
+
+/// The workspace digest and the workspace-relative paths it covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// See [`Workspace::digest`].
+    pub digest: String,
+    pub files: BTreeSet<String>,
 }
 
 /// A workspace root, canonicalized at open.
@@ -71,7 +79,16 @@ impl Workspace {
     /// # Errors
     /// I/O errors reading the tree.
     pub fn digest(&self) -> std::io::Result<String> {
+        Ok(self.snapshot()?.digest)
+    }
+
+    /// The digest and the set of files it covers, from one walk of the tree.
+    ///
+    /// # Errors
+    /// I/O errors reading the tree.
+    pub fn snapshot(&self) -> std::io::Result<Snapshot> {
         let mut hasher = Sha256::new();
+        let mut files = BTreeSet::new();
         for (rel, is_link) in self.covered_files()? {
             let path = self.root.join(&rel);
             hasher.update(rel.as_bytes());
@@ -83,8 +100,9 @@ impl Workspace {
                 hasher.update(hash_file(&path)?.as_bytes());
             }
             hasher.update([b'\n']);
+            files.insert(rel);
         }
-        Ok(hex::encode(hasher.finalize()))
+        Ok(Snapshot { digest: hex::encode(hasher.finalize()), files })
     }
 
     /// The workspace-relative paths the digest covers, sorted, each with "is a symlink".
