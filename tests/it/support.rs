@@ -13,9 +13,10 @@ use astra_mcp::store::lance::LanceStore;
 use astra_mcp::tools::{JsonObject, ToolHost};
 use serde_json::Value;
 
-/// The repository root.
+/// The repository root. Read at run time (cargo sets it for test runs): the compile-time value can name
+/// another checkout when a shared target dir reuses this binary.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
 }
 
 /// The cache `scripts/setup` fills (honours ASTRA_CACHE_DIR like the binary does).
