@@ -58,7 +58,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let settings = StoreSettings::resolve(&args)?;
             let id = astra_mcp::smoke::store(&settings).await?;
             println!("{id}");
-            eprintln!("astra-mcp: smoke fix stored and found in {}; now run `astra-mcp smoke verify --memory-id {id}`", settings.db);
+            eprintln!(
+                "astra-mcp: smoke fix stored and found in {}; now run `astra-mcp smoke verify --memory-id {id}`",
+                settings.db
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Smoke { command: SmokeCommand::Verify { store, memory_id } } => {

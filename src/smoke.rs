@@ -54,7 +54,8 @@ pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
             limit: 50,
         })
         .await?;
-    let found = candidates.by_vector.iter().chain(&candidates.by_keyword).any(|c| c.record.memory_id == record.memory_id);
+    let found =
+        candidates.by_vector.iter().chain(&candidates.by_keyword).any(|c| c.record.memory_id == record.memory_id);
     anyhow::ensure!(found, "stored smoke fix {} but a search did not return it", record.memory_id);
     Ok(record.memory_id)
 }
@@ -72,7 +73,14 @@ pub async fn verify(settings: &StoreSettings, memory_id: Uuid) -> anyhow::Result
             settings.actor_id
         );
     };
-    anyhow::ensure!(record.project == SMOKE_PROJECT, "{memory_id} is not a smoke row (project {}); not deleting it", record.project);
-    anyhow::ensure!(store.delete_fix(&settings.actor_id, memory_id).await?, "smoke fix {memory_id} vanished before delete");
+    anyhow::ensure!(
+        record.project == SMOKE_PROJECT,
+        "{memory_id} is not a smoke row (project {}); not deleting it",
+        record.project
+    );
+    anyhow::ensure!(
+        store.delete_fix(&settings.actor_id, memory_id).await?,
+        "smoke fix {memory_id} vanished before delete"
+    );
     Ok(())
 }

@@ -102,10 +102,7 @@ mod tests {
         assert_ne!(a, fix_memory_id("a", "s2", "fix", "E", "ok", &["a.py".into(), "b.py".into()]));
         assert_ne!(a, fix_memory_id("a", "s", "fix", "E", "ok!", &["a.py".into(), "b.py".into()]));
         // field boundaries matter: ("ab","c") must differ from ("a","bc")
-        assert_ne!(
-            fix_memory_id("a", "s", "ab", "c", "ok", &[]),
-            fix_memory_id("a", "s", "a", "bc", "ok", &[])
-        );
+        assert_ne!(fix_memory_id("a", "s", "ab", "c", "ok", &[]), fix_memory_id("a", "s", "a", "bc", "ok", &[]));
         assert_ne!(a, fix_memory_id("b", "s", "fix", "E", "ok", &["a.py".into(), "b.py".into()]));
         assert_eq!(a.get_version_num(), 5);
     }

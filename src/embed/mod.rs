@@ -149,7 +149,10 @@ impl LazyEmbedder {
 
     /// Wraps an embedder that is already loaded.
     pub fn ready(embedder: Arc<dyn Embedder>) -> Self {
-        Self { cell: Arc::new(OnceCell::new_with(Some(Ok(embedder.clone())))), loader: Arc::new(move || Ok(embedder.clone())) }
+        Self {
+            cell: Arc::new(OnceCell::new_with(Some(Ok(embedder.clone())))),
+            loader: Arc::new(move || Ok(embedder.clone())),
+        }
     }
 
     /// Starts loading in the background; later calls wait for that load instead of starting another.

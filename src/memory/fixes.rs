@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use chrono::Utc;
 
+use super::MemoryError;
 use super::fusion::{RRF_K, reciprocal_rank_fusion};
 use super::redact::redact;
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
-use super::MemoryError;
 use crate::domain::{FixRecord, Receipt, Scope, fix_memory_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{FixQuery, FixStore};
@@ -120,12 +120,8 @@ impl FixMemory {
             .await?;
         let vector_ids: Vec<_> = candidates.by_vector.iter().map(|c| c.record.memory_id).collect();
         let keyword_ids: Vec<_> = candidates.by_keyword.iter().map(|c| c.record.memory_id).collect();
-        let mut by_id: std::collections::HashMap<_, _> = candidates
-            .by_vector
-            .into_iter()
-            .chain(candidates.by_keyword)
-            .map(|c| (c.record.memory_id, c))
-            .collect();
+        let mut by_id: std::collections::HashMap<_, _> =
+            candidates.by_vector.into_iter().chain(candidates.by_keyword).map(|c| (c.record.memory_id, c)).collect();
         let mut hits = Vec::new();
         for fused in reciprocal_rank_fusion(&[vector_ids, keyword_ids], RRF_K) {
             let keyword_hit = fused.ranks[1].is_some();
@@ -296,7 +292,14 @@ impl FixMemory {
             None => redact(request.outcome.trim()).into_owned(),
         };
         let embedded_text = embedded_text(&fix_description, &error_type, &session.symptoms(), &session.queries());
-        let memory_id = fix_memory_id(&self.config.scope.actor_id, session.session_id(), &fix_description, &error_type, &outcome, &paths);
+        let memory_id = fix_memory_id(
+            &self.config.scope.actor_id,
+            session.session_id(),
+            &fix_description,
+            &error_type,
+            &outcome,
+            &paths,
+        );
         let now = Utc::now();
         let record = FixRecord {
             memory_id,

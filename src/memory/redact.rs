@@ -9,11 +9,11 @@ use regex::Regex;
 /// (kind, pattern, replacement) — the replacement keeps any non-secret prefix captured as `$p`.
 /// Order matters: whole blocks and URLs first, then token shapes, then `name = value` assignments.
 static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new(|| {
-    let rule = |kind, pattern: &str, replacement| (kind, Regex::new(pattern).expect("valid redaction regex"), replacement);
+    let rule =
+        |kind, pattern: &str, replacement| (kind, Regex::new(pattern).expect("valid redaction regex"), replacement);
     // a name that says "secret", with optional prefix/suffix: DB_PASSWORD, SECRET_KEY, api-key, authToken
     // (a suffix must start with `_` or `-`, so `tokenizer` or `secretary` is not a secret name)
-    const SECRET_NAME: &str =
-        r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key)(?:[_-][A-Za-z0-9_-]*)?";
+    const SECRET_NAME: &str = r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key)(?:[_-][A-Za-z0-9_-]*)?";
     vec![
         rule(
             "private-key",
@@ -82,12 +82,18 @@ mod tests {
             ("key sk-proj-abcdefghijklmnopqrstuvwxyz012345 here", "key [REDACTED:api-key] here"),
             ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def", "Authorization: Bearer [REDACTED:credentials]"),
             ("curl -H 'X: 1' then Bearer abcdefghijklmnop1234", "curl -H 'X: 1' then Bearer [REDACTED:token]"),
-            ("postgres://app:hunter2secret@db.internal:5432/x", "postgres://app:[REDACTED:password]@db.internal:5432/x"),
+            (
+                "postgres://app:hunter2secret@db.internal:5432/x",
+                "postgres://app:[REDACTED:password]@db.internal:5432/x",
+            ),
             ("token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "token [REDACTED:token]"),
             ("AKIAABCDEFGHIJKLMNOP is the key id", "[REDACTED:aws-key] is the key id"),
             ("DB_PASSWORD=correcthorsebattery", "DB_PASSWORD=[REDACTED:secret]"),
             ("SECRET_KEY=django-insecure-abc123xyz", "SECRET_KEY=[REDACTED:secret]"),
-            ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_SECRET_ACCESS_KEY=[REDACTED:secret]"),
+            (
+                "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "AWS_SECRET_ACCESS_KEY=[REDACTED:secret]",
+            ),
             (r#"{"password": "hunter2hunter2"}"#, r#"{"password": [REDACTED:secret]}"#),
             (r#"password = "correct horse battery staple""#, "password = [REDACTED:secret]"),
             ("mysql --password hunter2hunter2 -u app", "mysql --password [REDACTED:secret] -u app"),

@@ -209,8 +209,7 @@ impl Drop for Tail {
     }
 }
 
-static ANSI_ESCAPE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("valid regex"));
+static ANSI_ESCAPE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]").expect("valid regex"));
 static FAILURE_LINE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^\s*(?:FAILED \((?:failures|errors)=[1-9]|Tests?:\s+[1-9][0-9]* failed\b)").expect("valid regex")
 });
@@ -221,15 +220,13 @@ static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+ in [\d.]+s(?: \([^)]*\))?)\s*=*$")
         .expect("valid regex")
 });
-static CARGO_SUMMARY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^test result: (.*)$").expect("valid regex"));
+static CARGO_SUMMARY: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^test result: (.*)$").expect("valid regex"));
 static PYTEST_FAILED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(?:FAILED|ERROR) ([^\s(]\S*)(?: - (.*))?$").expect("valid regex"));
 static CARGO_FAILED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^test (\S+) \.\.\. FAILED$").expect("valid regex"));
-static TIMING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:;\s*finished)?\s+in\s+\d+(?:\.\d+)?m?s\b(?:\s*\([^)]*\))?").expect("valid regex")
-});
+static TIMING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:;\s*finished)?\s+in\s+\d+(?:\.\d+)?m?s\b(?:\s*\([^)]*\))?").expect("valid regex"));
 
 /// The runner's summary line: pytest's `N passed in Xs`, cargo's `test result: …` (the last one), or
 /// else the last non-empty line of output. `None` for empty output.
@@ -307,9 +304,8 @@ pub fn runner_name(command: &str) -> String {
 }
 
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
+    word.split_once('=')
+        .is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 const SHELL_KEYWORDS: &[&str] = &["if", "for", "while", "until", "case", "{", "(", "!"];
@@ -458,7 +454,8 @@ FAILED tests/test_cors.py::test_second_origin
             assert!(!r.passed(), "exit 0 with reported failures is not a pass: {lying}");
         }
         assert!(failing_tests("FAILED (failures=1)").is_empty(), "unittest's tally is not a test name");
-        let colored = run("printf '\\033[32m2 passed in 0.01s\\033[0m\\n'", dir.path(), Duration::from_secs(10)).await.unwrap();
+        let colored =
+            run("printf '\\033[32m2 passed in 0.01s\\033[0m\\n'", dir.path(), Duration::from_secs(10)).await.unwrap();
         assert_eq!(colored.summary, "2 passed in 0.01s", "ANSI colour codes are stripped");
     }
 
@@ -466,7 +463,9 @@ FAILED tests/test_cors.py::test_second_origin
     async fn background_children_do_not_hold_the_run_open_and_are_killed() {
         let dir = tempfile::tempdir().unwrap();
         let started = std::time::Instant::now();
-        let run = run("sleep 30 & echo $! > bg.pid; echo '1 passed in 0.01s'", dir.path(), Duration::from_secs(20)).await.unwrap();
+        let run = run("sleep 30 & echo $! > bg.pid; echo '1 passed in 0.01s'", dir.path(), Duration::from_secs(20))
+            .await
+            .unwrap();
         assert!(run.passed(), "{run:?}");
         assert!(started.elapsed() < Duration::from_secs(10), "a background child kept the run open");
         let pid: i32 = std::fs::read_to_string(dir.path().join("bg.pid")).unwrap().trim().parse().unwrap();
@@ -488,7 +487,13 @@ FAILED tests/test_cors.py::test_second_origin
         assert_eq!(tail.bytes.lock().unwrap().len() <= 2 * MAX_OUTPUT_BYTES, true, "the buffer stays bounded");
         assert_eq!(tail.text().len(), MAX_OUTPUT_BYTES, "the last MAX_OUTPUT_BYTES are kept");
         let dir = tempfile::tempdir().unwrap();
-        let run = run("head -c 5000000 /dev/zero | tr '\\0' 'x'; echo; echo '1 failed in 1.00s'; exit 1", dir.path(), Duration::from_secs(30)).await.unwrap();
+        let run = run(
+            "head -c 5000000 /dev/zero | tr '\\0' 'x'; echo; echo '1 failed in 1.00s'; exit 1",
+            dir.path(),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         assert_eq!(run.summary, "1 failed in 1.00s", "the summary at the end survives truncation");
     }
 }

@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 /// Directory names left out of the digest: what test runners and build tools write as a side effect,
 /// so that running the tests twice does not move it (plus VCS metadata). `target` is left out only where
 /// it is Cargo's (next to a `Cargo.toml`), `.cache` only inside `node_modules`.
-const SIDE_EFFECT_DIRS: &[&str] = &[".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"];
+const SIDE_EFFECT_DIRS: &[&str] =
+    &[".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"];
 /// File suffixes left out of the digest (Python bytecode).
 const SIDE_EFFECT_SUFFIXES: &[&str] = &[".pyc", ".pyo"];
 
@@ -24,7 +25,9 @@ pub enum PathError {
     ParentTraversal(String),
     #[error("`{0}` does not exist in the workspace: list only files the fix changed, relative to the workspace root")]
     NotFound(String),
-    #[error("`{0}` resolves outside the workspace (through a symlink): only files inside the workspace can be recorded")]
+    #[error(
+        "`{0}` resolves outside the workspace (through a symlink): only files inside the workspace can be recorded"
+    )]
     Escapes(String),
     #[error("`{0}` is not a regular file: list the files the fix changed (not directories, pipes or devices)")]
     NotAFile(String),
@@ -240,7 +243,9 @@ mod tests {
         let (dir, ws) = workspace();
         std::fs::write(dir.path().join("Cargo.toml"), "[package]").unwrap(); // makes target/ Cargo's
         let before = ws.digest().unwrap();
-        for side_effect in ["__pycache__/app.cpython-311.pyc", ".pytest_cache/v/cache/nodeids", "src/x.pyc", "target/debug/x"] {
+        for side_effect in
+            ["__pycache__/app.cpython-311.pyc", ".pytest_cache/v/cache/nodeids", "src/x.pyc", "target/debug/x"]
+        {
             let p = dir.path().join(side_effect);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, "junk").unwrap();

@@ -21,7 +21,9 @@ pub enum StoreError {
     )]
     ModelMismatch { path: String, found: String, expected: String },
     /// The store was written by a newer (or unknown) format.
-    #[error("the memory store at {path} has format version {found}; this astra-mcp reads version {expected}: upgrade astra-mcp")]
+    #[error(
+        "the memory store at {path} has format version {found}; this astra-mcp reads version {expected}: upgrade astra-mcp"
+    )]
     FormatVersion { path: String, found: String, expected: String },
     /// A backend operation failed (I/O, commit conflict after retries, query error).
     #[error("memory store operation failed: {0}")]

@@ -246,7 +246,11 @@ fn one_line(text: &str) -> String {
     text.split(['\n', '\r']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-pub(super) async fn search(memory: &FixMemory, session: &SessionState, args: JsonObject) -> Result<ToolOutput, ToolError> {
+pub(super) async fn search(
+    memory: &FixMemory,
+    session: &SessionState,
+    args: JsonObject,
+) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = "search_codebase_memory";
     let p: SearchCodebaseMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "query", &p.query, MAX_QUERY_CHARS)?;
@@ -265,7 +269,11 @@ pub(super) async fn search(memory: &FixMemory, session: &SessionState, args: Jso
     Ok(ToolOutput::ok(text, serde_json::to_value(SearchOutput { matches }).expect("serializable")))
 }
 
-pub(super) async fn run_tests(memory: &FixMemory, session: &SessionState, args: JsonObject) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run_tests(
+    memory: &FixMemory,
+    session: &SessionState,
+    args: JsonObject,
+) -> Result<ToolOutput, ToolError> {
     let _: RunTestsParams = parse("run_tests", args)?;
     let report = memory.run_tests(session).await?;
     let run = &report.run;
@@ -322,7 +330,11 @@ pub(super) async fn run_tests(memory: &FixMemory, session: &SessionState, args: 
     Ok(ToolOutput::ok(text, serde_json::to_value(output).expect("serializable")))
 }
 
-pub(super) async fn store(memory: &FixMemory, session: &SessionState, args: JsonObject) -> Result<ToolOutput, ToolError> {
+pub(super) async fn store(
+    memory: &FixMemory,
+    session: &SessionState,
+    args: JsonObject,
+) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = "store_fix_memory";
     let p: StoreFixMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "fix_description", &p.fix_description, MAX_FIX_CHARS)?;
@@ -355,7 +367,11 @@ pub(super) async fn store(memory: &FixMemory, session: &SessionState, args: Json
         r.memory_id,
         r.project,
         r.file_paths.join(", "),
-        if r.verified { ", verified by this server's test run" } else { ", unverified: outcome reported by the client" }
+        if r.verified {
+            ", verified by this server's test run"
+        } else {
+            ", unverified: outcome reported by the client"
+        }
     );
     let output = StoreFixOutput {
         memory_id: r.memory_id.to_string(),

@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use fixes::{
-    FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, TOP_K_MAX, RunTestsOutput, RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams,
-    StoreFixOutput,
+    FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
+    RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
 };
 pub use schema::JsonObject;
 
@@ -105,7 +105,12 @@ impl ToolHost {
     ///
     /// # Errors
     /// [`UnknownTool`] when no tool has that name.
-    pub async fn call(&self, session: &SessionState, name: &str, arguments: JsonObject) -> Result<ToolOutput, UnknownTool> {
+    pub async fn call(
+        &self,
+        session: &SessionState,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<ToolOutput, UnknownTool> {
         let call = async {
             match name {
                 "search_codebase_memory" => fixes::search(&self.fixes, session, arguments).await,

@@ -44,7 +44,8 @@ async fn serves_tools_before_the_model_loads_and_names_the_fix_when_it_is_missin
 #[test]
 fn smoke_store_then_verify_in_separate_processes() {
     let db = tempfile::tempdir().unwrap();
-    let stored = Command::new(BIN).args(["smoke", "store", "--db"]).arg(db.path()).env("ASTRA_LOG", "warn").assert().success();
+    let stored =
+        Command::new(BIN).args(["smoke", "store", "--db"]).arg(db.path()).env("ASTRA_LOG", "warn").assert().success();
     let id = String::from_utf8(stored.get_output().stdout.clone()).unwrap().trim().to_string();
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "smoke store prints the memory_id: {id:?}");
     Command::new(BIN)
@@ -66,7 +67,11 @@ fn smoke_store_then_verify_in_separate_processes() {
 
 #[test]
 fn schema_files_are_current_and_the_check_command_agrees() {
-    Command::new(BIN).args(["schemas", "--check", "--out"]).arg(crate::support::repo().join("schemas")).assert().success();
+    Command::new(BIN)
+        .args(["schemas", "--check", "--out"])
+        .arg(crate::support::repo().join("schemas"))
+        .assert()
+        .success();
     let empty = tempfile::tempdir().unwrap();
     Command::new(BIN)
         .args(["schemas", "--check", "--out"])
@@ -79,12 +84,9 @@ fn schema_files_are_current_and_the_check_command_agrees() {
 #[test]
 fn bad_configuration_is_one_clear_line_and_exit_1() {
     let missing = tempfile::tempdir().unwrap().path().join("nope");
-    Command::new(BIN)
-        .args(["serve", "--workspace"])
-        .arg(&missing)
-        .assert()
-        .code(1)
-        .stderr(predicates::str::starts_with("astra-mcp: --workspace (ASTRA_WORKSPACE) must name an existing directory"));
+    Command::new(BIN).args(["serve", "--workspace"]).arg(&missing).assert().code(1).stderr(
+        predicates::str::starts_with("astra-mcp: --workspace (ASTRA_WORKSPACE) must name an existing directory"),
+    );
 }
 
 /// Does a live (not zombie) process of process group `pgid` still exist? Reads /proc (Linux).
@@ -128,7 +130,8 @@ async fn closing_stdin_kills_a_running_test_at_once() {
     let reply: serde_json::Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(reply["id"], json!(1), "{reply}");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_tests", "arguments": {}}});
+    let call =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_tests", "arguments": {}}});
     stdin.write_all(format!("{initialized}\n{call}\n").as_bytes()).await.unwrap();
     let started = std::time::Instant::now();
     while std::fs::read_to_string(&pid_file).map(|s| s.trim().is_empty()).unwrap_or(true) {

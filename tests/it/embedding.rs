@@ -60,7 +60,10 @@ fn missing_model_files_name_the_file_and_the_fix() {
     let err = OnnxEmbedder::load(&paths).err().expect("loading from an empty dir must fail");
     assert!(matches!(&err, EmbedError::MissingFile { file, .. } if file == "model.onnx"), "{err:?}");
     let message = err.to_string();
-    assert!(message.contains("model.onnx") && message.contains("scripts/setup") && message.contains("ASTRA_MODEL_DIR"), "{message}");
+    assert!(
+        message.contains("model.onnx") && message.contains("scripts/setup") && message.contains("ASTRA_MODEL_DIR"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -17,7 +17,8 @@ async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: se
 }
 
 async fn search(host: &ToolHost, session: &SessionState, query: &str) -> SearchOutput {
-    let out = call(host, session, "search_codebase_memory", json!({"query": query, "error_type": null, "top_k": 5})).await;
+    let out =
+        call(host, session, "search_codebase_memory", json!({"query": query, "error_type": null, "top_k": 5})).await;
     assert!(!out.is_error, "{}", out.text);
     serde_json::from_value(out.structured.unwrap()).unwrap()
 }
@@ -146,12 +147,28 @@ async fn bad_arguments_are_tool_errors_that_say_what_to_fix() {
         ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 0}), "between 1 and 10"),
         ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 11}), "between 1 and 10"),
         ("search_codebase_memory", json!({"query": "x", "error_type": null}), "missing field `top_k`"),
-        ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 3, "actor_id": "mallory"}), "unknown field `actor_id`"),
+        (
+            "search_codebase_memory",
+            json!({"query": "x", "error_type": null, "top_k": 3, "actor_id": "mallory"}),
+            "unknown field `actor_id`",
+        ),
         ("search_codebase_memory", json!({"query": "x".repeat(2001), "error_type": null, "top_k": 3}), "limit is 2000"),
         ("run_tests", json!({"verbose": true}), "unknown field `verbose`"),
-        ("store_fix_memory", json!({"fix_description": "", "error_type": "E", "file_paths": ["app.txt"], "outcome": "o"}), "`fix_description` is empty"),
-        ("store_fix_memory", json!({"fix_description": "f", "error_type": "E", "file_paths": [], "outcome": "o"}), "`file_paths` has 0 entries"),
-        ("store_fix_memory", json!({"fix_description": "f", "error_type": "E", "file_paths": ["app.txt"], "outcome": ""}), "`outcome` is empty"),
+        (
+            "store_fix_memory",
+            json!({"fix_description": "", "error_type": "E", "file_paths": ["app.txt"], "outcome": "o"}),
+            "`fix_description` is empty",
+        ),
+        (
+            "store_fix_memory",
+            json!({"fix_description": "f", "error_type": "E", "file_paths": [], "outcome": "o"}),
+            "`file_paths` has 0 entries",
+        ),
+        (
+            "store_fix_memory",
+            json!({"fix_description": "f", "error_type": "E", "file_paths": ["app.txt"], "outcome": ""}),
+            "`outcome` is empty",
+        ),
     ];
     for (tool, arguments, hint) in cases {
         let out = call(&host, &session, tool, arguments.clone()).await;
@@ -210,7 +227,13 @@ async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
     let out = call(&host, &session, "store_fix_memory", store_args("CI passed")).await;
     assert!(!out.is_error, "{}", out.text);
     assert_eq!(out.structured.as_ref().unwrap()["verified"], json!(false));
-    let found = call(&host, &SessionState::random(), "search_codebase_memory", json!({"query": "app.txt said broken", "error_type": null, "top_k": 1})).await;
+    let found = call(
+        &host,
+        &SessionState::random(),
+        "search_codebase_memory",
+        json!({"query": "app.txt said broken", "error_type": null, "top_k": 1}),
+    )
+    .await;
     assert!(found.text.contains("Verified: no"), "search results say so: {}", found.text);
 }
 
@@ -219,7 +242,9 @@ async fn without_a_workspace_only_searches_work() {
     let db = tempfile::tempdir().unwrap();
     let host = host(db.path(), config("ann", "p", None, None)).await;
     let session = SessionState::random();
-    let found = call(&host, &session, "search_codebase_memory", json!({"query": "anything", "error_type": null, "top_k": 3})).await;
+    let found =
+        call(&host, &session, "search_codebase_memory", json!({"query": "anything", "error_type": null, "top_k": 3}))
+            .await;
     assert_eq!((found.is_error, found.text.as_str()), (false, "No relevant confirmed fixes found."));
     for tool in ["run_tests", "store_fix_memory"] {
         let a = if tool == "run_tests" { json!({}) } else { store_args("x") };
@@ -242,7 +267,13 @@ async fn secrets_in_the_command_output_and_arguments_never_reach_the_store() {
     a["fix_description"] = json!("rotate the key; DB_PASSWORD=correcthorsebattery was hard-coded");
     let stored = call(&host, &session, "store_fix_memory", a).await;
     assert!(!stored.is_error, "{}", stored.text);
-    let found = call(&host, &SessionState::random(), "search_codebase_memory", json!({"query": "login key rejected", "error_type": null, "top_k": 5})).await;
+    let found = call(
+        &host,
+        &SessionState::random(),
+        "search_codebase_memory",
+        json!({"query": "login key rejected", "error_type": null, "top_k": 5}),
+    )
+    .await;
     let everything = format!("{} {}", found.text, found.structured.unwrap());
     for secret in ["hunter2", "ghp_0123", "sk-proj-abc", "correcthorsebattery"] {
         assert!(!everything.contains(secret), "`{secret}` reached the store: {everything}");

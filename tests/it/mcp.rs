@@ -73,9 +73,7 @@ async fn tools_list_is_strict_annotated_and_instructions_state_the_order() {
     let bad = call(&client, "search_codebase_memory", json!({"query": "x", "top_k": 99, "error_type": null})).await;
     assert_eq!(bad.is_error, Some(true));
     assert!(text(&bad).contains("between 1 and 10"), "{}", text(&bad));
-    let unknown = client
-        .call_tool(CallToolRequestParams::new("no_such_tool").with_arguments(args(json!({}))))
-        .await;
+    let unknown = client.call_tool(CallToolRequestParams::new("no_such_tool").with_arguments(args(json!({})))).await;
     assert!(unknown.is_err(), "unknown tools are protocol errors");
     client.cancel().await.unwrap();
 }
@@ -87,8 +85,14 @@ async fn seed_distractors(db: &std::path::Path) {
         ("Database connection pool exhausted under load: release connections in a finally block", "TimeoutError"),
         ("Pagination skipped the last item: the end index was exclusive twice (off-by-one)", "AssertionError"),
         ("Comparing timezone-naive and aware datetimes: make every timestamp UTC-aware at parse time", "TypeError"),
-        ("CSV import crashed on Latin-1 files: open with the declared encoding and errors='replace'", "UnicodeDecodeError"),
-        ("Cache key ignored the user's locale, so translations leaked between users: add locale to the key", "AssertionError"),
+        (
+            "CSV import crashed on Latin-1 files: open with the declared encoding and errors='replace'",
+            "UnicodeDecodeError",
+        ),
+        (
+            "Cache key ignored the user's locale, so translations leaked between users: add locale to the key",
+            "AssertionError",
+        ),
     ];
     for (i, (fix, error_type)) in fixes.iter().enumerate() {
         let text = format!("Error type: {error_type}\nFix: {fix}");
@@ -124,7 +128,12 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     // Session A on alpha
     let host_a: ToolHost = host(db.path(), config("ann", "scenario_alpha", Some(&alpha), Some(&cmd))).await;
     let a = connect(McpServer::new(host_a.clone())).await;
-    let first = call(&a, "search_codebase_memory", json!({"query": "second allowed origin rejected by CORS check", "error_type": null, "top_k": 3})).await;
+    let first = call(
+        &a,
+        "search_codebase_memory",
+        json!({"query": "second allowed origin rejected by CORS check", "error_type": null, "top_k": 3}),
+    )
+    .await;
     assert_eq!(first.is_error, Some(false));
     let failing = call(&a, "run_tests", json!({})).await;
     let failing_out = failing.structured_content.clone().unwrap();
@@ -141,7 +150,12 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert!(outcome.starts_with("pytest passed with exit code 0 (4 passed) [receipt "), "{outcome}");
     // a second session on the same server host has its own gates: it has not searched
     let other = connect(McpServer::new(host_a.clone())).await;
-    let refused = call(&other, "store_fix_memory", json!({"fix_description": "x", "error_type": "E", "file_paths": changed, "outcome": outcome})).await;
+    let refused = call(
+        &other,
+        "store_fix_memory",
+        json!({"fix_description": "x", "error_type": "E", "file_paths": changed, "outcome": outcome}),
+    )
+    .await;
     assert_eq!(refused.is_error, Some(true), "another session's search must not open this session's gate");
     let stored = call(&a, "store_fix_memory", json!({
         "fix_description": "Comma-separated env settings kept the space after each comma; strip() every entry and drop blanks",
@@ -153,7 +167,10 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert_eq!(stored.is_error, Some(false), "{}", text(&stored));
     let stored: StoreFixOutput = serde_json::from_value(stored.structured_content.unwrap()).unwrap();
     let workspace = Workspace::open(&alpha).unwrap();
-    assert_eq!(stored.receipt.as_ref().unwrap().file_hashes, workspace.file_hashes(&["webapp/settings.py".to_string()]));
+    assert_eq!(
+        stored.receipt.as_ref().unwrap().file_hashes,
+        workspace.file_hashes(&["webapp/settings.py".to_string()])
+    );
     a.cancel().await.unwrap();
 
     // Session B on beta, another project of the same actor, before any edit
@@ -166,10 +183,14 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
         .iter()
         .map(|t| t["message"].as_str().unwrap_or(t["name"].as_str().unwrap()).to_string())
         .collect();
-    let found = call(&b, "search_codebase_memory", json!({"query": symptoms.join("; "), "error_type": null, "top_k": 3})).await;
+    let found =
+        call(&b, "search_codebase_memory", json!({"query": symptoms.join("; "), "error_type": null, "top_k": 3})).await;
     let body = text(&found);
     let out: SearchOutput = serde_json::from_value(found.structured_content.unwrap()).unwrap();
-    assert_eq!(out.matches[0].memory_id, stored.memory_id, "alpha's fix must be Match 1 among the distractors:\n{body}");
+    assert_eq!(
+        out.matches[0].memory_id, stored.memory_id,
+        "alpha's fix must be Match 1 among the distractors:\n{body}"
+    );
     assert_eq!(out.matches[0].project, "scenario_alpha");
     assert_eq!(out.matches[0].stale, None, "hits from another project have stale = null");
     assert!(out.matches[0].verified);

@@ -24,7 +24,9 @@ fn checked_in_schemas_match_the_code() {
 
 #[test]
 fn schema_limits_are_the_enforced_limits() {
-    use astra_mcp::tools::{self, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, TOP_K_MAX};
+    use astra_mcp::tools::{
+        self, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, TOP_K_MAX,
+    };
     use serde_json::json;
     let specs = tools::specs();
     let prop = |tool: &str, field: &str, key: &str| {

@@ -115,10 +115,11 @@ pub(super) fn column<'a, T: 'static>(
     table: &'static str,
     name: &'static str,
 ) -> Result<&'a T, StoreError> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<T>())
-        .ok_or_else(|| StoreError::Corrupt { table, column: name, message: "missing or of the wrong type".into() })
+    batch.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<T>()).ok_or_else(|| StoreError::Corrupt {
+        table,
+        column: name,
+        message: "missing or of the wrong type".into(),
+    })
 }
 
 fn from_micros(us: i64, column: &'static str) -> Result<DateTime<Utc>, StoreError> {
@@ -148,13 +149,17 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     let vectors = column::<FixedSizeListArray>(batch, t, "vector")?;
     let mut out = Vec::with_capacity(batch.num_rows());
     for i in 0..batch.num_rows() {
-        let memory_id = Uuid::parse_str(id.value(i))
-            .map_err(|e| StoreError::Corrupt { table: t, column: "id", message: e.to_string() })?;
+        let memory_id = Uuid::parse_str(id.value(i)).map_err(|e| StoreError::Corrupt {
+            table: t,
+            column: "id",
+            message: e.to_string(),
+        })?;
         let path_values = paths.value(i);
-        let path_values = path_values
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| StoreError::Corrupt { table: t, column: "file_paths", message: "not strings".into() })?;
+        let path_values = path_values.as_any().downcast_ref::<StringArray>().ok_or_else(|| StoreError::Corrupt {
+            table: t,
+            column: "file_paths",
+            message: "not strings".into(),
+        })?;
         let receipt = if receipt.is_null(i) {
             None
         } else {

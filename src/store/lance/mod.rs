@@ -87,11 +87,8 @@ impl LanceStore {
         if self.fixes.count_rows(None).await.map_err(backend)? == 0 {
             return Ok(());
         }
-        let result = self
-            .fixes
-            .create_index(&["embedded_text"], lancedb::index::Index::FTS(Default::default()))
-            .execute()
-            .await;
+        let result =
+            self.fixes.create_index(&["embedded_text"], lancedb::index::Index::FTS(Default::default())).execute().await;
         match result {
             Ok(()) => *ready = true,
             // Another process may have built it at the same moment.
@@ -150,10 +147,7 @@ async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lan
 }
 
 fn meta_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Utf8, false),
-        Field::new("value", DataType::Utf8, false),
-    ]))
+    Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, false)]))
 }
 
 /// Writes the meta rows into a new store, or checks an existing store's rows against this binary.
