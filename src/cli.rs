@@ -29,6 +29,187 @@ pub enum Command {
     },
     /// Write every tool's schema to `schemas/<tool>.json`, or check the checked-in files match.
     Schemas(SchemasArgs),
+    /// Import agent transcripts into conversation memory (searchable with `conversation_search`).
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Hooks for agent clients: `hook claude-code` imports the session a Claude Code hook names.
+    Hook {
+        #[command(subcommand)]
+        command: HookCommand,
+    },
+    /// See and undo what agents stored: list, show, rm, export, import, stats, reindex, optimize.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Core memory blocks: show them, list a block's history, restore an earlier version.
+    Core {
+        #[command(subcommand)]
+        command: CoreCommand,
+    },
+    /// Retrieval evaluations on public benchmark data.
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Import transcript files: Claude Code session JSONL, Codex CLI session JSONL, or OpenAI Responses
+    /// items as JSONL (detected from the content). Re-importing a file adds only what is new.
+    Import {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Transcript files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Force the format instead of detecting it: `claude-code`, `codex` or `responses`.
+        #[arg(long, value_name = "FORMAT")]
+        format: Option<String>,
+        /// File the items under this session id (default: the id in the file, else the file name).
+        #[arg(long, value_name = "ID")]
+        session_id: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Reads a Claude Code hook's JSON from stdin and imports what is new in its transcript. Add it as a
+    /// `Stop` and/or `SessionEnd` hook; it never blocks the session (errors exit 1, not 2).
+    ClaudeCode {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// List memories, newest first, per table.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only this table: `fixes`, `archival`, `session_items` or `core_blocks`.
+        #[arg(long, value_name = "TABLE")]
+        table: Option<String>,
+        /// Rows per table.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: usize,
+        /// Every actor's rows, not only `--actor`'s.
+        #[arg(long)]
+        all_actors: bool,
+        /// JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one memory (any table) as JSON.
+    Show {
+        #[command(flatten)]
+        store: StoreArgs,
+        id: String,
+        #[arg(long)]
+        all_actors: bool,
+    },
+    /// Delete memories by id (from their table and its indexes).
+    Rm {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Write every table (ids, times and vectors included) as JSONL.
+    Export {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Output file (default: stdout).
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Every actor's rows, not only `--actor`'s.
+        #[arg(long)]
+        all_actors: bool,
+    },
+    /// Read an export back (upserting by id; re-embedding when it was made with another model).
+    Import {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Rows, bytes, fragments, indexes and versions of every table.
+    Stats {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-embed every row with this binary's model (after a model change) and record the model.
+    Reindex {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Compact small fragments, fold new rows into the indexes, prune old versions.
+    Optimize {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Keep versions younger than this many seconds (another process may still read them).
+        #[arg(long, default_value_t = 60, value_name = "SECS")]
+        prune_older_than: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CoreCommand {
+    /// Print every block (or one) of `--actor` and `--project`.
+    Show {
+        #[command(flatten)]
+        store: StoreArgs,
+        section: Option<String>,
+    },
+    /// List every version of a block, oldest first.
+    History {
+        #[command(flatten)]
+        store: StoreArgs,
+        section: String,
+    },
+    /// Make an earlier version of a block current again (as a new version).
+    Restore {
+        #[command(flatten)]
+        store: StoreArgs,
+        section: String,
+        version: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// The turn-level LoCoMo retrieval protocol (recall@5, recall@10, MRR by category) through the
+    /// product's own conversation import and search.
+    Locomo {
+        /// Directory of LoCoMo conversation JSON files.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Store to use (kept, and reused on the next run); default: a temporary directory.
+        #[arg(long, value_name = "PATH")]
+        db: Option<String>,
+        #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
+        model_dir: Option<PathBuf>,
+        #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
+        ort_dylib: Option<PathBuf>,
+        /// Weight of the vector ranking in the fusion (default: the product's).
+        #[arg(long)]
+        vector_weight: Option<f32>,
+        /// Weight of the BM25 ranking in the fusion (default: the product's).
+        #[arg(long)]
+        keyword_weight: Option<f32>,
+        /// RRF constant k (default: the product's).
+        #[arg(long)]
+        rrf_k: Option<f32>,
+        /// Also write the report as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
 }
 
 /// Where memory lives and whose it is.
@@ -49,6 +230,10 @@ pub struct StoreArgs {
     /// ONNX Runtime library (`libonnxruntime.so.1.31.1`). Default: the cache `scripts/setup` fills.
     #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
     pub ort_dylib: Option<PathBuf>,
+    /// Core memory blocks beyond `persona`, `human`, `project`, and character limits: `name=limit,...`,
+    /// e.g. `project=4000,style=1000` (default limit 2000).
+    #[arg(long, env = ev::ASTRA_CORE_BLOCKS, value_name = "SPEC")]
+    pub core_blocks: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -76,6 +261,9 @@ pub struct ServeArgs {
     /// Cosine floor: matches below it are dropped unless they also matched by keyword.
     #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = 0.10, value_name = "COSINE")]
     pub min_score: f32,
+    /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one.
+    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = 0.95, value_name = "COSINE")]
+    pub near_duplicate_cosine: f32,
 }
 
 #[derive(Debug, Subcommand)]

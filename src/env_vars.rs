@@ -27,3 +27,7 @@ pub const ORT_DYLIB_PATH: &str = "ORT_DYLIB_PATH";
 pub const ASTRA_CACHE_DIR: &str = "ASTRA_CACHE_DIR";
 /// Log filter in `tracing_subscriber::EnvFilter` syntax (e.g. `astra_mcp=debug`); equals `--log`.
 pub const ASTRA_LOG: &str = "ASTRA_LOG";
+/// Extra core memory blocks and limits, `name=limit,...`; equals `--core-blocks`.
+pub const ASTRA_CORE_BLOCKS: &str = "ASTRA_CORE_BLOCKS";
+/// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.
+pub const ASTRA_NEAR_DUPLICATE_COSINE: &str = "ASTRA_NEAR_DUPLICATE_COSINE";

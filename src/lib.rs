@@ -7,11 +7,14 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod domain;
 pub mod embed;
 pub mod env_vars;
+pub mod eval;
 pub mod memory;
+pub mod sessions;
 pub mod smoke;
 pub mod store;
 pub mod tools;

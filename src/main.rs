@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use astra_mcp::cli::{Cli, Command, SmokeCommand};
+use astra_mcp::commands;
 use astra_mcp::config::{ServeSettings, StoreSettings};
 use astra_mcp::transport::{McpServer, stdio};
 use clap::Parser;
@@ -51,7 +52,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
                 "astra-mcp ready"
             );
-            stdio::serve(McpServer::new(host)).await?;
+            let served = stdio::serve(McpServer::new(host.clone())).await;
+            host.flush().await; // recorded tool calls reach the store before we exit
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Smoke { command: SmokeCommand::Store(args) } => {
@@ -70,6 +73,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             println!("ok: {memory_id} persisted across the restart and was deleted");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Sessions { command } => commands::sessions(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Hook { command } => commands::hook(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Memory { command } => commands::memory(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Core { command } => commands::core(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Eval { command } => commands::eval(command).await.map(|()| ExitCode::SUCCESS),
         Command::Schemas(args) => {
             let mut drift = Vec::new();
             if !args.check {

@@ -90,6 +90,132 @@ pub fn fix_memory_id(
     Uuid::new_v5(&FIX_ID_NAMESPACE, name.as_bytes())
 }
 
+/// Who said a conversation item (design.md §2: `roles` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    // a tool call or its result (a plain comment: a doc comment would turn the schema's enum into oneOf)
+    Tool,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::User, Role::Assistant, Role::Tool];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Parses `user`, `assistant` or `tool`.
+    #[allow(clippy::should_implement_trait)]
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A passage of archival memory (MemGPT's archival storage), as stored in the `archival` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Passage {
+    /// [`passage_id`] of the actor, project and normalised text: identical text is one row.
+    pub id: Uuid,
+    pub actor_id: String,
+    pub project: String,
+    /// The session that inserted it (empty for imports without one).
+    pub session_id: String,
+    /// Turn of that session when known.
+    pub turn: Option<i64>,
+    /// Where it came from: `archival_memory_insert`, `import`, `distill`, …
+    pub source: String,
+    pub tags: Vec<String>,
+    /// The passage as stored and returned (secrets redacted).
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The exact text that was embedded and full-text indexed.
+    pub embedded_text: String,
+    /// Set when a later memory superseded this one (kept, hidden from searches by default).
+    pub superseded_by: Option<Uuid>,
+}
+
+/// One item of a stored conversation (the `session_items` table): MemGPT's recall storage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionItem {
+    /// [`session_item_id`] of actor, session, source and source key: re-importing the same item is a no-op.
+    pub id: Uuid,
+    pub actor_id: String,
+    pub project: String,
+    pub session_id: String,
+    /// 0-based position in its session (as read from its source).
+    pub turn: i64,
+    pub role: Role,
+    /// `mcp` (this server's own tool calls), `claude-code`, `codex`, `responses`, `locomo`, …
+    pub source: String,
+    /// The item's key inside its source (a message uuid, or a line position).
+    pub source_key: String,
+    /// The item as stored and returned (secrets redacted).
+    pub text: String,
+    /// When the item was said (the transcript's timestamp; import time when it has none).
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The exact text that was embedded: `speaker: text`.
+    pub embedded_text: String,
+    /// The text the full-text index covers: the item with its context (date, previous turns).
+    pub search_text: String,
+}
+
+/// One version of a core memory block (the `core_blocks` table keeps every version: the history).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreBlockVersion {
+    pub actor_id: String,
+    /// Empty for actor-scoped blocks (`persona`, `human`); the project label for project blocks.
+    pub project: String,
+    pub section: String,
+    /// 1 for the first write; each change adds one.
+    pub version: i64,
+    /// The whole block after this change.
+    pub value: String,
+    /// `append`, `replace`, `restore`, `import`.
+    pub operation: String,
+    /// The session that made the change (empty from the CLI).
+    pub session_id: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Namespace of archival passage ids.
+const PASSAGE_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3b9c_0d71_5f2e_4a86_b0c4_9e17_d2a8_6f03);
+/// Namespace of session item ids.
+const SESSION_ITEM_ID_NAMESPACE: Uuid = Uuid::from_u128(0x8e24_7a90_c1d3_4b5f_a6e8_0f91_2c7d_b354);
+
+/// Text normalised for duplicate detection (design.md §4): lower-cased, whitespace runs collapsed to one
+/// space, trimmed.
+pub fn normalize_for_dedupe(text: &str) -> String {
+    text.split_whitespace().map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+}
+
+/// The id of an archival passage: UUIDv5 (RFC 9562 §5.5) over actor, project and the normalised text, so
+/// inserting the same text twice (after whitespace/case normalisation) addresses one row.
+pub fn passage_id(actor_id: &str, project: &str, text: &str) -> Uuid {
+    let name = format!("{actor_id}\u{0}{project}\u{0}{}", normalize_for_dedupe(text));
+    Uuid::new_v5(&PASSAGE_ID_NAMESPACE, name.as_bytes())
+}
+
+/// The id of a session item: UUIDv5 over actor, session, source and the item's key in its source.
+pub fn session_item_id(actor_id: &str, session_id: &str, source: &str, source_key: &str) -> Uuid {
+    let name = format!("{actor_id}\u{0}{session_id}\u{0}{source}\u{0}{source_key}");
+    Uuid::new_v5(&SESSION_ITEM_ID_NAMESPACE, name.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +231,13 @@ mod tests {
         assert_ne!(fix_memory_id("a", "s", "ab", "c", "ok", &[]), fix_memory_id("a", "s", "a", "bc", "ok", &[]));
         assert_ne!(a, fix_memory_id("b", "s", "fix", "E", "ok", &["a.py".into(), "b.py".into()]));
         assert_eq!(a.get_version_num(), 5);
+    }
+
+    #[test]
+    fn passage_ids_ignore_case_and_whitespace_only() {
+        assert_eq!(passage_id("a", "p", "Use  tabs\n here"), passage_id("a", "p", "use tabs here"));
+        assert_ne!(passage_id("a", "p", "use tabs here"), passage_id("a", "p", "use tabs there"));
+        assert_ne!(passage_id("a", "p", "x"), passage_id("b", "p", "x"));
+        assert_ne!(passage_id("a", "p", "x"), passage_id("a", "q", "x"));
     }
 }

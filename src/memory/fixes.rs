@@ -9,8 +9,9 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::MemoryError;
-use super::fusion::{RRF_K, reciprocal_rank_fusion};
+use super::fusion::weighted_reciprocal_rank_fusion;
 use super::redact::redact;
+use super::retrieval::Fusion;
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -123,7 +124,12 @@ impl FixMemory {
         let mut by_id: std::collections::HashMap<_, _> =
             candidates.by_vector.into_iter().chain(candidates.by_keyword).map(|c| (c.record.memory_id, c)).collect();
         let mut hits = Vec::new();
-        for fused in reciprocal_rank_fusion(&[vector_ids, keyword_ids], RRF_K) {
+        // the fusion of every search (see `retrieval::Fusion`): vector weight 0.25, BM25 weight 1, k = 10
+        let fusion = Fusion::default();
+        let rankings = [vector_ids, keyword_ids];
+        for fused in
+            weighted_reciprocal_rank_fusion(&rankings, &[fusion.vector_weight, fusion.keyword_weight], fusion.k)
+        {
             let keyword_hit = fused.ranks[1].is_some();
             let Some(candidate) = by_id.remove(&fused.key) else { continue };
             if candidate.cosine < self.config.min_score && !keyword_hit {

@@ -18,6 +18,18 @@ pub struct Fused<K> {
 /// Fuses rankings (each best first, keys unique within a ranking) into one, best first. Ties keep the
 /// order of first appearance (earlier rankings first), so the result is deterministic.
 pub fn reciprocal_rank_fusion<K: Eq + Hash + Clone>(rankings: &[Vec<K>], k: f32) -> Vec<Fused<K>> {
+    let weights = vec![1.0; rankings.len()];
+    weighted_reciprocal_rank_fusion(rankings, &weights, k)
+}
+
+/// Weighted RRF: `score(d) = Σ_r w_r / (k + rank_r(d))`. A weight of 0 keeps a ranking's ranks in
+/// [`Fused::ranks`] without letting it move the order.
+pub fn weighted_reciprocal_rank_fusion<K: Eq + Hash + Clone>(
+    rankings: &[Vec<K>],
+    weights: &[f32],
+    k: f32,
+) -> Vec<Fused<K>> {
+    assert_eq!(rankings.len(), weights.len(), "one weight per ranking");
     let mut index: HashMap<K, usize> = HashMap::new();
     let mut fused: Vec<Fused<K>> = Vec::new();
     for (r, ranking) in rankings.iter().enumerate() {
@@ -28,7 +40,7 @@ pub fn reciprocal_rank_fusion<K: Eq + Hash + Clone>(rankings: &[Vec<K>], k: f32)
             });
             if fused[i].ranks[r].is_none() {
                 fused[i].ranks[r] = Some(pos + 1);
-                fused[i].score += 1.0 / (k + (pos + 1) as f32);
+                fused[i].score += weights[r] / (k + (pos + 1) as f32);
             }
         }
     }
@@ -49,5 +61,18 @@ mod tests {
         assert_eq!(fused[0].ranks, vec![Some(3), Some(1)]);
         assert!((fused[0].score - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-6);
         assert_eq!(fused[3].ranks, vec![None, Some(2)]);
+    }
+
+    #[test]
+    fn weights_decide_which_ranking_leads() {
+        // "a" tops the first ranking, "d" the second; weighting the second 3x puts "d" first
+        let fused = weighted_reciprocal_rank_fusion(&[vec!["a", "b"], vec!["d", "b"]], &[1.0, 3.0], RRF_K);
+        let keys: Vec<_> = fused.iter().map(|f| f.key).collect();
+        assert_eq!(keys, vec!["b", "d", "a"]);
+        assert!((fused[0].score - (1.0 / 62.0 + 3.0 / 62.0)).abs() < 1e-6);
+        assert!((fused[1].score - 3.0 / 61.0).abs() < 1e-6);
+        let unweighted = weighted_reciprocal_rank_fusion(&[vec!["a", "b"], vec!["d", "b"]], &[1.0, 1.0], RRF_K);
+        let keys: Vec<_> = unweighted.iter().map(|f| f.key).collect();
+        assert_eq!(keys, vec!["b", "a", "d"], "equal weights: ties keep first appearance");
     }
 }

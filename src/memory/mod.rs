@@ -1,15 +1,23 @@
 //! The rules of astra-mcp's memory, independent of transport and storage engine: the fix-memory gates
-//! (design.md §3), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
+//! (design.md §3), the tiers of MemGPT (core, archival, recall), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
 //! store and embedder seams.
 
+pub mod archival;
+pub mod conversation;
+pub mod core;
 pub mod fixes;
 pub mod fusion;
 pub mod redact;
+pub mod retrieval;
 pub mod session;
 pub mod testrun;
 pub mod workspace;
 
+pub use archival::{ArchivalConfig, ArchivalMemory, Inserted, PassageSearch};
+pub use conversation::{ConversationMemory, ConversationSearch, ImportCounts, ImportTarget, NewItem, ToolCallRecorder};
+pub use core::{Block, BlockSpec, CoreMemory};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
+pub use retrieval::{Fusion, Hit};
 pub use session::SessionState;
 
 /// Why a memory operation did not happen. The split decides what a client sees (see `tools`).

@@ -38,11 +38,13 @@ struct Gates {
 pub struct SessionState {
     session_id: String,
     gates: Mutex<Gates>,
+    /// Tool calls started in this session: the turn number of provenance and recorded tool items.
+    turns: std::sync::atomic::AtomicI64,
 }
 
 impl SessionState {
     pub fn new(session_id: impl Into<String>) -> Self {
-        Self { session_id: session_id.into(), gates: Mutex::new(Gates::default()) }
+        Self { session_id: session_id.into(), gates: Mutex::new(Gates::default()), turns: Default::default() }
     }
 
     /// A session with a fresh random (v4) id.
@@ -52,6 +54,16 @@ impl SessionState {
 
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// Counts a tool call and returns its 0-based turn number in this session.
+    pub fn next_turn(&self) -> i64 {
+        self.turns.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The turn number of the tool call in progress (the latest one counted).
+    pub fn turn(&self) -> i64 {
+        (self.turns.load(std::sync::atomic::Ordering::Relaxed) - 1).max(0)
     }
 
     fn gates(&self) -> std::sync::MutexGuard<'_, Gates> {

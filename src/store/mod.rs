@@ -6,7 +6,9 @@ pub mod lance;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::domain::FixRecord;
+use chrono::{DateTime, Utc};
+
+use crate::domain::{CoreBlockVersion, FixRecord, Passage, Role, SessionItem};
 
 /// Store failures. Messages name the setting that fixes them where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -17,7 +19,7 @@ pub enum StoreError {
     /// The store was built with another embedding model; its vectors are not comparable with ours.
     #[error(
         "the memory store at {path} was built with embedding model `{found}`, but this astra-mcp embeds with `{expected}`: \
-         point --db (ASTRA_DB) at a new directory, or open this one with the astra-mcp version that built it"
+         run `astra-mcp memory reindex --db {path}` to re-embed it, or point --db (ASTRA_DB) at another directory"
     )]
     ModelMismatch { path: String, found: String, expected: String },
     /// The store was written by a newer (or unknown) format.
@@ -76,4 +78,122 @@ pub trait FixStore: Send + Sync {
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError>;
+}
+
+/// A row of any searchable table with the cosine similarity of its vector to the query vector.
+#[derive(Debug, Clone)]
+pub struct Scored<T> {
+    pub row: T,
+    /// Cosine similarity in [-1, 1].
+    pub cosine: f32,
+}
+
+/// The two rankings a hybrid search fuses, each best first, filters applied before ranking.
+#[derive(Debug, Clone)]
+pub struct Candidates<T> {
+    /// Nearest neighbours by cosine distance.
+    pub by_vector: Vec<Scored<T>>,
+    /// Full-text (BM25) matches of the query text; empty when nothing matches.
+    pub by_keyword: Vec<Scored<T>>,
+}
+
+impl<T> Default for Candidates<T> {
+    fn default() -> Self {
+        Self { by_vector: Vec::new(), by_keyword: Vec::new() }
+    }
+}
+
+/// Filters of a search over archival passages or session items; every filter applies before ranking.
+#[derive(Debug, Clone, Default)]
+pub struct SearchFilter {
+    /// The only actor whose rows are searched (trusted configuration).
+    pub actor_id: String,
+    /// Rows of these sessions only (`None`: any).
+    pub session_ids: Option<Vec<String>>,
+    /// Rows carrying any of these tags (archival only; empty: any).
+    pub tags_any: Vec<String>,
+    /// Rows said by these roles (session items only; empty: any).
+    pub roles: Vec<Role>,
+    /// Rows created at or after this time.
+    pub start: Option<DateTime<Utc>>,
+    /// Rows created at or before this time.
+    pub end: Option<DateTime<Utc>>,
+    /// Include archival passages a later memory superseded.
+    pub include_superseded: bool,
+}
+
+/// A hybrid search request: one query embedding and one query text, with filters.
+#[derive(Debug, Clone)]
+pub struct TextQuery {
+    pub filter: SearchFilter,
+    /// The query embedding, `[f32; 384]`, L2-normalized.
+    pub vector: Vec<f32>,
+    /// The query text for the full-text (BM25) ranking; blank for vector-only.
+    pub text: String,
+    /// Candidates to return from each ranking.
+    pub limit: usize,
+}
+
+/// The `archival` table (MemGPT archival memory).
+#[async_trait]
+pub trait ArchivalStore: Send + Sync {
+    /// Inserts the passages whose id is not stored yet; returns the ids that were new. Rows whose id is
+    /// already present are left as they are (identical text is one row). Durable on return.
+    async fn insert_passages(&self, rows: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError>;
+    /// One passage of `actor_id` by id.
+    async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError>;
+    /// Both rankings of a hybrid search.
+    async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError>;
+}
+
+/// The `session_items` table (MemGPT recall storage: every stored conversation item).
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Inserts the items whose id is not stored yet; returns how many were new. Durable on return.
+    async fn insert_items(&self, rows: &[(SessionItem, Vec<f32>)]) -> Result<usize, StoreError>;
+    /// Which of `ids` are stored already (so callers embed only new items).
+    async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<std::collections::HashSet<Uuid>, StoreError>;
+    /// The highest turn stored for a session of `actor_id`, if any.
+    async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
+    /// Both rankings of a hybrid search.
+    async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError>;
+}
+
+/// How a change of a core block is computed from its current version (`None`: never written): the new
+/// value, or a refusal message for the agent.
+pub type BlockEdit<'a> = dyn Fn(Option<&CoreBlockVersion>) -> Result<String, String> + Send + Sync + 'a;
+
+/// The `core_blocks` table: every version of every core memory block.
+#[async_trait]
+pub trait CoreBlockStore: Send + Sync {
+    /// The latest version of a block, `None` when it was never written.
+    async fn current_block(
+        &self,
+        actor_id: &str,
+        project: &str,
+        section: &str,
+    ) -> Result<Option<CoreBlockVersion>, StoreError>;
+    /// Applies `edit` to the latest version and writes the result as the next version, atomically with
+    /// respect to every other writer of the store (read, edit and write happen under one lock on the
+    /// block's store). `Ok(Err(message))` when `edit` refused. Durable on return.
+    async fn update_block(
+        &self,
+        template: &CoreBlockVersion,
+        edit: &BlockEdit<'_>,
+    ) -> Result<Result<CoreBlockVersion, String>, StoreError>;
+    /// Every version of a block, oldest first.
+    async fn block_history(
+        &self,
+        actor_id: &str,
+        project: &str,
+        section: &str,
+    ) -> Result<Vec<CoreBlockVersion>, StoreError>;
+}
+
+/// Deleting any memory by id (`memory_forget`, `memory rm`).
+#[async_trait]
+pub trait ForgetStore: Send + Sync {
+    /// Deletes the fix, passage or conversation item `id` of `actor_id` from its table and that table's
+    /// indexes. Returns the table it was in, `None` when the actor has no such memory.
+    async fn forget(&self, actor_id: &str, id: Uuid) -> Result<Option<&'static str>, StoreError>;
 }

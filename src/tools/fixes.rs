@@ -69,7 +69,7 @@ pub struct FixMatch {
     pub memory_id: String,
     /// Cosine similarity of the query with the stored fix, 4 decimals.
     pub score: f64,
-    /// Reciprocal-rank-fusion score (vector + BM25 rankings, k = 60) that ordered the matches.
+    /// Weighted reciprocal-rank-fusion score that ordered the matches (BM25 weight 1, vector weight 0.25, k = 10).
     pub fused_score: f64,
     /// Whether the full-text (BM25) ranking matched the query.
     pub keyword_hit: bool,

@@ -5,6 +5,7 @@
 
 mod fixes;
 pub mod schema;
+mod tiered;
 
 use std::sync::Arc;
 
@@ -17,8 +18,18 @@ pub use fixes::{
     RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
 };
 pub use schema::JsonObject;
+pub use tiered::{
+    ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,
+    MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, SEARCH_TOP_K_MAX,
+    render_conversation, render_passages,
+};
 
-use crate::memory::{FixMemory, MemoryError, SessionState};
+use crate::domain::{Role, Scope};
+use crate::memory::{
+    ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, ImportTarget, MemoryError, NewItem, SessionState,
+    ToolCallRecorder,
+};
+use crate::store::ForgetStore;
 
 /// MCP tool annotations (hints; `destructiveHint` is always set explicitly since it defaults to true).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +72,23 @@ impl ToolSpec {
 
 /// Every tool of the server, in `tools/list` order.
 pub fn specs() -> Vec<ToolSpec> {
-    fixes::specs()
+    let mut specs = fixes::specs();
+    specs.extend(tiered::specs());
+    specs
 }
+
+/// Tools whose calls are recorded as `tool` items of their session (searches are not: a recorded
+/// query would come back as the best match of the same query later).
+const RECORDED_TOOLS: [&str; 6] = [
+    "run_tests",
+    "store_fix_memory",
+    "core_memory_append",
+    "core_memory_replace",
+    "archival_memory_insert",
+    "memory_forget",
+];
+/// Characters of a tool result kept in its recorded item.
+const RECORDED_RESULT_CHARS: usize = 1_000;
 
 /// What a tool call produced: text for the model, the same fields as `structuredContent`, and whether
 /// it is a tool error the model should act on (`isError`).
@@ -88,15 +114,38 @@ impl ToolOutput {
 #[error("unknown tool `{0}`: call tools/list for the tools this server offers")]
 pub struct UnknownTool(pub String);
 
+/// Every memory tier a server offers, for one actor and project (trusted configuration).
+#[derive(Clone)]
+pub struct Memories {
+    pub scope: Scope,
+    pub fixes: Arc<FixMemory>,
+    pub archival: Arc<ArchivalMemory>,
+    pub conversation: Arc<ConversationMemory>,
+    pub core: Arc<CoreMemory>,
+    pub forget: Arc<dyn ForgetStore>,
+}
+
 /// Runs tools against the memory layer on behalf of one session at a time.
 #[derive(Clone)]
 pub struct ToolHost {
-    fixes: Arc<FixMemory>,
+    memories: Memories,
+    recorder: ToolCallRecorder,
 }
 
 impl ToolHost {
-    pub fn new(fixes: Arc<FixMemory>) -> Self {
-        Self { fixes }
+    /// A host over `memories`; starts the recorder of tool calls on the current Tokio runtime.
+    pub fn new(memories: Memories) -> Self {
+        let recorder = ToolCallRecorder::start(memories.conversation.clone());
+        Self { memories, recorder }
+    }
+
+    pub fn memories(&self) -> &Memories {
+        &self.memories
+    }
+
+    /// Waits until every recorded tool call is written (call before exiting).
+    pub async fn flush(&self) {
+        self.recorder.flush().await;
     }
 
     /// Calls tool `name` with `arguments` for `session`. Every failure the model can act on, including
@@ -111,16 +160,25 @@ impl ToolHost {
         name: &str,
         arguments: JsonObject,
     ) -> Result<ToolOutput, UnknownTool> {
+        let m = &self.memories;
+        let actor = m.scope.actor_id.as_str();
+        let turn = session.next_turn();
         let call = async {
             match name {
-                "search_codebase_memory" => fixes::search(&self.fixes, session, arguments).await,
-                "run_tests" => fixes::run_tests(&self.fixes, session, arguments).await,
-                "store_fix_memory" => fixes::store(&self.fixes, session, arguments).await,
+                "search_codebase_memory" => fixes::search(&m.fixes, session, arguments).await,
+                "run_tests" => fixes::run_tests(&m.fixes, session, arguments).await,
+                "store_fix_memory" => fixes::store(&m.fixes, session, arguments).await,
+                "core_memory_append" => tiered::core_append(&m.core, session, arguments).await,
+                "core_memory_replace" => tiered::core_replace(&m.core, session, arguments).await,
+                "archival_memory_insert" => tiered::archival_insert(&m.archival, session, arguments).await,
+                "archival_memory_search" => tiered::archival_search(&m.archival, arguments).await,
+                "conversation_search" => tiered::conversation_search(&m.conversation, actor, arguments).await,
+                "memory_forget" => tiered::forget(m.forget.as_ref(), actor, arguments).await,
                 other => return Err(UnknownTool(other.to_string())),
             }
             .map_or_else(|e| Ok(failure_output(name, e)), Ok)
         };
-        match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+        let result = match std::panic::AssertUnwindSafe(call).catch_unwind().await {
             Ok(result) => result,
             Err(panic) => {
                 let message = panic
@@ -133,7 +191,39 @@ impl ToolHost {
                     "astra-mcp internal error in {name}: {message}. Nothing was stored by this call; report this to the user."
                 )))
             }
+        };
+        if let Ok(output) = &result {
+            self.record(session, turn, name, output);
         }
+        result
+    }
+
+    /// Queues the call as a `tool` item of the session: the tool's name and the start of its result
+    /// (arguments are left out: texts the agent stored live in their own tables, and forgetting them
+    /// must not leave a copy here).
+    fn record(&self, session: &SessionState, turn: i64, name: &str, output: &ToolOutput) {
+        if !RECORDED_TOOLS.contains(&name) {
+            return;
+        }
+        let result: String = output.text.chars().take(RECORDED_RESULT_CHARS).collect();
+        let status = if output.is_error { "error" } else { "ok" };
+        self.recorder.record(
+            ImportTarget {
+                actor_id: self.memories.scope.actor_id.clone(),
+                project: self.memories.scope.project.clone(),
+                session_id: session.session_id().to_string(),
+                source: "mcp".to_string(),
+            },
+            NewItem {
+                source_key: format!("call:{turn}"),
+                turn,
+                role: Role::Tool,
+                speaker: None,
+                text: format!("tool call {name} ({status}): {result}"),
+                timestamp: Some(chrono::Utc::now()),
+                date_label: None,
+            },
+        );
     }
 }
 

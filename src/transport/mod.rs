@@ -4,4 +4,4 @@
 pub mod server;
 pub mod stdio;
 
-pub use server::McpServer;
+pub use server::{McpServer, render_core_memory};

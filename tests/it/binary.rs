@@ -27,7 +27,7 @@ async fn serves_tools_before_the_model_loads_and_names_the_fix_when_it_is_missin
     .unwrap();
     let client = ().serve(transport).await.expect("initialize answers without the model");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 3);
+    assert_eq!(tools.len(), astra_mcp::tools::specs().len());
     let result = client
         .call_tool(
             CallToolRequestParams::new("search_codebase_memory")

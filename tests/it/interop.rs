@@ -26,7 +26,8 @@ fn python_sdk_drives_the_verified_loop_over_stdio() {
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(seen["ok"], Value::Bool(true));
     assert_eq!(seen["server"], "astra-mcp");
-    assert_eq!(seen["tools"], serde_json::json!(["search_codebase_memory", "run_tests", "store_fix_memory"]));
+    let names: Vec<&str> = astra_mcp::tools::specs().iter().map(|s| s.name).collect();
+    assert_eq!(seen["tools"], serde_json::json!(names), "the Python SDK lists every tool, in order");
     assert_eq!(seen["failing_tests"], 4);
     assert_eq!(seen["match_text_first_line"].as_str().unwrap().starts_with("Match 1 (score=0."), true, "{seen}");
 }

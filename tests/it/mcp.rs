@@ -23,7 +23,11 @@ async fn connect(server: McpServer) -> RunningService<RoleClient, ()> {
     ().serve(client_io).await.expect("client handshake")
 }
 
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, arguments: Value) -> CallToolResult {
+async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    arguments: Value,
+) -> CallToolResult {
     client
         .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args(arguments)))
         .await
@@ -48,7 +52,20 @@ async fn tools_list_is_strict_annotated_and_instructions_state_the_order() {
     assert!(s < r && r < st, "instructions name search, then run_tests, then store: {instructions}");
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
-    assert_eq!(names, ["search_codebase_memory", "run_tests", "store_fix_memory"]);
+    assert_eq!(
+        names,
+        [
+            "search_codebase_memory",
+            "run_tests",
+            "store_fix_memory",
+            "core_memory_append",
+            "core_memory_replace",
+            "archival_memory_insert",
+            "archival_memory_search",
+            "conversation_search",
+            "memory_forget",
+        ]
+    );
     for tool in &tools {
         let schema = Value::Object(tool.input_schema.as_ref().clone());
         assert_eq!(schema["additionalProperties"], json!(false), "{}", tool.name);
@@ -61,8 +78,10 @@ async fn tools_list_is_strict_annotated_and_instructions_state_the_order() {
         assert!(!schema.to_string().contains("\"format\":\"int"), "{}: no uint8-style formats", tool.name);
         assert!(tool.output_schema.is_some(), "{} has an output schema", tool.name);
         let a = tool.annotations.as_ref().expect("annotations");
-        assert_eq!(a.destructive_hint, Some(false), "{}: destructiveHint set explicitly", tool.name);
-        assert_eq!(a.read_only_hint, Some(tool.name == "search_codebase_memory"), "{}", tool.name);
+        let destructive = tool.name == "memory_forget";
+        assert_eq!(a.destructive_hint, Some(destructive), "{}: destructiveHint set explicitly", tool.name);
+        let read_only = tool.name.contains("search");
+        assert_eq!(a.read_only_hint, Some(read_only), "{}", tool.name);
     }
     let search = Value::Object(tools[0].input_schema.as_ref().clone());
     assert_eq!(search["properties"]["top_k"]["minimum"], json!(1));
@@ -205,4 +224,69 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert!(chrono::DateTime::parse_from_rfc3339(first_block[5].strip_prefix("Confirmed: ").unwrap()).is_ok());
     assert_eq!(first_block[6], format!("Session: {}", stored.session_id));
     b.cancel().await.unwrap();
+}
+
+/// A client that forwards `notifications/resources/updated` to a channel.
+#[derive(Clone)]
+struct UpdateWatcher(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl rmcp::ClientHandler for UpdateWatcher {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+#[tokio::test]
+async fn core_blocks_are_resources_with_update_notifications_and_a_prompt() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
+    let db = tempfile::tempdir().unwrap();
+    let server = McpServer::new(host(db.path(), config("ann", "alpha", None, None)).await);
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let running = server.serve(server_io).await.expect("server handshake");
+        let _ = running.waiting().await;
+    });
+    let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
+    let client = UpdateWatcher(tx).serve(client_io).await.expect("client handshake");
+    let caps = client.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.resources.as_ref().and_then(|r| r.subscribe), Some(true));
+    assert!(caps.prompts.is_some());
+
+    let resources = client.list_all_resources().await.unwrap();
+    let uris: Vec<_> = resources.iter().map(|r| r.uri.clone()).collect();
+    assert_eq!(uris, ["memory://core/persona", "memory://core/human", "memory://core/project"]);
+
+    #[allow(deprecated)] // the 2025-11-25 mechanism, which this handshake negotiates
+    client.subscribe(SubscribeRequestParams::new("memory://core/human")).await.unwrap();
+    let appended =
+        call(&client, "core_memory_append", json!({"section": "human", "text": "Ann likes short answers."})).await;
+    assert_ne!(appended.is_error, Some(true), "{}", text(&appended));
+    let uri = tokio::time::timeout(std::time::Duration::from_secs(5), updates.recv()).await.expect("notified").unwrap();
+    assert_eq!(uri, "memory://core/human");
+    // a block nobody subscribed to changes silently
+    call(&client, "core_memory_append", json!({"section": "project", "text": "Python 3.12."})).await;
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(300), updates.recv()).await.is_err());
+
+    let read = client.read_resource(ReadResourceRequestParams::new("memory://core/human")).await.unwrap();
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "Ann likes short answers."),
+        other => panic!("text contents expected, got {other:?}"),
+    }
+    let missing = client.read_resource(ReadResourceRequestParams::new("memory://core/diary")).await;
+    assert!(missing.is_err(), "unknown resource is a protocol error");
+
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["core_memory"]);
+    let prompt = client.get_prompt(GetPromptRequestParams::new("core_memory")).await.unwrap();
+    let body = match &prompt.messages[0].content {
+        rmcp::model::ContentBlock::Text(t) => t.text.clone(),
+        other => panic!("text prompt expected, got {other:?}"),
+    };
+    assert!(body.contains("<human chars=\"24/2000\">\nAnn likes short answers.\n</human>"), "{body}");
+    assert!(body.contains("<project chars=\"12/2000\">\nPython 3.12.\n</project>"), "{body}");
+    client.cancel().await.unwrap();
 }

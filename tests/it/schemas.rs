@@ -40,4 +40,19 @@ fn schema_limits_are_the_enforced_limits() {
     assert_eq!(prop("store_fix_memory", "error_type", "maxLength"), json!(MAX_ERROR_TYPE_CHARS));
     assert_eq!(prop("store_fix_memory", "outcome", "maxLength"), json!(MAX_OUTCOME_CHARS));
     assert_eq!(prop("store_fix_memory", "file_paths", "maxItems"), json!(MAX_PATHS));
+    use astra_mcp::tools::{
+        MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, SEARCH_TOP_K_MAX,
+    };
+    assert_eq!(prop("core_memory_append", "text", "maxLength"), json!(MAX_CORE_TEXT_CHARS));
+    assert_eq!(prop("core_memory_replace", "new_text", "maxLength"), json!(MAX_CORE_TEXT_CHARS));
+    assert_eq!(prop("archival_memory_insert", "text", "maxLength"), json!(MAX_PASSAGE_CHARS));
+    assert_eq!(prop("archival_memory_insert", "tags", "maxItems"), json!(MAX_TAGS));
+    assert_eq!(prop("archival_memory_insert", "tags", "items")["maxLength"], json!(MAX_TAG_CHARS));
+    for tool in ["archival_memory_search", "conversation_search"] {
+        assert_eq!(prop(tool, "query", "maxLength"), json!(MAX_SEARCH_QUERY_CHARS));
+        assert_eq!(prop(tool, "top_k", "maximum"), json!(SEARCH_TOP_K_MAX));
+    }
+    let spec = specs.iter().find(|s| s.name == "conversation_search").unwrap();
+    let schema = serde_json::Value::Object(spec.input_schema.clone()).to_string();
+    assert!(schema.contains(r#""enum":["user","assistant","tool"]"#), "roles are an enum: {schema}");
 }

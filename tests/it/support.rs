@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder};
+use astra_mcp::memory::FixMemoryConfig;
+use astra_mcp::memory::core::parse_block_specs;
 use astra_mcp::memory::workspace::Workspace;
-use astra_mcp::memory::{FixMemory, FixMemoryConfig};
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::tools::{JsonObject, ToolHost};
 use serde_json::Value;
@@ -101,10 +102,17 @@ pub fn config(actor: &str, project: &str, workspace: Option<&Path>, test_command
     }
 }
 
-/// A tool host over a store at `db` with the real model.
+/// A tool host over a store at `db` with the real model, wired like `serve` (default core blocks,
+/// near-duplicate cosine 0.95).
 pub async fn host(db: &Path, config: FixMemoryConfig) -> ToolHost {
+    host_with_blocks(db, config, None).await
+}
+
+/// [`host`] with extra core blocks (`--core-blocks` syntax).
+pub async fn host_with_blocks(db: &Path, config: FixMemoryConfig, blocks: Option<&str>) -> ToolHost {
     let store = LanceStore::open(db.to_str().unwrap()).await.unwrap();
-    ToolHost::new(Arc::new(FixMemory::new(Arc::new(store), embedder(), config)))
+    let blocks = parse_block_specs(blocks).unwrap();
+    ToolHost::new(astra_mcp::config::memories(store, embedder(), config, blocks, 0.95))
 }
 
 /// `json!({...})` as tool arguments.

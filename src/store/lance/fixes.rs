@@ -224,10 +224,7 @@ impl FixStore for LanceStore {
         })
         .await
         .map_err(backend)?;
-        if let Err(e) = self.ensure_fts().await {
-            // The row is committed; keyword search degrades to vector-only until the index exists.
-            tracing::warn!("full-text index not built yet: {e}");
-        }
+        self.after_write(FIXES_TABLE).await;
         Ok(result.num_inserted_rows > 0)
     }
 
@@ -247,7 +244,7 @@ impl FixStore for LanceStore {
         let by_vector = scored(&collect(&nearest).await.map_err(backend)?, &query.vector)?;
 
         let mut by_keyword = Vec::new();
-        if !query.text.trim().is_empty() && self.fts_available().await {
+        if !query.text.trim().is_empty() && self.fts_available(FIXES_TABLE).await {
             let fts = self
                 .fixes
                 .query()

@@ -1,13 +1,18 @@
-//! The LanceDB backend (design.md §4): one embedded directory holding the `fixes` table and a small
-//! `meta` table with the store's format version and the embedding model's id and dimension. The only
-//! module that imports lancedb or arrow.
+//! The LanceDB backend (design.md §4): one embedded directory holding the `fixes`, `archival`,
+//! `session_items` and `core_blocks` tables and a small `meta` table with the store's format version and
+//! the embedding model's id and dimension. The only module that imports lancedb or arrow.
 //!
 //! Guarantees: a write returns only after Lance committed it (a new manifest version on disk), so an
 //! acknowledged write survives a crash. Appends and merge-inserts from several processes are
 //! serialised by Lance's optimistic commit protocol; we retry on a commit conflict. Reads check for
 //! other processes' commits at most [`READ_CONSISTENCY`] old.
 
+mod archival;
+mod core_blocks;
 mod fixes;
+pub mod manage;
+mod rows;
+mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,22 +26,44 @@ use lancedb::{Connection, Table};
 use super::StoreError;
 use crate::embed::{DIMENSION, MODEL_ID};
 
+pub use archival::ARCHIVAL_TABLE;
+pub use core_blocks::CORE_BLOCKS_TABLE;
 pub use fixes::FIXES_TABLE;
+pub use sessions::SESSION_ITEMS_TABLE;
+
+/// The tables that hold memories, in export order.
+pub const TABLES: [&str; 4] = [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_ITEMS_TABLE, CORE_BLOCKS_TABLE];
+/// The tables searched by embedding and full text (`core_blocks` is read whole).
+pub const SEARCHABLE_TABLES: [&str; 3] = [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_ITEMS_TABLE];
 
 /// Format version of the tables this binary writes (bumped on incompatible schema changes).
 pub const FORMAT_VERSION: &str = "1";
 /// How stale a read may be with respect to other processes' commits.
 pub const READ_CONSISTENCY: Duration = Duration::from_millis(500);
-const META_TABLE: &str = "meta";
+pub(crate) const META_TABLE: &str = "meta";
 /// Attempts for a write that meets a commit conflict or a concurrent table creation.
 const WRITE_ATTEMPTS: usize = 8;
 
 /// An open store: a LanceDB connection and its tables, created on first open.
 #[derive(Clone)]
 pub struct LanceStore {
+    path: String,
+    conn: Connection,
     fixes: Table,
-    fts_ready: Arc<tokio::sync::Mutex<bool>>,
+    archival: Table,
+    session_items: Table,
+    /// Opened through a connection that checks for other processes' commits on every read: a block's
+    /// read-modify-write must start from the latest version (see `core_blocks`).
+    core_blocks: Table,
+    /// Searchable tables whose full-text index is known to exist.
+    fts_ready: Arc<tokio::sync::Mutex<std::collections::HashSet<&'static str>>>,
+    /// Writes committed through this handle, for background upkeep every [`UPKEEP_EVERY_WRITES`].
+    writes: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// Background upkeep (compaction, index refresh, pruning; design.md §4) runs on a table after this many
+/// writes through one store handle.
+pub const UPKEEP_EVERY_WRITES: usize = 100;
 
 impl LanceStore {
     /// Opens (creating when absent) the store at `path`, checking the `meta` table's format version and
@@ -46,6 +73,16 @@ impl LanceStore {
     /// [`StoreError::Open`] when the directory is unusable, [`StoreError::ModelMismatch`] /
     /// [`StoreError::FormatVersion`] when the store was built differently.
     pub async fn open(path: &str) -> Result<Self, StoreError> {
+        Self::open_checked(path, true).await
+    }
+
+    /// Opens the store without checking the embedding model (for `memory reindex`, which re-embeds a
+    /// store built with another model). The format version is still checked.
+    pub async fn open_for_reindex(path: &str) -> Result<Self, StoreError> {
+        Self::open_checked(path, false).await
+    }
+
+    async fn open_checked(path: &str, check_model: bool) -> Result<Self, StoreError> {
         let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
         if !path.contains("://") {
             std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
@@ -56,50 +93,252 @@ impl LanceStore {
             .await
             .map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
-        check_meta(path, &meta).await?;
+        check_meta(path, &meta, check_model).await?;
         let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
-        let fts_ready = has_fts_index(&fixes).await.map_err(|e| open_err(&e))?;
-        Ok(Self { fixes, fts_ready: Arc::new(tokio::sync::Mutex::new(fts_ready)) })
+        let archival = open_or_create(&conn, ARCHIVAL_TABLE, archival::schema()).await.map_err(|e| open_err(&e))?;
+        let session_items =
+            open_or_create(&conn, SESSION_ITEMS_TABLE, sessions::schema()).await.map_err(|e| open_err(&e))?;
+        open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
+        let strong = lancedb::connect(path)
+            .read_consistency_interval(Duration::ZERO)
+            .execute()
+            .await
+            .map_err(|e| open_err(&e))?;
+        let core_blocks = strong.open_table(CORE_BLOCKS_TABLE).execute().await.map_err(|e| open_err(&e))?;
+        let store = Self {
+            path: path.to_string(),
+            conn,
+            fixes,
+            archival,
+            session_items,
+            core_blocks,
+            fts_ready: Arc::default(),
+            writes: Arc::default(),
+        };
+        for name in SEARCHABLE_TABLES {
+            if has_fts_index(store.table(name), fts_column(name)).await.map_err(|e| open_err(&e))? {
+                store.fts_ready.lock().await.insert(name);
+            }
+        }
+        Ok(store)
     }
 
-    /// Is the full-text index there? Checks again while it is not, so a store opened before another
-    /// process built the index starts using it.
-    async fn fts_available(&self) -> bool {
-        let mut ready = self.fts_ready.lock().await;
-        if !*ready {
-            *ready = has_fts_index(&self.fixes).await.unwrap_or(false);
-        }
-        *ready
+    /// Where the store lives (the `--db` value).
+    pub fn path(&self) -> &str {
+        &self.path
     }
 
-    /// Builds the full-text index on `embedded_text` once the table has rows (Lance cannot train an
-    /// index on an empty table). Rows added later are searched unindexed (Lance scans them): nothing
-    /// here compacts or re-indexes yet (design.md §4 "Upkeep" is still to be built).
-    async fn ensure_fts(&self) -> Result<(), StoreError> {
+    /// The open table called `name` (one of [`TABLES`]).
+    fn table(&self, name: &str) -> &Table {
+        match name {
+            FIXES_TABLE => &self.fixes,
+            ARCHIVAL_TABLE => &self.archival,
+            SESSION_ITEMS_TABLE => &self.session_items,
+            CORE_BLOCKS_TABLE => &self.core_blocks,
+            other => unreachable!("no table {other}"),
+        }
+    }
+
+    /// Is the full-text index of `name` there? Checks again while it is not, so a store opened before
+    /// another process built the index starts using it.
+    async fn fts_available(&self, name: &'static str) -> bool {
         let mut ready = self.fts_ready.lock().await;
-        if *ready {
+        if !ready.contains(name) && has_fts_index(self.table(name), fts_column(name)).await.unwrap_or(false) {
+            ready.insert(name);
+        }
+        ready.contains(name)
+    }
+
+    /// Builds the full-text index on [`fts_column`] of `name` once the table has rows (Lance cannot
+    /// train an index on an empty table). Rows added later are searched unindexed (Lance scans them)
+    /// until `optimize` folds them into the index.
+    async fn ensure_fts(&self, name: &'static str) -> Result<(), StoreError> {
+        let mut ready = self.fts_ready.lock().await;
+        if ready.contains(name) {
             return Ok(());
         }
-        if has_fts_index(&self.fixes).await.map_err(backend)? {
-            *ready = true;
+        let table = self.table(name);
+        let column = fts_column(name);
+        if has_fts_index(table, column).await.map_err(backend)? {
+            ready.insert(name);
             return Ok(());
         }
-        if self.fixes.count_rows(None).await.map_err(backend)? == 0 {
+        if table.count_rows(None).await.map_err(backend)? == 0 {
             return Ok(());
         }
-        let result =
-            self.fixes.create_index(&["embedded_text"], lancedb::index::Index::FTS(Default::default())).execute().await;
+        let result = table.create_index(&[column], lancedb::index::Index::FTS(fts_params())).execute().await;
         match result {
-            Ok(()) => *ready = true,
+            Ok(()) => {
+                ready.insert(name);
+            }
             // Another process may have built it at the same moment.
-            Err(e) if has_fts_index(&self.fixes).await.unwrap_or(false) => {
+            Err(e) if has_fts_index(table, column).await.unwrap_or(false) => {
                 tracing::debug!("full-text index created concurrently: {e}");
-                *ready = true;
+                ready.insert(name);
             }
             Err(e) => return Err(backend(e)),
         }
         Ok(())
     }
+
+    /// After a committed write: make sure the full-text index exists. A failure only degrades keyword
+    /// search to the vector ranking, so it is logged, not returned (the write itself succeeded).
+    async fn after_write(&self, name: &'static str) {
+        if let Err(e) = self.ensure_fts(name).await {
+            tracing::warn!(table = name, "full-text index not built yet: {e}");
+        }
+        let n = self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if n % UPKEEP_EVERY_WRITES == 0 {
+            let store = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) =
+                    store.optimize_table(name, Some(chrono::Duration::seconds(manage::PRUNE_OLDER_THAN_SECS))).await
+                {
+                    tracing::warn!(table = name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
+                }
+            });
+        }
+    }
+
+    /// The vector and full-text rankings of `name` for one query, filters applied before ranking
+    /// (`prefilter`, Lance's default). A query the full-text parser rejects leaves the keyword ranking
+    /// empty rather than failing the search.
+    async fn hybrid_batches(
+        &self,
+        name: &'static str,
+        filter: &str,
+        vector: &[f32],
+        text: &str,
+        limit: usize,
+    ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), StoreError> {
+        use lancedb::query::QueryBase;
+        let table = self.table(name);
+        let nearest = table
+            .query()
+            .nearest_to(vector)
+            .map_err(backend)?
+            .distance_type(lancedb::DistanceType::Cosine)
+            .only_if(filter)
+            .limit(limit);
+        let by_vector = collect(&nearest).await.map_err(backend)?;
+        let mut by_keyword = Vec::new();
+        if !text.trim().is_empty() && self.fts_available(name).await {
+            let fts = table
+                .query()
+                .full_text_search(lancedb::index::scalar::FullTextSearchQuery::new(text.to_string()))
+                .only_if(filter)
+                .limit(limit);
+            match collect(&fts).await {
+                Ok(batches) => by_keyword = batches,
+                Err(e) => tracing::warn!(table = name, "full-text search failed, using the vector ranking alone: {e}"),
+            }
+        }
+        Ok((by_vector, by_keyword))
+    }
+
+    /// Inserts the rows of `batch` whose `id` is not in `name` yet (merge-insert keyed on `id`, insert
+    /// only), retrying on commit conflicts. Returns how many rows were new.
+    async fn insert_new(&self, name: &'static str, batch: RecordBatch) -> Result<u64, StoreError> {
+        if batch.num_rows() == 0 {
+            return Ok(0);
+        }
+        let table = self.table(name);
+        let result = retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_not_matched_insert_all();
+            let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        self.after_write(name).await;
+        Ok(result.num_inserted_rows)
+    }
+
+    /// Which of `ids` are stored in `name`.
+    async fn ids_present(
+        &self,
+        name: &'static str,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<uuid::Uuid>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let mut present = std::collections::HashSet::new();
+        for chunk in ids.chunks(500) {
+            let query = self
+                .table(name)
+                .query()
+                .only_if(in_list("id", chunk.iter().map(String::as_str)))
+                .select(Select::columns(&["id"]));
+            for batch in collect(&query).await.map_err(backend)? {
+                present.extend(rows::Rows::new(&batch, name).uuids("id")?);
+            }
+        }
+        Ok(present)
+    }
+
+    /// Rows of `name` matching a SQL `filter`, at most `limit` (all when `None`).
+    async fn select(
+        &self,
+        name: &'static str,
+        filter: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<RecordBatch>, StoreError> {
+        use lancedb::query::QueryBase;
+        let mut query = self.table(name).query().only_if(filter);
+        if let Some(limit) = limit {
+            query = query.limit(limit);
+        }
+        collect(&query).await.map_err(backend)
+    }
+}
+
+/// The full-text index settings of every searchable table: Lance's `simple` tokenizer (splits on
+/// non-alphanumerics), lower-casing, ASCII folding, English Snowball stemming and stop-word removal
+/// (Lance's defaults). So `E0502`, `borrow_checker.rs` and `cargo` stay searchable as tokens.
+fn fts_params() -> lancedb::index::scalar::FtsIndexBuilder {
+    lancedb::index::scalar::FtsIndexBuilder::default()
+}
+
+/// A SQL filter over a table's `actor_id`, `session_id`, time, and (where the table has them) tags,
+/// roles and supersession.
+fn filter_sql(filter: &crate::store::SearchFilter, has_tags: bool, has_roles: bool) -> String {
+    let mut parts = vec![format!("actor_id = {}", sql_literal(&filter.actor_id))];
+    if let Some(sessions) = &filter.session_ids {
+        parts.push(in_list("session_id", sessions.iter().map(String::as_str)));
+    }
+    if has_tags && !filter.tags_any.is_empty() {
+        let any = filter
+            .tags_any
+            .iter()
+            .map(|t| format!("array_has(tags, {})", sql_literal(t)))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        parts.push(format!("({any})"));
+    }
+    if has_tags && !filter.include_superseded {
+        parts.push("superseded_by IS NULL".to_string());
+    }
+    if has_roles && !filter.roles.is_empty() {
+        parts.push(in_list("role", filter.roles.iter().map(|r| r.as_str())));
+    }
+    if let Some(start) = filter.start {
+        parts.push(format!("created_at >= {}", timestamp_literal(start)));
+    }
+    if let Some(end) = filter.end {
+        parts.push(format!("created_at <= {}", timestamp_literal(end)));
+    }
+    parts.join(" AND ")
+}
+
+/// `column IN ('a', 'b')`; `FALSE` for an empty list.
+fn in_list<'a>(column: &str, values: impl IntoIterator<Item = &'a str>) -> String {
+    let values: Vec<String> = values.into_iter().map(sql_literal).collect();
+    if values.is_empty() { "FALSE".to_string() } else { format!("{column} IN ({})", values.join(", ")) }
+}
+
+/// A timestamp literal Lance's SQL compares with a `Timestamp(µs, UTC)` column.
+fn timestamp_literal(t: chrono::DateTime<chrono::Utc>) -> String {
+    format!("arrow_cast('{}', 'Timestamp(Microsecond, Some(\"UTC\"))')", t.format("%Y-%m-%dT%H:%M:%S%.6fZ"))
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -116,12 +355,18 @@ fn sql_literal(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
 
-async fn has_fts_index(table: &Table) -> lancedb::Result<bool> {
+async fn has_fts_index(table: &Table, column: &str) -> lancedb::Result<bool> {
     Ok(table
         .list_indices()
         .await?
         .iter()
-        .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == "embedded_text")))
+        .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == column)))
+}
+
+/// The column a table's full-text index covers: `search_text` for conversation items (the item with
+/// its context), `embedded_text` elsewhere.
+fn fts_column(name: &str) -> &'static str {
+    if name == SESSION_ITEMS_TABLE { "search_text" } else { "embedded_text" }
 }
 
 /// Opens `name`, creating it empty when absent. Creation is not retried by Lance on a commit conflict,
@@ -151,7 +396,7 @@ fn meta_schema() -> SchemaRef {
 }
 
 /// Writes the meta rows into a new store, or checks an existing store's rows against this binary.
-async fn check_meta(path: &str, meta: &Table) -> Result<(), StoreError> {
+async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), StoreError> {
     let expected = [
         ("format_version", FORMAT_VERSION.to_string()),
         ("embedding_model", MODEL_ID.to_string()),
@@ -160,10 +405,9 @@ async fn check_meta(path: &str, meta: &Table) -> Result<(), StoreError> {
     let batches = collect(&meta.query()).await.map_err(backend)?;
     let mut found = std::collections::HashMap::new();
     for batch in &batches {
-        let keys = fixes::column::<StringArray>(batch, "meta", "key")?;
-        let values = fixes::column::<StringArray>(batch, "meta", "value")?;
-        for i in 0..batch.num_rows() {
-            found.insert(keys.value(i).to_string(), values.value(i).to_string());
+        let rows = rows::Rows::new(batch, "meta");
+        for (k, v) in rows.strs("key")?.into_iter().zip(rows.strs("value")?) {
+            found.insert(k, v);
         }
     }
     if found.is_empty() {
@@ -197,7 +441,7 @@ async fn check_meta(path: &str, meta: &Table) -> Result<(), StoreError> {
     }
     let model = found.get("embedding_model").cloned().unwrap_or_default();
     let dim = found.get("embedding_dimension").cloned().unwrap_or_default();
-    if model != MODEL_ID || dim != DIMENSION.to_string() {
+    if check_model && (model != MODEL_ID || dim != DIMENSION.to_string()) {
         return Err(StoreError::ModelMismatch {
             path: path.to_string(),
             found: format!("{model} ({dim}-d)"),

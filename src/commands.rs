@@ -1,0 +1,318 @@
+//! The operator commands (`sessions`, `hook`, `memory`, `core`, `eval`): each opens the store with the
+//! identity of [`StoreArgs`] and prints a result for a person (stdout) with progress and errors on
+//! stderr. Nothing here is reachable by a model.
+
+use std::io::{IsTerminal, Read, Write};
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::cli::{CoreCommand, EvalCommand, HookCommand, MemoryCommand, SessionsCommand};
+use crate::config::StoreSettings;
+use crate::domain::Scope;
+use crate::embed::{LazyEmbedder, ModelPaths};
+use crate::eval::locomo;
+use crate::memory::{ConversationMemory, CoreMemory, Fusion};
+use crate::sessions::formats::TranscriptFormat;
+use crate::sessions::{self, ClaudeCodeHookInput, Owner};
+use crate::store::lance::LanceStore;
+
+/// The project label of a command run outside a server: `--project`, else the current directory's name.
+fn cli_project(settings: &StoreSettings) -> String {
+    let cwd = std::env::current_dir().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    settings.project_or(cwd)
+}
+
+fn conversation_memory(store: LanceStore, embedder: LazyEmbedder) -> ConversationMemory {
+    ConversationMemory::new(Arc::new(store), embedder, Fusion::default())
+}
+
+fn print_imports(result: &sessions::FileImport) {
+    for s in &result.sessions {
+        println!(
+            "{}: {} session {}: {} items read, {} added, {} already stored",
+            s.path.display(),
+            s.format,
+            s.session_id,
+            s.counts.read,
+            s.counts.added,
+            s.counts.already_stored
+        );
+    }
+    if result.sessions.is_empty() {
+        println!("(no conversation items found)");
+    }
+    if result.skipped_lines > 0 {
+        eprintln!("astra-mcp: {} lines were not JSON objects and were skipped", result.skipped_lines);
+    }
+}
+
+pub async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
+    let SessionsCommand::Import { store, files, format, session_id } = command;
+    let settings = StoreSettings::resolve(&store)?;
+    let format = format
+        .map(|f| {
+            TranscriptFormat::from_name(&f)
+                .with_context(|| format!("--format `{f}`: use claude-code, codex or responses"))
+        })
+        .transpose()?;
+    let owner = Owner { actor_id: settings.actor_id.clone(), project: cli_project(&settings) };
+    let memory = conversation_memory(settings.open_store().await?, settings.embedder());
+    let mut failed = 0;
+    for file in &files {
+        match sessions::import_file(&memory, &owner, file, format, session_id.as_deref()).await {
+            Ok(result) => print_imports(&result),
+            Err(e) => {
+                failed += 1;
+                eprintln!("astra-mcp: {e:#}");
+            }
+        }
+    }
+    anyhow::ensure!(failed == 0, "{failed} of {} files could not be imported", files.len());
+    Ok(())
+}
+
+pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
+    let HookCommand::ClaudeCode { store } = command;
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input).context("reading the hook input from stdin")?;
+    let hook = ClaudeCodeHookInput::parse(&input)?;
+    let settings = StoreSettings::resolve(&store)?;
+    let project = settings.project_or(hook.project());
+    let owner = Owner { actor_id: settings.actor_id.clone(), project };
+    let memory = conversation_memory(settings.open_store().await?, settings.embedder());
+    let result =
+        sessions::import_file(&memory, &owner, &hook.transcript_path, Some(TranscriptFormat::ClaudeCode), None).await?;
+    let added: usize = result.sessions.iter().map(|s| s.counts.added).sum();
+    // stdout of a Stop hook is read by Claude Code; report on stderr only
+    eprintln!(
+        "astra-mcp: {} ({}): {added} new conversation items stored for session {}",
+        hook.hook_event_name.as_deref().unwrap_or("hook"),
+        hook.transcript_path.display(),
+        hook.session_id
+    );
+    Ok(())
+}
+
+fn actor_or_all(settings: &StoreSettings, all_actors: bool) -> Option<String> {
+    (!all_actors).then(|| settings.actor_id.clone())
+}
+
+pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
+    match command {
+        MemoryCommand::List { store, table, limit, all_actors, json } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let rows = db.list_rows(table.as_deref(), actor_or_all(&settings, all_actors).as_deref(), limit).await?;
+            for row in &rows {
+                if json {
+                    println!("{}", serde_json::to_string(row)?);
+                } else {
+                    println!("{:<13} {}  {}  {:<12} {}", row.table, row.id, row.created_at, row.project, row.preview);
+                }
+            }
+            if rows.is_empty() {
+                eprintln!("astra-mcp: no memories of actor `{}` in {}", settings.actor_id, settings.db);
+            }
+        }
+        MemoryCommand::Show { store, id, all_actors } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let (table, row) = db
+                .show_row(&id, actor_or_all(&settings, all_actors).as_deref())
+                .await?
+                .with_context(|| format!("no memory with id {id} (of actor `{}`)", settings.actor_id))?;
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "table": table, "row": row }))?);
+        }
+        MemoryCommand::Rm { store, ids } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let mut missing = Vec::new();
+            for id in &ids {
+                match db.delete_row(&settings.actor_id, id).await? {
+                    Some(table) => println!("deleted {id} from {table}"),
+                    None => missing.push(id.clone()),
+                }
+            }
+            anyhow::ensure!(
+                missing.is_empty(),
+                "no memory of actor `{}` with id {}: see `astra-mcp memory list`",
+                settings.actor_id,
+                missing.join(", ")
+            );
+        }
+        MemoryCommand::Export { store, out, all_actors } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let actor = actor_or_all(&settings, all_actors);
+            let counts = match &out {
+                Some(path) => {
+                    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+                    let mut writer = std::io::BufWriter::new(file);
+                    let counts = db.export(&mut writer, actor.as_deref()).await?;
+                    writer.flush()?;
+                    counts
+                }
+                None => {
+                    let stdout = std::io::stdout();
+                    let mut lock = stdout.lock();
+                    db.export(&mut lock, actor.as_deref()).await?
+                }
+            };
+            eprintln!("astra-mcp: exported {}", summary(&counts));
+        }
+        MemoryCommand::Import { store, file } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let report = db.import(&text, &settings.embedder()).await?;
+            println!(
+                "imported {}{}",
+                summary(&report.rows),
+                if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
+            );
+        }
+        MemoryCommand::Stats { store, json } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let stats = db.stats().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&stats)?);
+            } else {
+                println!("store {}", settings.db);
+                println!(
+                    "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8}",
+                    "table", "rows", "deleted", "bytes", "fragments", "small", "indexes", "versions"
+                );
+                for s in &stats {
+                    println!(
+                        "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8}",
+                        s.table,
+                        s.rows,
+                        s.deleted_rows.map_or("-".to_string(), |d| d.to_string()),
+                        s.bytes,
+                        s.fragments,
+                        s.small_fragments,
+                        s.indices,
+                        s.versions
+                    );
+                }
+            }
+        }
+        MemoryCommand::Reindex { store } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = LanceStore::open_for_reindex(&settings.db).await?;
+            let counts = db.reindex(&settings.embedder()).await?;
+            println!("re-embedded {}; the store now opens with {}", summary(&counts), crate::embed::MODEL_ID);
+        }
+        MemoryCommand::Optimize { store, prune_older_than } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let db = settings.open_store().await?;
+            let before = db.stats().await?;
+            let keep = chrono::Duration::seconds(i64::try_from(prune_older_than).unwrap_or(i64::MAX));
+            db.optimize(keep).await?;
+            let after = db.stats().await?;
+            for (b, a) in before.iter().zip(&after) {
+                println!(
+                    "{:<14} fragments {} -> {}, versions {} -> {}, bytes {} -> {}",
+                    a.table, b.fragments, a.fragments, b.versions, a.versions, b.bytes, a.bytes
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn summary(counts: &crate::store::lance::manage::TableCounts) -> String {
+    counts.iter().map(|(t, n)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
+}
+
+fn core_memory(settings: &StoreSettings, store: LanceStore) -> CoreMemory {
+    let scope = Scope { actor_id: settings.actor_id.clone(), project: cli_project(settings) };
+    CoreMemory::new(Arc::new(store), scope, settings.core_blocks.clone())
+}
+
+pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
+    match command {
+        CoreCommand::Show { store, section } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let core = core_memory(&settings, settings.open_store().await?);
+            let blocks = match section {
+                Some(s) => vec![core.read(&s).await?],
+                None => core.read_all().await?,
+            };
+            println!("{}", crate::transport::render_core_memory(&blocks));
+        }
+        CoreCommand::History { store, section } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let core = core_memory(&settings, settings.open_store().await?);
+            let history = core.history(&section).await?;
+            if history.is_empty() {
+                println!("block `{section}` has never been written");
+            }
+            for v in history {
+                println!(
+                    "version {} at {} by {}{}:",
+                    v.version,
+                    v.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    v.operation,
+                    if v.session_id.is_empty() { String::new() } else { format!(" (session {})", v.session_id) }
+                );
+                for line in v.value.lines() {
+                    println!("    {line}");
+                }
+            }
+        }
+        CoreCommand::Restore { store, section, version } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let core = core_memory(&settings, settings.open_store().await?);
+            let block = core.restore(&section, version).await?;
+            println!("block `{section}` restored from version {version}; it is now version {}", block.version);
+        }
+    }
+    Ok(())
+}
+
+pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
+    let EvalCommand::Locomo { dir, db, model_dir, ort_dylib, vector_weight, keyword_weight, rrf_k, json } = command;
+    let conversations = locomo::load(&dir)?;
+    let temp;
+    let db = match db {
+        Some(db) => db,
+        None => {
+            temp = tempfile::tempdir().context("creating a temporary store")?;
+            temp.path().join("db").to_string_lossy().into_owned()
+        }
+    };
+    let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
+    let embedder = LazyEmbedder::onnx(ModelPaths {
+        model_dir: model_dir.unwrap_or(cache.model_dir),
+        ort_dylib: ort_dylib.unwrap_or(cache.ort_dylib),
+    });
+    embedder.get().await?;
+    let defaults = Fusion::default();
+    let fusion = Fusion {
+        k: rrf_k.unwrap_or(defaults.k),
+        vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
+        keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+        ..defaults
+    };
+    let memory = ConversationMemory::new(Arc::new(LanceStore::open(&db).await?), embedder, fusion);
+    let tty = std::io::stderr().is_terminal();
+    let report = locomo::run(&memory, &conversations, |what, done, total| {
+        if tty || done == total {
+            eprintln!("astra-mcp: {what} {done}/{total} conversations");
+        }
+    })
+    .await?;
+    print!("{}", locomo::render(&report));
+    println!(
+        "fusion: weighted RRF k={} vector_weight={} keyword_weight={}; store {db}",
+        fusion.k, fusion.vector_weight, fusion.keyword_weight
+    );
+    if let Some(path) = json {
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

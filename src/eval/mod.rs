@@ -1,0 +1,3 @@
+//! Retrieval evaluations that run the product's own import and search path on public benchmark data.
+
+pub mod locomo;

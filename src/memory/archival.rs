@@ -1,0 +1,161 @@
+//! Archival memory (MemGPT's archival storage, arXiv:2310.08560 §2.2): passages an agent chooses to keep,
+//! with provenance, searched on demand. Duplicates follow design.md §4: identical text (after
+//! whitespace/case normalisation) is one row and a repeated insert returns it with `deduplicated: true`;
+//! near-duplicates are stored and listed so the agent can decide.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::MemoryError;
+use super::redact::redact;
+use super::retrieval::{Fusion, Hit, fuse};
+use super::session::SessionState;
+use crate::domain::{Passage, Scope, passage_id};
+use crate::embed::LazyEmbedder;
+use crate::store::{ArchivalStore, SearchFilter, TextQuery};
+
+/// Default cosine at or above which a stored passage counts as a near-duplicate of a new one.
+pub const NEAR_DUPLICATE_COSINE: f32 = 0.95;
+/// Near-duplicates listed in an insert result at most.
+const MAX_NEAR_DUPLICATES: usize = 5;
+
+/// Settings of archival memory.
+#[derive(Debug, Clone)]
+pub struct ArchivalConfig {
+    pub scope: Scope,
+    /// Cosine similarity from which an existing passage is reported as a near-duplicate.
+    pub near_duplicate_cosine: f32,
+    pub fusion: Fusion,
+}
+
+/// What an insert did.
+#[derive(Debug, Clone)]
+pub struct Inserted {
+    /// The stored passage: the new one, or the existing one when `deduplicated`.
+    pub passage: Passage,
+    /// True when identical text was already stored: nothing new was written.
+    pub deduplicated: bool,
+    /// Other passages of the same actor and project with cosine >= the near-duplicate threshold.
+    pub near_duplicates: Vec<(Passage, f32)>,
+}
+
+/// A search request after validation.
+#[derive(Debug, Clone, Default)]
+pub struct PassageSearch {
+    pub query: String,
+    pub tags_any: Vec<String>,
+    pub top_k: usize,
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// The archival memory service of one actor and project.
+pub struct ArchivalMemory {
+    store: Arc<dyn ArchivalStore>,
+    embedder: LazyEmbedder,
+    config: ArchivalConfig,
+}
+
+/// Tags trimmed, lower-cased, de-duplicated, sorted.
+pub fn normalize_tags(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = tags.iter().map(|t| t.trim().to_lowercase()).filter(|t| !t.is_empty()).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+impl ArchivalMemory {
+    pub fn new(store: Arc<dyn ArchivalStore>, embedder: LazyEmbedder, config: ArchivalConfig) -> Self {
+        Self { store, embedder, config }
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.config.scope
+    }
+
+    /// Stores `text` (secrets redacted first) with `tags` and the session's provenance. Returns the
+    /// existing passage with `deduplicated: true` when the same normalised text is stored already.
+    pub async fn insert(
+        &self,
+        session: Option<&SessionState>,
+        text: &str,
+        tags: &[String],
+        source: &str,
+    ) -> Result<Inserted, MemoryError> {
+        let scope = &self.config.scope;
+        let text = redact(text.trim()).into_owned();
+        let id = passage_id(&scope.actor_id, &scope.project, &text);
+        if let Some(existing) = self.store.get_passage(&scope.actor_id, id).await? {
+            return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
+        }
+        let vector = self.embedder.embed_query(&text).await?;
+        let near_duplicates = self.near_duplicates(&vector, id).await?;
+        let now = Utc::now();
+        let passage = Passage {
+            id,
+            actor_id: scope.actor_id.clone(),
+            project: scope.project.clone(),
+            session_id: session.map(|s| s.session_id().to_string()).unwrap_or_default(),
+            turn: session.map(|s| s.turn()),
+            source: source.to_string(),
+            tags: normalize_tags(tags),
+            embedded_text: text.clone(),
+            text,
+            created_at: now,
+            updated_at: now,
+            superseded_by: None,
+        };
+        let new = self.store.insert_passages(&[(passage.clone(), vector)]).await?;
+        if new.is_empty() {
+            // another writer stored the same text between our read and our insert
+            let existing = self.store.get_passage(&scope.actor_id, id).await?.unwrap_or(passage);
+            return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates });
+        }
+        Ok(Inserted { passage, deduplicated: false, near_duplicates })
+    }
+
+    async fn near_duplicates(&self, vector: &[f32], id: uuid::Uuid) -> Result<Vec<(Passage, f32)>, MemoryError> {
+        let scope = &self.config.scope;
+        let candidates = self
+            .store
+            .passage_candidates(&TextQuery {
+                filter: SearchFilter { actor_id: scope.actor_id.clone(), ..Default::default() },
+                vector: vector.to_vec(),
+                text: String::new(),
+                limit: MAX_NEAR_DUPLICATES * 2,
+            })
+            .await?;
+        Ok(candidates
+            .by_vector
+            .into_iter()
+            .filter(|c| {
+                c.row.id != id && c.row.project == scope.project && c.cosine >= self.config.near_duplicate_cosine
+            })
+            .take(MAX_NEAR_DUPLICATES)
+            .map(|c| (c.row, c.cosine))
+            .collect())
+    }
+
+    /// Hybrid search over the actor's passages in every project, filters (tags, time) before ranking.
+    pub async fn search(&self, request: &PassageSearch) -> Result<Vec<Hit<Passage>>, MemoryError> {
+        let query = redact(&request.query).into_owned();
+        let vector = self.embedder.embed_query(&query).await?;
+        let candidates = self
+            .store
+            .passage_candidates(&TextQuery {
+                filter: SearchFilter {
+                    actor_id: self.config.scope.actor_id.clone(),
+                    tags_any: normalize_tags(&request.tags_any),
+                    start: request.start,
+                    end: request.end,
+                    ..Default::default()
+                },
+                vector,
+                text: query,
+                limit: self.config.fusion.limit(request.top_k),
+            })
+            .await?;
+        Ok(fuse(candidates, |p| p.id, &self.config.fusion, request.top_k))
+    }
+}

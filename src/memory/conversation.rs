@@ -1,0 +1,286 @@
+//! Conversation history (MemGPT's recall storage): every stored session item, searchable with
+//! `conversation_search`. Items arrive from this server's own tool calls, from imported transcripts
+//! (`sessions import`, `hook claude-code`) and from evaluations.
+//!
+//! Each item is stored with two texts, chosen on the LoCoMo evaluation (README "Benchmarks"): the
+//! embedding sees the item alone (`speaker: text`), which picks the exact turn out; the full-text (BM25)
+//! index sees the item in its context — its date and the two items before it in its session — because a
+//! turn alone ("Yes, last Tuesday") rarely carries the words a later question uses. The two rankings
+//! are fused by weighted RRF (see [`Fusion`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::MemoryError;
+use super::redact::redact;
+use super::retrieval::{Fusion, Hit, fuse};
+use crate::domain::{Role, SessionItem, session_item_id};
+use crate::embed::LazyEmbedder;
+use crate::store::{SearchFilter, SessionStore, TextQuery};
+
+/// Items embedded and written per batch on import.
+const IMPORT_BATCH: usize = 256;
+/// Characters of each previous item kept as context in the search text.
+const CONTEXT_CHARS: usize = 600;
+/// Characters of an item kept in the embedded text (the model reads 256 word pieces at most).
+const ITEM_CHARS: usize = 2_000;
+/// Items before an item that its search text includes.
+pub const CONTEXT_ITEMS: usize = 2;
+
+/// An item to store, before ids and embeddings.
+#[derive(Debug, Clone)]
+pub struct NewItem {
+    /// The item's key in its source (message uuid, line position, dialog id).
+    pub source_key: String,
+    /// 0-based position in its session.
+    pub turn: i64,
+    pub role: Role,
+    /// Who said it, when the source names people (LoCoMo speakers); otherwise the role is used.
+    pub speaker: Option<String>,
+    pub text: String,
+    /// When it was said; `None` takes the import time.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// A date label for the context line (e.g. LoCoMo's session date text); `None` uses `timestamp`.
+    pub date_label: Option<String>,
+}
+
+/// The session an import writes into.
+#[derive(Debug, Clone)]
+pub struct ImportTarget {
+    pub actor_id: String,
+    pub project: String,
+    pub session_id: String,
+    /// `claude-code`, `codex`, `responses`, `mcp`, `locomo`, …
+    pub source: String,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportCounts {
+    /// Items given.
+    pub read: usize,
+    /// Items written now.
+    pub added: usize,
+    /// Items already stored by an earlier import (nothing written).
+    pub already_stored: usize,
+}
+
+/// A `conversation_search` request after validation.
+#[derive(Debug, Clone, Default)]
+pub struct ConversationSearch {
+    pub query: String,
+    /// Empty: every role.
+    pub roles: Vec<Role>,
+    pub top_k: usize,
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+    /// Restrict to these sessions (evaluation scopes a search to one conversation); `None`: all.
+    pub session_ids: Option<Vec<String>>,
+}
+
+/// The conversation store of a server or an import.
+pub struct ConversationMemory {
+    store: Arc<dyn SessionStore>,
+    embedder: LazyEmbedder,
+    fusion: Fusion,
+}
+
+fn clip(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
+fn label(item: &NewItem) -> String {
+    item.speaker.clone().unwrap_or_else(|| item.role.as_str().to_string())
+}
+
+/// The text an item is embedded with: `speaker: text` (the role stands in for a speaker).
+pub fn embedded_text(item: &NewItem) -> String {
+    format!("{}: {}", label(item), clip(item.text.trim(), ITEM_CHARS))
+}
+
+/// The text the full-text index sees: `[date] ` then the items of `previous` (oldest first, at most
+/// [`CONTEXT_ITEMS`], each `speaker: text` on its own line), then the item's own line. The date is the
+/// item's `date_label`, else its timestamp as `3 November 2025` (day, month name and year are the words
+/// questions use).
+pub fn search_text(item: &NewItem, previous: &[NewItem]) -> String {
+    let date = item
+        .date_label
+        .clone()
+        .or_else(|| item.timestamp.map(|t| t.format("%-d %B %Y").to_string()))
+        .map(|d| format!("[{d}] "))
+        .unwrap_or_default();
+    let mut out = date;
+    for p in &previous[previous.len().saturating_sub(CONTEXT_ITEMS)..] {
+        out.push_str(&format!("{}: {}\n", label(p), clip(p.text.trim(), CONTEXT_CHARS)));
+    }
+    out.push_str(&embedded_text(item));
+    out
+}
+
+impl ConversationMemory {
+    pub fn new(store: Arc<dyn SessionStore>, embedder: LazyEmbedder, fusion: Fusion) -> Self {
+        Self { store, embedder, fusion }
+    }
+
+    /// Stores the items of one session that are not stored yet (ids are derived from the source key, so
+    /// a repeated import adds nothing and embeds nothing). Secrets are redacted before anything is
+    /// embedded or stored. `items` must be in session order: each is embedded with the one before it.
+    pub async fn import(&self, target: &ImportTarget, items: &[NewItem]) -> Result<ImportCounts, MemoryError> {
+        let now = Utc::now();
+        let items: Vec<NewItem> = items
+            .iter()
+            .map(|i| NewItem { text: redact(&i.text).into_owned(), ..i.clone() })
+            .filter(|i| !i.text.trim().is_empty())
+            .collect();
+        let ids: Vec<_> = items
+            .iter()
+            .map(|i| session_item_id(&target.actor_id, &target.session_id, &target.source, &i.source_key))
+            .collect();
+        let existing: HashSet<_> = self.store.existing_item_ids(&ids).await?;
+        let mut counts = ImportCounts { read: items.len(), ..Default::default() };
+        let mut pending: Vec<SessionItem> = Vec::new();
+        for (pos, item) in items.iter().enumerate() {
+            if existing.contains(&ids[pos]) {
+                counts.already_stored += 1;
+                continue;
+            }
+            let previous = &items[pos.saturating_sub(CONTEXT_ITEMS)..pos];
+            pending.push(SessionItem {
+                id: ids[pos],
+                actor_id: target.actor_id.clone(),
+                project: target.project.clone(),
+                session_id: target.session_id.clone(),
+                turn: item.turn,
+                role: item.role,
+                source: target.source.clone(),
+                source_key: item.source_key.clone(),
+                text: item.text.clone(),
+                created_at: item.timestamp.unwrap_or(now),
+                updated_at: now,
+                embedded_text: embedded_text(item),
+                search_text: search_text(item, previous),
+            });
+        }
+        for chunk in pending.chunks(IMPORT_BATCH) {
+            let vectors = self.embed_by_length(chunk.iter().map(|i| i.embedded_text.clone()).collect()).await?;
+            let rows: Vec<_> = chunk.iter().cloned().zip(vectors).collect();
+            counts.added += self.store.insert_items(&rows).await?;
+        }
+        counts.already_stored = counts.read - counts.added;
+        Ok(counts)
+    }
+
+    /// Embeds texts in order of length (less padding per batch), returning vectors in input order.
+    async fn embed_by_length(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, MemoryError> {
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let sorted: Vec<String> = order.iter().map(|&i| texts[i].clone()).collect();
+        let vectors = self.embedder.embed_documents(sorted).await?;
+        let mut out = vec![Vec::new(); texts.len()];
+        for (v, &i) in vectors.into_iter().zip(&order) {
+            out[i] = v;
+        }
+        Ok(out)
+    }
+
+    /// Hybrid search over the actor's stored conversation items, filters before ranking.
+    pub async fn search(
+        &self,
+        actor_id: &str,
+        request: &ConversationSearch,
+    ) -> Result<Vec<Hit<SessionItem>>, MemoryError> {
+        let query = redact(&request.query).into_owned();
+        let vector = self.embedder.embed_query(&query).await?;
+        let candidates = self
+            .store
+            .item_candidates(&TextQuery {
+                filter: SearchFilter {
+                    actor_id: actor_id.to_string(),
+                    session_ids: request.session_ids.clone(),
+                    roles: request.roles.clone(),
+                    start: request.start,
+                    end: request.end,
+                    ..Default::default()
+                },
+                vector,
+                text: query,
+                limit: self.fusion.limit(request.top_k),
+            })
+            .await?;
+        Ok(fuse(candidates, |i| i.id, &self.fusion, request.top_k))
+    }
+
+    pub fn fusion(&self) -> &Fusion {
+        &self.fusion
+    }
+}
+
+enum RecorderMessage {
+    Record(ImportTarget, NewItem),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Records this server's tool calls as `tool` items of their session, off the request path: a call
+/// returns without waiting for the embedding and the write. [`ToolCallRecorder::flush`] waits for
+/// everything queued before it (the server calls it at shutdown).
+#[derive(Clone)]
+pub struct ToolCallRecorder {
+    tx: tokio::sync::mpsc::UnboundedSender<RecorderMessage>,
+}
+
+impl ToolCallRecorder {
+    /// Starts the writer task on the current Tokio runtime.
+    pub fn start(memory: Arc<ConversationMemory>) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RecorderMessage>();
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut batch = vec![first];
+                while let Ok(more) = rx.try_recv() {
+                    batch.push(more);
+                }
+                let mut waiting = Vec::new();
+                let mut groups: Vec<(ImportTarget, Vec<NewItem>)> = Vec::new();
+                for message in batch {
+                    match message {
+                        RecorderMessage::Record(target, item) => {
+                            match groups.iter_mut().find(|(t, _)| t.session_id == target.session_id) {
+                                Some((_, items)) => items.push(item),
+                                None => groups.push((target, vec![item])),
+                            }
+                        }
+                        RecorderMessage::Flush(done) => waiting.push(done),
+                    }
+                }
+                for (target, items) in groups {
+                    if let Err(e) = memory.import(&target, &items).await {
+                        tracing::warn!(session = %target.session_id, "could not record tool calls: {e}");
+                    }
+                }
+                for done in waiting {
+                    let _ = done.send(());
+                }
+            }
+        });
+        Self { tx }
+    }
+
+    /// Queues one tool call of a session.
+    pub fn record(&self, target: ImportTarget, item: NewItem) {
+        if self.tx.send(RecorderMessage::Record(target, item)).is_err() {
+            tracing::warn!("tool call recorder stopped; a tool call was not recorded");
+        }
+    }
+
+    /// Waits until every call queued so far is written.
+    pub async fn flush(&self) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.tx.send(RecorderMessage::Flush(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}

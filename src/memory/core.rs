@@ -1,0 +1,352 @@
+//! Core memory (MemGPT's in-context memory, arXiv:2310.08560 §2.1): a few named blocks of text the agent
+//! keeps pinned in its context and edits with `core_memory_append` / `core_memory_replace`. Each block
+//! has a character limit that is enforced, never silently cut. Every change writes a new version, so a
+//! user can list the history and restore an earlier value (`astra-mcp core history|restore`).
+//!
+//! Scope: `persona` and `human` belong to the actor (all projects); every other block to the actor and
+//! the project.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use tokio::sync::broadcast;
+
+use super::MemoryError;
+use super::redact::redact;
+use crate::domain::{CoreBlockVersion, Scope};
+use crate::store::CoreBlockStore;
+
+/// Character limit of a block unless configured otherwise.
+pub const DEFAULT_BLOCK_LIMIT: usize = 2_000;
+/// Blocks every store has.
+pub const DEFAULT_BLOCKS: [&str; 3] = ["persona", "human", "project"];
+/// Blocks that belong to the actor across projects; the rest are per project.
+pub const ACTOR_BLOCKS: [&str; 2] = ["persona", "human"];
+
+/// A configured block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockSpec {
+    /// Lower-case name, `[a-z0-9_-]`, 1–64 characters.
+    pub name: String,
+    /// Maximum characters (Unicode scalar values).
+    pub limit: usize,
+}
+
+impl BlockSpec {
+    /// What the block is for, as shown in resource listings.
+    pub fn description(&self) -> String {
+        match self.name.as_str() {
+            "persona" => "Who the agent is for this user: its role, tone, and standing instructions.".to_string(),
+            "human" => "What the agent knows about the user: name, preferences, ways of working.".to_string(),
+            "project" => "What the agent knows about this project: layout, commands, conventions.".to_string(),
+            other => format!("Core memory block `{other}`."),
+        }
+    }
+
+    pub fn is_actor_scoped(&self) -> bool {
+        ACTOR_BLOCKS.contains(&self.name.as_str())
+    }
+}
+
+/// Parses `name=limit,name=limit` (limits optional: `style` alone takes the default); the default blocks
+/// are always present and a given limit overrides theirs.
+///
+/// # Errors
+/// A name outside `[a-z0-9_-]{1,64}` or a limit that is not a number from 1 to 100000.
+pub fn parse_block_specs(spec: Option<&str>) -> Result<Vec<BlockSpec>, String> {
+    let mut blocks: Vec<BlockSpec> =
+        DEFAULT_BLOCKS.iter().map(|n| BlockSpec { name: (*n).to_string(), limit: DEFAULT_BLOCK_LIMIT }).collect();
+    for part in spec.unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, limit) = match part.split_once('=') {
+            Some((n, l)) => {
+                let limit: usize = l.trim().parse().map_err(|_| {
+                    format!(
+                        "core block `{part}`: the limit after `=` must be a number of characters, e.g. `style=1000`"
+                    )
+                })?;
+                (n.trim(), limit)
+            }
+            None => (part, DEFAULT_BLOCK_LIMIT),
+        };
+        if name.is_empty()
+            || name.len() > 64
+            || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
+            return Err(format!("core block name `{name}` must be 1-64 characters of a-z, 0-9, `_` or `-`"));
+        }
+        if !(1..=100_000).contains(&limit) {
+            return Err(format!("core block `{name}`: limit {limit} is outside 1..=100000 characters"));
+        }
+        match blocks.iter_mut().find(|b| b.name == name) {
+            Some(b) => b.limit = limit,
+            None => blocks.push(BlockSpec { name: name.to_string(), limit }),
+        }
+    }
+    Ok(blocks)
+}
+
+/// A block's current state.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub spec: BlockSpec,
+    pub value: String,
+    /// 0 when never written.
+    pub version: i64,
+    pub updated_at: Option<chrono::DateTime<Utc>>,
+}
+
+impl Block {
+    pub fn chars(&self) -> usize {
+        self.value.chars().count()
+    }
+
+    /// The block's resource URI.
+    pub fn uri(&self) -> String {
+        block_uri(&self.spec.name)
+    }
+}
+
+/// `memory://core/<section>`.
+pub fn block_uri(section: &str) -> String {
+    format!("memory://core/{section}")
+}
+
+/// The section named by a `memory://core/<section>` URI.
+pub fn section_of_uri(uri: &str) -> Option<&str> {
+    uri.strip_prefix("memory://core/").filter(|s| !s.is_empty() && !s.contains('/'))
+}
+
+/// A change of one block, broadcast to subscribers (`notifications/resources/updated`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockChanged {
+    pub section: String,
+}
+
+/// The core memory of one actor and project.
+pub struct CoreMemory {
+    store: Arc<dyn CoreBlockStore>,
+    scope: Scope,
+    blocks: Vec<BlockSpec>,
+    changes: broadcast::Sender<BlockChanged>,
+}
+
+/// How a change is computed from the current value: the new value, or a refusal message.
+type Edit<'a> = dyn Fn(&str) -> Result<String, String> + Send + Sync + 'a;
+
+impl CoreMemory {
+    pub fn new(store: Arc<dyn CoreBlockStore>, scope: Scope, blocks: Vec<BlockSpec>) -> Self {
+        let (changes, _) = broadcast::channel(64);
+        Self { store, scope, blocks, changes }
+    }
+
+    pub fn blocks(&self) -> &[BlockSpec] {
+        &self.blocks
+    }
+
+    /// Receives every change this server makes to a block.
+    pub fn subscribe(&self) -> broadcast::Receiver<BlockChanged> {
+        self.changes.subscribe()
+    }
+
+    fn spec(&self, tool: &str, section: &str) -> Result<&BlockSpec, MemoryError> {
+        self.blocks.iter().find(|b| b.name == section).ok_or_else(|| {
+            MemoryError::refused(format!(
+                "{tool}: there is no core memory block `{section}`. The blocks are: {}.",
+                self.blocks.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    fn block_project(&self, spec: &BlockSpec) -> String {
+        if spec.is_actor_scoped() { String::new() } else { self.scope.project.clone() }
+    }
+
+    /// The current value of `section`.
+    pub async fn read(&self, section: &str) -> Result<Block, MemoryError> {
+        let spec = self.spec("read", section)?.clone();
+        let current = self.store.current_block(&self.scope.actor_id, &self.block_project(&spec), section).await?;
+        Ok(match current {
+            Some(v) => Block { spec, value: v.value, version: v.version, updated_at: Some(v.created_at) },
+            None => Block { spec, value: String::new(), version: 0, updated_at: None },
+        })
+    }
+
+    /// Every block, in configuration order.
+    pub async fn read_all(&self) -> Result<Vec<Block>, MemoryError> {
+        let mut out = Vec::with_capacity(self.blocks.len());
+        for spec in &self.blocks {
+            out.push(self.read(&spec.name).await?);
+        }
+        Ok(out)
+    }
+
+    /// Every version of `section`, oldest first.
+    pub async fn history(&self, section: &str) -> Result<Vec<CoreBlockVersion>, MemoryError> {
+        let spec = self.spec("history", section)?;
+        Ok(self.store.block_history(&self.scope.actor_id, &self.block_project(spec), section).await?)
+    }
+
+    /// Appends `text` on a new line (secrets redacted), within the block's limit.
+    pub async fn append(&self, session_id: &str, section: &str, text: &str) -> Result<Block, MemoryError> {
+        let text = redact(text.trim()).into_owned();
+        let limit = self.spec("core_memory_append", section)?.limit;
+        self.change(session_id, "core_memory_append", section, "append", &|current: &str| {
+            let value = if current.is_empty() { text.clone() } else { format!("{current}\n{text}") };
+            within_limit("core_memory_append", section, current, &value, limit)?;
+            Ok(value)
+        })
+        .await
+    }
+
+    /// Replaces the one exact occurrence of `old_text` with `new_text` (which may be empty: a deletion).
+    pub async fn replace(
+        &self,
+        session_id: &str,
+        section: &str,
+        old_text: &str,
+        new_text: &str,
+    ) -> Result<Block, MemoryError> {
+        const TOOL: &str = "core_memory_replace";
+        let new_text = redact(new_text).into_owned();
+        let limit = self.spec(TOOL, section)?.limit;
+        self.change(session_id, TOOL, section, "replace", &|current: &str| {
+            let count = current.matches(old_text).count();
+            match count {
+                0 => Err(match closest_passage(current, old_text) {
+                    Some(close) => format!(
+                        "{TOOL}: `old_text` does not occur in block `{section}`. The closest passage is:\n\"{close}\"\n\
+                         Copy the exact text you want to replace from the block (core memory is in the prompt \
+                         `core_memory` and the resource {}).",
+                        block_uri(section)
+                    ),
+                    None => format!(
+                        "{TOOL}: `old_text` does not occur in block `{section}`, which is empty. Use core_memory_append to add text."
+                    ),
+                }),
+                1 => {
+                    let value = current.replacen(old_text, &new_text, 1);
+                    within_limit(TOOL, section, current, &value, limit)?;
+                    Ok(value)
+                }
+                n => Err(format!(
+                    "{TOOL}: `old_text` occurs {n} times in block `{section}`; include more of the surrounding text so it matches exactly one place."
+                )),
+            }
+        })
+        .await
+    }
+
+    /// Writes `version`'s value of `section` as a new version (the history keeps everything).
+    pub async fn restore(&self, section: &str, version: i64) -> Result<Block, MemoryError> {
+        let history = self.history(section).await?;
+        let old = history.iter().find(|v| v.version == version).ok_or_else(|| {
+            MemoryError::refused(format!(
+                "block `{section}` has no version {version}; its versions are 1 to {}",
+                history.last().map_or(0, |v| v.version)
+            ))
+        })?;
+        let value = old.value.clone();
+        self.change("", "restore", section, "restore", &|_current: &str| Ok(value.clone())).await
+    }
+
+    /// Applies `edit` to the current value and writes the result as the next version, atomically with
+    /// respect to every other change of the store (see `store::CoreBlockStore::update_block`).
+    async fn change(
+        &self,
+        session_id: &str,
+        tool: &str,
+        section: &str,
+        operation: &str,
+        edit: &Edit<'_>,
+    ) -> Result<Block, MemoryError> {
+        let spec = self.spec(tool, section)?.clone();
+        let template = CoreBlockVersion {
+            actor_id: self.scope.actor_id.clone(),
+            project: self.block_project(&spec),
+            section: section.to_string(),
+            version: 0,
+            value: String::new(),
+            operation: operation.to_string(),
+            session_id: session_id.to_string(),
+            created_at: Utc::now(),
+        };
+        let next = self
+            .store
+            .update_block(&template, &|current: Option<&CoreBlockVersion>| {
+                edit(current.map_or("", |c| c.value.as_str()))
+            })
+            .await?
+            .map_err(MemoryError::Refused)?;
+        let _ = self.changes.send(BlockChanged { section: section.to_string() });
+        Ok(Block { spec, value: next.value, version: next.version, updated_at: Some(next.created_at) })
+    }
+}
+
+fn within_limit(tool: &str, section: &str, current: &str, value: &str, limit: usize) -> Result<(), String> {
+    let chars = value.chars().count();
+    if chars > limit {
+        return Err(format!(
+            "{tool} refused: block `{section}` would have {chars} characters, over its limit of {limit} (it has {} now). \
+             Nothing was changed. Shorten the text, or condense the block first with core_memory_replace.",
+            current.chars().count()
+        ));
+    }
+    Ok(())
+}
+
+/// The passage of `block` most like `needle` (normalised Levenshtein), among its lines and runs of
+/// consecutive lines as long as the needle has lines. `None` for an empty block.
+pub fn closest_passage(block: &str, needle: &str) -> Option<String> {
+    let lines: Vec<&str> = block.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let span = needle.lines().filter(|l| !l.trim().is_empty()).count().clamp(1, lines.len());
+    let mut best: Option<(f64, String)> = None;
+    for width in [span, 1] {
+        for window in lines.windows(width) {
+            let candidate = window.join("\n");
+            let mut pieces = vec![candidate.clone()];
+            // within one long line, sentences are better candidates than the whole line
+            if width == 1 {
+                pieces.extend(candidate.split_inclusive(['.', ';', '!', '?']).map(|s| s.trim().to_string()));
+            }
+            for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
+                let score = strsim::normalized_levenshtein(&piece.to_lowercase(), &needle.to_lowercase());
+                if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                    best = Some((score, piece));
+                }
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_specs_keep_defaults_and_override_limits() {
+        let specs = parse_block_specs(Some("project=4000, style, notes=500")).unwrap();
+        let names: Vec<_> = specs.iter().map(|s| (s.name.as_str(), s.limit)).collect();
+        assert_eq!(names, vec![("persona", 2000), ("human", 2000), ("project", 4000), ("style", 2000), ("notes", 500)]);
+        assert!(parse_block_specs(Some("Bad Name=3")).is_err());
+        assert!(parse_block_specs(Some("x=0")).is_err());
+        assert!(parse_block_specs(Some("x=abc")).unwrap_err().contains("number"));
+    }
+
+    #[test]
+    fn closest_passage_finds_the_near_miss_line() {
+        let block = "Prefers tabs over spaces.\nUses pytest with -q.\nDeploys on Fridays.";
+        assert_eq!(closest_passage(block, "Uses pytest with -v").as_deref(), Some("Uses pytest with -q."));
+        assert_eq!(closest_passage("", "x"), None);
+    }
+
+    #[test]
+    fn uri_round_trip() {
+        assert_eq!(section_of_uri(&block_uri("human")), Some("human"));
+        assert_eq!(section_of_uri("memory://core/"), None);
+        assert_eq!(section_of_uri("memory://other/human"), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Hybrid retrieval shared by archival memory and conversation search: the vector and full-text (BM25)
+//! rankings of one query, both filtered before ranking, fused by weighted reciprocal rank fusion.
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use super::fusion::weighted_reciprocal_rank_fusion;
+use crate::store::Candidates;
+
+/// How the two rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
+/// rank_vector)`. The defaults (k = 10, weights 1 and 0.25) were chosen on the LoCoMo evaluation
+/// (`astra-mcp eval locomo`, README "Benchmarks"), where plain RRF (k = 60, equal weights) lost to BM25
+/// alone; the flat neighbourhood (k 5–20, vector weight 0.15–0.4) scored within 0.01. With them an exact
+/// identifier the embedding misses (`E0502`) still ranks first on its keyword match alone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fusion {
+    /// RRF constant k (Cormack et al. 2009 use 60).
+    pub k: f32,
+    /// Weight of the vector (cosine) ranking.
+    pub vector_weight: f32,
+    /// Weight of the full-text (BM25) ranking.
+    pub keyword_weight: f32,
+    /// Candidates fetched from each ranking: `max(top_k * 5, candidates)`.
+    pub candidates: usize,
+    /// Hits below this cosine are dropped unless the keyword ranking also found them.
+    pub min_score: f32,
+}
+
+impl Default for Fusion {
+    fn default() -> Self {
+        Self { k: 10.0, vector_weight: 0.25, keyword_weight: 1.0, candidates: 50, min_score: 0.10 }
+    }
+}
+
+impl Fusion {
+    /// Candidates to fetch from each ranking for `top_k` results.
+    pub fn limit(&self, top_k: usize) -> usize {
+        (top_k * 5).max(self.candidates)
+    }
+}
+
+/// One fused result.
+#[derive(Debug, Clone)]
+pub struct Hit<T> {
+    pub row: T,
+    /// Cosine similarity of the query with the row's embedding.
+    pub score: f32,
+    /// Weighted RRF score that ordered the results.
+    pub fused_score: f32,
+    /// Did the full-text (BM25) ranking contain this row?
+    pub keyword_hit: bool,
+}
+
+/// Fuses both rankings of `candidates` (rows identified by `id`) and keeps the best `top_k`.
+pub fn fuse<T>(candidates: Candidates<T>, id: impl Fn(&T) -> Uuid, fusion: &Fusion, top_k: usize) -> Vec<Hit<T>> {
+    let vector_ids: Vec<Uuid> = candidates.by_vector.iter().map(|c| id(&c.row)).collect();
+    let keyword_ids: Vec<Uuid> = candidates.by_keyword.iter().map(|c| id(&c.row)).collect();
+    let mut by_id: HashMap<Uuid, _> =
+        candidates.by_vector.into_iter().chain(candidates.by_keyword).map(|c| (id(&c.row), c)).collect();
+    let mut hits = Vec::new();
+    let fused = weighted_reciprocal_rank_fusion(
+        &[vector_ids, keyword_ids],
+        &[fusion.vector_weight, fusion.keyword_weight],
+        fusion.k,
+    );
+    for f in fused {
+        let keyword_hit = f.ranks[1].is_some();
+        let Some(candidate) = by_id.remove(&f.key) else { continue };
+        if candidate.cosine < fusion.min_score && !keyword_hit {
+            continue;
+        }
+        hits.push(Hit { row: candidate.row, score: candidate.cosine, fused_score: f.score, keyword_hit });
+        if hits.len() == top_k {
+            break;
+        }
+    }
+    hits
+}

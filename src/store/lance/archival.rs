@@ -1,0 +1,141 @@
+//! The `archival` table: passages of archival memory with provenance, tags, and supersession.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::rows::{self, Rows};
+use super::{LanceStore, backend, filter_sql, sql_literal};
+use crate::domain::Passage;
+use crate::embed::cosine;
+use crate::store::{ArchivalStore, Candidates, Scored, StoreError, TextQuery};
+
+/// Name of the archival memory table.
+pub const ARCHIVAL_TABLE: &str = "archival";
+
+/// Arrow schema of `archival`.
+pub(super) fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("project", DataType::Utf8, false),
+        Field::new("session_id", DataType::Utf8, false),
+        Field::new("turn", DataType::Int64, true),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("tags", rows::string_list_type(), false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new("created_at", rows::timestamp_type(), false),
+        Field::new("updated_at", rows::timestamp_type(), false),
+        Field::new("embedded_text", DataType::Utf8, false),
+        Field::new("superseded_by", DataType::Utf8, true),
+        Field::new("vector", rows::vector_type(), false),
+    ]))
+}
+
+pub(super) fn to_batch(rows_in: &[(Passage, Vec<f32>)]) -> Result<RecordBatch, StoreError> {
+    let p = || rows_in.iter().map(|(p, _)| p);
+    let ids: Vec<String> = p().map(|r| r.id.to_string()).collect();
+    let superseded: Vec<Option<String>> = p().map(|r| r.superseded_by.map(|u| u.to_string())).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            rows::strings(ids.iter().map(String::as_str)),
+            rows::strings(p().map(|r| r.actor_id.as_str())),
+            rows::strings(p().map(|r| r.project.as_str())),
+            rows::strings(p().map(|r| r.session_id.as_str())),
+            rows::ints(p().map(|r| r.turn)),
+            rows::strings(p().map(|r| r.source.as_str())),
+            rows::string_lists(p().map(|r| r.tags.iter().map(String::as_str))),
+            rows::strings(p().map(|r| r.text.as_str())),
+            rows::times(p().map(|r| r.created_at)),
+            rows::times(p().map(|r| r.updated_at)),
+            rows::strings(p().map(|r| r.embedded_text.as_str())),
+            rows::opt_strings(superseded.iter().map(Option::as_deref)),
+            rows::vectors(rows_in.iter().map(|(_, v)| v.as_slice()))?,
+        ],
+    )
+    .map_err(backend)
+}
+
+/// Decodes every row of `batch` with its stored vector.
+pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>, StoreError> {
+    let r = Rows::new(batch, ARCHIVAL_TABLE);
+    let superseded: Vec<Option<Uuid>> =
+        r.opt_strs("superseded_by")?.into_iter().map(|s| s.and_then(|s| Uuid::parse_str(&s).ok())).collect();
+    let mut out = Vec::with_capacity(r.len());
+    let cols = (
+        r.uuids("id")?,
+        r.strs("actor_id")?,
+        r.strs("project")?,
+        r.strs("session_id")?,
+        r.opt_ints("turn")?,
+        r.strs("source")?,
+        r.string_lists("tags")?,
+        r.strs("text")?,
+        r.times("created_at")?,
+        r.times("updated_at")?,
+        r.strs("embedded_text")?,
+        r.vectors("vector")?,
+    );
+    let (ids, actors, projects, sessions, turns, sources, tags, texts, created, updated, embedded, vectors) = cols;
+    for i in 0..r.len() {
+        out.push((
+            Passage {
+                id: ids[i],
+                actor_id: actors[i].clone(),
+                project: projects[i].clone(),
+                session_id: sessions[i].clone(),
+                turn: turns[i],
+                source: sources[i].clone(),
+                tags: tags[i].clone(),
+                text: texts[i].clone(),
+                created_at: created[i],
+                updated_at: updated[i],
+                embedded_text: embedded[i].clone(),
+                superseded_by: superseded[i],
+            },
+            vectors[i].clone(),
+        ));
+    }
+    Ok(out)
+}
+
+fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<Scored<Passage>>, StoreError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (row, vector) in from_batch(batch)? {
+            out.push(Scored { cosine: cosine(query, &vector), row });
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl ArchivalStore for LanceStore {
+    async fn insert_passages(&self, rows_in: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError> {
+        if rows_in.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Which ids are new decides `deduplicated`: read them before the insert-only merge, which
+        // leaves an existing id untouched (two racing inserts of one text still write one row).
+        let ids: Vec<String> = rows_in.iter().map(|(p, _)| p.id.to_string()).collect();
+        let existing = self.ids_present(ARCHIVAL_TABLE, &ids).await?;
+        self.insert_new(ARCHIVAL_TABLE, to_batch(rows_in)?).await?;
+        Ok(rows_in.iter().map(|(p, _)| p.id).filter(|id| !existing.contains(id)).collect())
+    }
+
+    async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError> {
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
+        let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
+        Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|r| r.0))
+    }
+
+    async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
+        let filter = filter_sql(&query.filter, true, false);
+        let (v, k) = self.hybrid_batches(ARCHIVAL_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
+        Ok(Candidates { by_vector: scored(&v, &query.vector)?, by_keyword: scored(&k, &query.vector)? })
+    }
+}

@@ -1,0 +1,464 @@
+//! Operator views of the whole store (`astra-mcp memory …`): list, show, delete, stats, JSONL export
+//! and import, upkeep (`optimize`, design.md §4) and re-embedding (`reindex`). These read and write
+//! every table generically through Arrow, so a new column needs no change here.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::SchemaRef;
+use lancedb::query::{QueryBase, Select};
+use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::rows::{self, Rows};
+use super::{
+    CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect, retry,
+    sql_literal,
+};
+use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
+use crate::store::StoreError;
+
+/// Rows embedded per batch by `import` and `reindex`.
+const EMBED_BATCH: usize = 64;
+/// Versions younger than this are kept by background upkeep and by default by `memory optimize` (a
+/// reader in another process may still be on them).
+pub const PRUNE_OLDER_THAN_SECS: i64 = 60;
+
+/// One row in `memory list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedRow {
+    pub table: &'static str,
+    pub id: String,
+    pub actor_id: String,
+    pub project: String,
+    pub session_id: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// The row's main text on one line, at most 100 characters.
+    pub preview: String,
+}
+
+/// Size and shape of one table (`memory stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TableStats {
+    pub table: &'static str,
+    pub rows: usize,
+    /// Rows marked deleted but not yet compacted away.
+    pub deleted_rows: Option<usize>,
+    /// Bytes of data and index files the manifest records.
+    pub bytes: usize,
+    pub fragments: usize,
+    pub small_fragments: usize,
+    pub indices: usize,
+    /// Versions (commits) still on disk; `optimize` prunes old ones.
+    pub versions: usize,
+}
+
+/// The first line of an export: what made it, so an import knows whether vectors are comparable.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExportHeader {
+    pub astra_mcp_export: u32,
+    pub format_version: String,
+    pub embedding_model: String,
+    pub embedding_dimension: usize,
+    pub exported_at: String,
+}
+
+/// Rows written or read, by table.
+pub type TableCounts = BTreeMap<String, usize>;
+
+/// What `import` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportReport {
+    /// Rows upserted, by table.
+    pub rows: TableCounts,
+    /// True when the export was made with another embedding model and every vector was recomputed.
+    pub reembedded: bool,
+}
+
+/// The text column shown for a row of `table`.
+fn main_text_column(table: &str) -> &'static str {
+    match table {
+        FIXES_TABLE => "fix_description",
+        CORE_BLOCKS_TABLE => "value",
+        _ => "text",
+    }
+}
+
+fn table_name(name: &str) -> Result<&'static str, StoreError> {
+    TABLES
+        .into_iter()
+        .find(|t| *t == name)
+        .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: the tables are {}", TABLES.join(", "))))
+}
+
+/// One line of text, at most `max` characters (an ellipsis marks a cut).
+fn preview(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
+}
+
+/// Rows of a batch as JSON objects (timestamps as RFC 3339 strings, vectors as arrays).
+fn batch_to_json(batch: &RecordBatch) -> Result<Vec<Map<String, Value>>, StoreError> {
+    let mut buffer = Vec::new();
+    let mut writer = arrow_json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .build::<_, arrow_json::writer::JsonArray>(&mut buffer);
+    writer.write_batches(&[batch]).map_err(backend)?;
+    writer.finish().map_err(backend)?;
+    drop(writer);
+    if buffer.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(&buffer).map_err(backend)
+}
+
+/// JSON rows back into a batch of `schema` (strict: unknown columns are refused).
+fn json_to_batch(schema: SchemaRef, rows_in: &[Map<String, Value>]) -> Result<Option<RecordBatch>, StoreError> {
+    let mut decoder = arrow_json::ReaderBuilder::new(schema).with_strict_mode(true).build_decoder().map_err(backend)?;
+    decoder.serialize(rows_in).map_err(backend)?;
+    decoder.flush().map_err(backend)
+}
+
+impl LanceStore {
+    fn actor_filter(actor: Option<&str>) -> Option<String> {
+        actor.map(|a| format!("actor_id = {}", sql_literal(a)))
+    }
+
+    /// Rows of one table or all, newest first, at most `limit` per table.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] for an unknown table name or a failed read.
+    pub async fn list_rows(
+        &self,
+        table: Option<&str>,
+        actor: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ListedRow>, StoreError> {
+        let tables: Vec<&'static str> = match table {
+            Some(t) => vec![table_name(t)?],
+            None => TABLES.to_vec(),
+        };
+        let mut out = Vec::new();
+        for name in tables {
+            let text_col = main_text_column(name);
+            let mut query = self.table(name).query().select(Select::columns(&[
+                "id",
+                "actor_id",
+                "project",
+                "session_id",
+                "created_at",
+                text_col,
+            ]));
+            if let Some(f) = Self::actor_filter(actor) {
+                query = query.only_if(f);
+            }
+            let mut listed = Vec::new();
+            for batch in collect(&query).await.map_err(backend)? {
+                let r = Rows::new(&batch, name);
+                let (ids, actors, projects, sessions, created) = (
+                    r.strs("id")?,
+                    r.strs("actor_id")?,
+                    r.strs("project")?,
+                    r.strs("session_id")?,
+                    r.times("created_at")?,
+                );
+                let texts = r.strs(text_col)?;
+                for i in 0..r.len() {
+                    listed.push((
+                        created[i],
+                        ListedRow {
+                            table: name,
+                            id: ids[i].clone(),
+                            actor_id: actors[i].clone(),
+                            project: projects[i].clone(),
+                            session_id: sessions[i].clone(),
+                            created_at: created[i].to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                            preview: preview(&texts[i], 100),
+                        },
+                    ));
+                }
+            }
+            listed.sort_by(|a, b| b.0.cmp(&a.0));
+            out.extend(listed.into_iter().take(limit).map(|(_, row)| row));
+        }
+        Ok(out)
+    }
+
+    /// The full row with `id` (any table), as JSON without its vector, with the table's name.
+    pub async fn show_row(&self, id: &str, actor: Option<&str>) -> Result<Option<(&'static str, Value)>, StoreError> {
+        let mut filter = format!("id = {}", sql_literal(id));
+        if let Some(f) = Self::actor_filter(actor) {
+            filter = format!("{filter} AND {f}");
+        }
+        for name in TABLES {
+            for batch in self.select(name, &filter, Some(1)).await? {
+                if let Some(mut row) = batch_to_json(&batch)?.into_iter().next() {
+                    if row.remove("vector").is_some() {
+                        row.insert("vector".into(), Value::String(format!("[f32; {DIMENSION}]")));
+                    }
+                    return Ok(Some((name, Value::Object(row))));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes the memory `id` of `actor` from whichever searchable table holds it, and with it from
+    /// that table's vector and full-text indexes (Lance marks the row deleted; every query skips it,
+    /// and `optimize` removes it from the files). Returns the table, `None` when no such row exists.
+    pub async fn delete_row(&self, actor: &str, id: &str) -> Result<Option<&'static str>, StoreError> {
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
+        for name in SEARCHABLE_TABLES {
+            let table = self.table(name);
+            let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            if result.num_deleted_rows > 0 {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Rows, size, fragments, indexes and versions of every table.
+    pub async fn stats(&self) -> Result<Vec<TableStats>, StoreError> {
+        let mut out = Vec::new();
+        for name in TABLES {
+            let table = self.table(name);
+            let s = table.stats().await.map_err(backend)?;
+            out.push(TableStats {
+                table: name,
+                rows: s.num_rows,
+                deleted_rows: s.num_deleted_rows,
+                bytes: s.total_bytes,
+                fragments: s.fragment_stats.num_fragments,
+                small_fragments: s.fragment_stats.num_small_fragments,
+                indices: s.num_indices,
+                versions: table.list_versions().await.map_err(backend)?.len(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Upkeep of design.md §4 for every table: compacts small fragments (dropping deleted rows), folds
+    /// unindexed rows into the indexes, and prunes versions older than `prune_older_than`.
+    pub async fn optimize(&self, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
+        for name in TABLES {
+            self.optimize_table(name, Some(prune_older_than)).await?;
+        }
+        Ok(())
+    }
+
+    /// Compaction and index refresh of one table, plus removal of versions older than `prune`.
+    pub(super) async fn optimize_table(
+        &self,
+        name: &'static str,
+        prune: Option<chrono::Duration>,
+    ) -> Result<(), StoreError> {
+        let table = self.table(name);
+        // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
+        // fragments it does not, so compacting before would leave two groups.
+        if SEARCHABLE_TABLES.contains(&name) {
+            self.ensure_fts(name).await?;
+            retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
+        }
+        retry(|| {
+            table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
+        })
+        .await
+        .map_err(backend)?;
+        if let Some(older_than) = prune {
+            retry(|| {
+                table.optimize(OptimizeAction::Prune {
+                    older_than: Some(older_than),
+                    delete_unverified: None,
+                    error_if_tagged_old_versions: None,
+                })
+            })
+            .await
+            .map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every row of every table (of `actor`, or all) as JSONL: a header line ([`ExportHeader`]),
+    /// then `{"table": …, "row": {…}}` per row with ids, times and vectors, so `import` restores it
+    /// exactly.
+    pub async fn export(&self, out: &mut dyn Write, actor: Option<&str>) -> Result<TableCounts, StoreError> {
+        let header = ExportHeader {
+            astra_mcp_export: 1,
+            format_version: super::FORMAT_VERSION.to_string(),
+            embedding_model: MODEL_ID.to_string(),
+            embedding_dimension: DIMENSION,
+            exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        };
+        let io = |e: std::io::Error| StoreError::Backend(format!("writing the export: {e}"));
+        writeln!(out, "{}", serde_json::to_string(&header).map_err(backend)?).map_err(io)?;
+        let mut counts = TableCounts::new();
+        for name in TABLES {
+            let mut query = self.table(name).query();
+            if let Some(f) = Self::actor_filter(actor) {
+                query = query.only_if(f);
+            }
+            let mut n = 0;
+            for batch in collect(&query).await.map_err(backend)? {
+                for row in batch_to_json(&batch)? {
+                    let line = serde_json::json!({ "table": name, "row": row });
+                    writeln!(out, "{line}").map_err(io)?;
+                    n += 1;
+                }
+            }
+            counts.insert(name.to_string(), n);
+        }
+        Ok(counts)
+    }
+
+    /// Reads an export made by [`Self::export`] and upserts every row by id (an import repeated adds
+    /// nothing). When the export's embedding model differs from this binary's, vectors are recomputed
+    /// from each row's `embedded_text`.
+    ///
+    /// # Errors
+    /// A missing or unknown header, a line that is not a row of a known table, or a row that does not
+    /// fit its table's columns, with the line number.
+    pub async fn import(&self, text: &str, embedder: &LazyEmbedder) -> Result<ImportReport, StoreError> {
+        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let header: ExportHeader = match lines.next() {
+            Some((_, line)) => serde_json::from_str(line).map_err(|e| {
+                StoreError::Backend(format!(
+                    "line 1 is not an astra-mcp export header ({e}); give a file written by `astra-mcp memory export`"
+                ))
+            })?,
+            None => return Err(StoreError::Backend("the export is empty".into())),
+        };
+        let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
+        let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
+        for (i, line) in lines {
+            #[derive(Deserialize)]
+            struct Line {
+                table: String,
+                row: Map<String, Value>,
+            }
+            let parsed: Line = serde_json::from_str(line)
+                .map_err(|e| StoreError::Backend(format!("line {}: not an export row: {e}", i + 1)))?;
+            let name = table_name(&parsed.table).map_err(|e| StoreError::Backend(format!("line {}: {e}", i + 1)))?;
+            let mut row = parsed.row;
+            if reembed && row.contains_key("vector") {
+                // placeholder of the right shape; replaced below
+                row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
+            }
+            by_table.entry(name).or_default().push(row);
+        }
+        let mut report = ImportReport { reembedded: reembed, ..Default::default() };
+        for (name, rows_in) in by_table {
+            let schema = self.table(name).schema().await.map_err(backend)?;
+            for chunk in rows_in.chunks(1000) {
+                let Some(mut batch) = json_to_batch(schema.clone(), chunk)
+                    .map_err(|e| StoreError::Backend(format!("rows of table {name}: {e}")))?
+                else {
+                    continue;
+                };
+                if reembed && SEARCHABLE_TABLES.contains(&name) {
+                    batch = reembed_batch(&batch, name, embedder).await?;
+                }
+                self.upsert_batch(name, batch).await?;
+                *report.rows.entry(name.to_string()).or_default() += chunk.len();
+            }
+        }
+        Ok(report)
+    }
+
+    /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).
+    async fn upsert_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+        let table = self.table(name);
+        retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        if SEARCHABLE_TABLES.contains(&name) {
+            self.after_write(name).await;
+        }
+        Ok(())
+    }
+
+    /// Re-embeds every row of every searchable table with this binary's model (after a model change),
+    /// then records the model in `meta`, so the store opens normally again. Returns rows re-embedded by
+    /// table. Safe to rerun after an interruption: rows are rewritten by id.
+    pub async fn reindex(&self, embedder: &LazyEmbedder) -> Result<TableCounts, StoreError> {
+        let mut counts = TableCounts::new();
+        for name in SEARCHABLE_TABLES {
+            let batches = collect(&self.table(name).query()).await.map_err(backend)?;
+            let mut n = 0;
+            for batch in batches {
+                for start in (0..batch.num_rows()).step_by(1000) {
+                    let part = batch.slice(start, (batch.num_rows() - start).min(1000));
+                    n += part.num_rows();
+                    let part = reembed_batch(&part, name, embedder).await?;
+                    self.upsert_batch(name, part).await?;
+                }
+            }
+            counts.insert(name.to_string(), n);
+        }
+        self.write_meta_model().await?;
+        Ok(counts)
+    }
+
+    async fn write_meta_model(&self) -> Result<(), StoreError> {
+        let meta = self.conn.open_table(META_TABLE).execute().await.map_err(backend)?;
+        let schema = super::meta_schema();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                rows::strings(["embedding_model", "embedding_dimension"]),
+                Arc::new(StringArray::from(vec![MODEL_ID.to_string(), DIMENSION.to_string()])),
+            ],
+        )
+        .map_err(backend)?;
+        retry(|| {
+            let mut merge = meta.merge_insert(&["key"]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+}
+
+/// `batch` with its `vector` column recomputed from `embedded_text`.
+async fn reembed_batch(
+    batch: &RecordBatch,
+    name: &'static str,
+    embedder: &LazyEmbedder,
+) -> Result<RecordBatch, StoreError> {
+    let texts = Rows::new(batch, name).strs("embedded_text")?;
+    let mut vectors: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(EMBED_BATCH) {
+        vectors.extend(
+            embedder
+                .embed_documents(chunk.to_vec())
+                .await
+                .map_err(|e| StoreError::Backend(format!("re-embedding {name}: {e}")))?,
+        );
+    }
+    let column: ArrayRef = rows::vectors(vectors.iter().map(Vec::as_slice))?;
+    let schema = batch.schema();
+    let index = schema.index_of("vector").map_err(backend)?;
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    debug_assert_eq!(columns[index].len(), column.len());
+    columns[index] = column;
+    RecordBatch::try_new(schema, columns).map_err(backend)
+}
+
+#[async_trait::async_trait]
+impl crate::store::ForgetStore for LanceStore {
+    async fn forget(&self, actor_id: &str, id: uuid::Uuid) -> Result<Option<&'static str>, StoreError> {
+        self.delete_row(actor_id, &id.to_string()).await
+    }
+}

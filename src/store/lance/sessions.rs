@@ -1,0 +1,148 @@
+//! The `session_items` table: every stored conversation item (recall storage).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::rows::{self, Rows};
+use super::{LanceStore, backend, filter_sql, sql_literal};
+use crate::domain::{Role, SessionItem};
+use crate::embed::cosine;
+use crate::store::{Candidates, Scored, SessionStore, StoreError, TextQuery};
+
+/// Name of the conversation item table.
+pub const SESSION_ITEMS_TABLE: &str = "session_items";
+
+/// Arrow schema of `session_items`.
+pub(super) fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("project", DataType::Utf8, false),
+        Field::new("session_id", DataType::Utf8, false),
+        Field::new("turn", DataType::Int64, false),
+        Field::new("role", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("source_key", DataType::Utf8, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new("created_at", rows::timestamp_type(), false),
+        Field::new("updated_at", rows::timestamp_type(), false),
+        Field::new("embedded_text", DataType::Utf8, false),
+        Field::new("search_text", DataType::Utf8, false),
+        Field::new("vector", rows::vector_type(), false),
+    ]))
+}
+
+pub(super) fn to_batch(rows_in: &[(SessionItem, Vec<f32>)]) -> Result<RecordBatch, StoreError> {
+    let it = || rows_in.iter().map(|(r, _)| r);
+    let ids: Vec<String> = it().map(|r| r.id.to_string()).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            rows::strings(ids.iter().map(String::as_str)),
+            rows::strings(it().map(|r| r.actor_id.as_str())),
+            rows::strings(it().map(|r| r.project.as_str())),
+            rows::strings(it().map(|r| r.session_id.as_str())),
+            rows::ints(it().map(|r| Some(r.turn))),
+            rows::strings(it().map(|r| r.role.as_str())),
+            rows::strings(it().map(|r| r.source.as_str())),
+            rows::strings(it().map(|r| r.source_key.as_str())),
+            rows::strings(it().map(|r| r.text.as_str())),
+            rows::times(it().map(|r| r.created_at)),
+            rows::times(it().map(|r| r.updated_at)),
+            rows::strings(it().map(|r| r.embedded_text.as_str())),
+            rows::strings(it().map(|r| r.search_text.as_str())),
+            rows::vectors(rows_in.iter().map(|(_, v)| v.as_slice()))?,
+        ],
+    )
+    .map_err(backend)
+}
+
+/// Decodes every row of `batch` with its stored vector.
+pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError> {
+    let r = Rows::new(batch, SESSION_ITEMS_TABLE);
+    let (ids, actors, projects, sessions, turns) =
+        (r.uuids("id")?, r.strs("actor_id")?, r.strs("project")?, r.strs("session_id")?, r.opt_ints("turn")?);
+    let (roles, sources, keys, texts) = (r.strs("role")?, r.strs("source")?, r.strs("source_key")?, r.strs("text")?);
+    let (created, updated, embedded, search, vectors) = (
+        r.times("created_at")?,
+        r.times("updated_at")?,
+        r.strs("embedded_text")?,
+        r.strs("search_text")?,
+        r.vectors("vector")?,
+    );
+    let mut out = Vec::with_capacity(r.len());
+    for i in 0..r.len() {
+        let role = Role::parse(&roles[i]).ok_or_else(|| StoreError::Corrupt {
+            table: SESSION_ITEMS_TABLE,
+            column: "role",
+            message: format!("unknown role `{}`", roles[i]),
+        })?;
+        out.push((
+            SessionItem {
+                id: ids[i],
+                actor_id: actors[i].clone(),
+                project: projects[i].clone(),
+                session_id: sessions[i].clone(),
+                turn: turns[i].unwrap_or_default(),
+                role,
+                source: sources[i].clone(),
+                source_key: keys[i].clone(),
+                text: texts[i].clone(),
+                created_at: created[i],
+                updated_at: updated[i],
+                embedded_text: embedded[i].clone(),
+                search_text: search[i].clone(),
+            },
+            vectors[i].clone(),
+        ));
+    }
+    Ok(out)
+}
+
+fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<Scored<SessionItem>>, StoreError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (row, vector) in from_batch(batch)? {
+            out.push(Scored { cosine: cosine(query, &vector), row });
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl SessionStore for LanceStore {
+    async fn insert_items(&self, rows_in: &[(SessionItem, Vec<f32>)]) -> Result<usize, StoreError> {
+        Ok(self.insert_new(SESSION_ITEMS_TABLE, to_batch(rows_in)?).await? as usize)
+    }
+
+    async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.ids_present(SESSION_ITEMS_TABLE, &ids).await
+    }
+
+    async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError> {
+        use futures::TryStreamExt;
+        use lancedb::query::{ExecutableQuery, QueryBase, Select};
+        let filter = format!("actor_id = {} AND session_id = {}", sql_literal(actor_id), sql_literal(session_id));
+        let query = self.table(SESSION_ITEMS_TABLE).query().only_if(filter).select(Select::columns(&["turn"]));
+        let batches: Vec<RecordBatch> = query.execute().await.map_err(backend)?.try_collect().await.map_err(backend)?;
+        let mut last = None;
+        for batch in &batches {
+            for t in Rows::new(batch, SESSION_ITEMS_TABLE).opt_ints("turn")?.into_iter().flatten() {
+                last = Some(last.map_or(t, |l: i64| l.max(t)));
+            }
+        }
+        Ok(last)
+    }
+
+    async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
+        let filter = filter_sql(&query.filter, false, true);
+        let (v, k) = self.hybrid_batches(SESSION_ITEMS_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
+        Ok(Candidates { by_vector: scored(&v, &query.vector)?, by_keyword: scored(&k, &query.vector)? })
+    }
+}

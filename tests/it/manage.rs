@@ -1,0 +1,250 @@
+//! The operator commands through the real binary: transcript import (three formats, idempotent), the
+//! Claude Code hook, `memory list|show|rm|export|import|stats|optimize|reindex`, and `core history|restore`.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+use crate::support::repo;
+
+const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
+
+/// The binary with a store, an actor and a project; logs quiet.
+fn astra(db: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env("ASTRA_DB", db).env("ASTRA_ACTOR", "ann").env("ASTRA_PROJECT", "datekit").env("ASTRA_LOG", "warn");
+    cmd
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{:?} failed: {}", cmd, String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    repo().join("tests/fixtures/transcripts").join(name)
+}
+
+/// `conversation_search` through the library, as the server runs it.
+async fn search(db: &Path, query: &str) -> Vec<(String, String, String)> {
+    use astra_mcp::memory::{ConversationMemory, ConversationSearch, Fusion};
+    let store = astra_mcp::store::lance::LanceStore::open(db.to_str().unwrap()).await.unwrap();
+    let memory = ConversationMemory::new(std::sync::Arc::new(store), crate::support::embedder(), Fusion::default());
+    let hits = memory
+        .search("ann", &ConversationSearch { query: query.into(), top_k: 5, ..Default::default() })
+        .await
+        .unwrap();
+    hits.into_iter().map(|h| (h.row.source, h.row.role.as_str().to_string(), h.row.text)).collect()
+}
+
+#[tokio::test]
+async fn sessions_import_reads_three_formats_once_and_makes_them_searchable() {
+    let db = tempfile::tempdir().unwrap();
+    let files = ["claude-code.jsonl", "codex.jsonl", "responses.jsonl"].map(fixture);
+    let first = stdout(astra(db.path()).args(["sessions", "import"]).args(&files));
+    assert!(first.contains("claude-code session 5c0f3e2a-8b7d-4e1f-9a6c-2d4b8e7f1a93:"), "{first}");
+    assert!(first.contains(": codex session "), "{first}");
+    assert!(first.contains("responses session responses:"), "{first}");
+    assert!(!first.contains(" 0 added"), "every file adds items: {first}");
+    let again = stdout(astra(db.path()).args(["sessions", "import"]).args(&files));
+    for line in again.lines() {
+        assert!(line.contains(" 0 added"), "re-import adds nothing: {line}");
+    }
+    let hits = search(db.path(), "parses_iso_dates test failing").await;
+    assert_eq!(hits[0].0, "claude-code", "{hits:?}");
+    let unknown = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(unknown.path(), "hello\nworld\n").unwrap();
+    let out = astra(db.path()).args(["sessions", "import"]).arg(unknown.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("claude-code"), "lists the supported formats");
+}
+
+#[tokio::test]
+async fn claude_code_hook_imports_only_what_is_new_and_redacts_secrets() {
+    let db = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("session.jsonl");
+    std::fs::copy(fixture("claude-code.jsonl"), &transcript).unwrap();
+    let hook_input = serde_json::json!({
+        "session_id": "5c0f3e2a-8b7d-4e1f-9a6c-2d4b8e7f1a93",
+        "transcript_path": transcript,
+        "cwd": "/home/dev/datekit",
+        "hook_event_name": "Stop",
+        "stop_hook_active": false
+    })
+    .to_string();
+    let run = |input: &str| {
+        let out = astra(db.path())
+            .env_remove("ASTRA_PROJECT")
+            .args(["hook", "claude-code"])
+            .write_stdin(input)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty(), "a Stop hook's stdout is read by Claude Code; we print nothing there");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let first = run(&hook_input);
+    assert!(!first.contains(": 0 new"), "{first}");
+    // the session goes on: one more user line with a secret
+    let line = serde_json::json!({
+        "type": "user", "uuid": "9f00aa00-0000-4000-8000-000000000001", "parentUuid": null,
+        "sessionId": "5c0f3e2a-8b7d-4e1f-9a6c-2d4b8e7f1a93", "timestamp": "2025-11-03T10:00:00.000Z",
+        "isSidechain": false,
+        "message": {"role": "user", "content": "deploy with OPENAI_API_KEY=sk-proj-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA to the zebra cluster"}
+    });
+    let mut body = std::fs::read_to_string(&transcript).unwrap();
+    body.push_str(&format!("{line}\n"));
+    std::fs::write(&transcript, body).unwrap();
+    let second = run(&hook_input);
+    assert!(second.contains(": 1 new conversation items"), "{second}");
+    assert!(run(&hook_input).contains(": 0 new"), "nothing new the third time");
+    let hits = search(db.path(), "zebra cluster deploy").await;
+    assert!(hits[0].2.contains("zebra cluster") && !hits[0].2.contains("sk-proj-AAAA"), "{hits:?}");
+    assert!(hits[0].2.contains("[REDACTED"), "{hits:?}");
+    let bad = astra(db.path()).args(["hook", "claude-code"]).write_stdin("not json").output().unwrap();
+    assert_eq!(bad.status.code(), Some(1), "never 2: exit 2 would block Claude Code from stopping");
+}
+
+#[tokio::test]
+async fn export_import_round_trips_every_table_and_rm_deletes() {
+    let db = tempfile::tempdir().unwrap();
+    stdout(astra(db.path()).args(["sessions", "import"]).arg(fixture("responses.jsonl")));
+    stdout(astra(db.path()).args(["smoke", "store"]));
+    // a core block and an archival passage through the library (as the tools write them)
+    {
+        use astra_mcp::memory::SessionState;
+        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let s = SessionState::new("s");
+        let a = serde_json::json!({"section": "human", "text": "Ann prefers rebase over merge."});
+        assert!(!host.call(&s, "core_memory_append", crate::support::args(a)).await.unwrap().is_error);
+        let p = serde_json::json!({"text": "Staging runs on Kubernetes 1.31.", "tags": ["infra"]});
+        assert!(!host.call(&s, "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
+        host.flush().await;
+    }
+    let export = db.path().join("../export.jsonl");
+    stdout(astra(db.path()).args(["memory", "export", "--out"]).arg(&export));
+    let text = std::fs::read_to_string(&export).unwrap();
+    let tables: std::collections::BTreeSet<String> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["table"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tables.into_iter().collect::<Vec<_>>(), ["archival", "core_blocks", "fixes", "session_items"]);
+
+    let copy = tempfile::tempdir().unwrap();
+    let imported = stdout(astra(copy.path()).args(["memory", "import"]).arg(&export));
+    assert!(!imported.contains("re-embedded"), "{imported}");
+    let export2 = copy.path().join("../export2.jsonl");
+    stdout(astra(copy.path()).args(["memory", "export", "--out"]).arg(&export2));
+    let rows = |t: &str| {
+        let mut rows: Vec<String> = t.lines().skip(1).map(str::to_string).collect();
+        rows.sort();
+        rows
+    };
+    let text2 = std::fs::read_to_string(&export2).unwrap();
+    assert_eq!(rows(&text), rows(&text2), "ids, times, texts and vectors round-trip exactly");
+    // importing again changes nothing
+    stdout(astra(copy.path()).args(["memory", "import"]).arg(&export));
+    let export3 = copy.path().join("../export3.jsonl");
+    stdout(astra(copy.path()).args(["memory", "export", "--out"]).arg(&export3));
+    assert_eq!(rows(&text), rows(&std::fs::read_to_string(&export3).unwrap()));
+
+    // an export made with another model is re-embedded on import
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut header: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    header["embedding_model"] = "some-other-model".into();
+    lines[0] = header.to_string();
+    let other = db.path().join("../other.jsonl");
+    std::fs::write(&other, lines.join("\n")).unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    assert!(stdout(astra(fresh.path()).args(["memory", "import"]).arg(&other)).contains("re-embedded"));
+    let hits = search(fresh.path(), "what tools does the responses fixture mention").await;
+    assert!(!hits.is_empty(), "re-embedded items are searchable");
+
+    // list, show, rm
+    let listed = stdout(astra(db.path()).args(["memory", "list", "--table", "archival"]));
+    let id = listed.split_whitespace().nth(1).unwrap().to_string();
+    let shown = stdout(astra(db.path()).args(["memory", "show", &id]));
+    assert!(shown.contains("Kubernetes 1.31") && shown.contains("\"[f32; 384]\""), "{shown}");
+    stdout(astra(db.path()).args(["memory", "rm", &id]));
+    let gone = astra(db.path()).args(["memory", "show", &id]).output().unwrap();
+    assert_eq!(gone.status.code(), Some(1));
+    let other_actor = astra(db.path())
+        .env("ASTRA_ACTOR", "bob")
+        .args(["memory", "rm"])
+        .arg(
+            text.lines()
+                .nth(1)
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["row"]["id"].as_str().unwrap().to_string()
+                })
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(other_actor.status.code(), Some(1), "one actor cannot delete another's memory");
+}
+
+#[tokio::test]
+async fn optimize_compacts_and_reindex_reopens_a_store_of_another_model() {
+    let db = tempfile::tempdir().unwrap();
+    {
+        use astra_mcp::memory::SessionState;
+        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let s = SessionState::new("s");
+        for i in 0..12 {
+            let p = serde_json::json!({"text": format!("Fact number {i} about the zebra service."), "tags": []});
+            assert!(!host.call(&s, "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
+        }
+    }
+    let stats = stdout(astra(db.path()).args(["memory", "stats", "--json"]));
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    let archival =
+        |s: &serde_json::Value| s.as_array().unwrap().iter().find(|t| t["table"] == "archival").unwrap().clone();
+    assert_eq!(archival(&stats)["rows"], 12);
+    assert!(archival(&stats)["fragments"].as_u64().unwrap() >= 12, "one fragment per single insert: {stats}");
+    let optimized = stdout(astra(db.path()).args(["memory", "optimize", "--prune-older-than", "0"]));
+    assert!(optimized.contains("archival"), "{optimized}");
+    let after: serde_json::Value =
+        serde_json::from_str(&stdout(astra(db.path()).args(["memory", "stats", "--json"]))).unwrap();
+    assert_eq!(archival(&after)["rows"], 12);
+    assert_eq!(archival(&after)["fragments"], 1, "{after}");
+    assert!(archival(&after)["versions"].as_u64().unwrap() < archival(&stats)["versions"].as_u64().unwrap(), "{after}");
+
+    // pretend the store was built with another model: it refuses to open and names the fix
+    {
+        let conn = lancedb::connect(db.path().to_str().unwrap()).execute().await.unwrap();
+        let meta = conn.open_table("meta").execute().await.unwrap();
+        meta.update().only_if("key = 'embedding_model'").column("value", "'another-model'").execute().await.unwrap();
+    }
+    let refused = astra(db.path()).args(["memory", "stats"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("astra-mcp memory reindex"), "names the command");
+    let reindexed = stdout(astra(db.path()).args(["memory", "reindex"]));
+    assert!(reindexed.contains("12 archival"), "{reindexed}");
+    stdout(astra(db.path()).args(["memory", "stats"]));
+}
+
+#[test]
+fn core_history_and_restore_from_the_cli() {
+    let db = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let s = astra_mcp::memory::SessionState::new("s");
+        for text in ["v1 fact", "v2 fact"] {
+            let a = serde_json::json!({"section": "project", "text": text});
+            assert!(!host.call(&s, "core_memory_append", crate::support::args(a)).await.unwrap().is_error);
+        }
+    });
+    let history = stdout(astra(db.path()).args(["core", "history", "project"]));
+    assert!(
+        history.contains("version 1") && history.contains("version 2") && history.contains("    v2 fact"),
+        "{history}"
+    );
+    stdout(astra(db.path()).args(["core", "restore", "project", "1"]));
+    let shown = stdout(astra(db.path()).args(["core", "show", "project"]));
+    assert!(shown.contains("<project chars=\"7/2000\">\nv1 fact\n</project>"), "{shown}");
+}

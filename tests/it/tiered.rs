@@ -1,0 +1,417 @@
+//! Tiered memory through the tool host (as `serve` wires it): core blocks, archival memory with
+//! dedupe and near-duplicates, conversation search over imported and recorded items, hybrid retrieval
+//! of exact identifiers, forgetting, and the management commands' store operations.
+
+use std::sync::Arc;
+
+use astra_mcp::domain::{Passage, Role, passage_id};
+use astra_mcp::memory::{ConversationMemory, Fusion, ImportTarget, NewItem, SessionState};
+use astra_mcp::store::ArchivalStore;
+use astra_mcp::store::lance::LanceStore;
+use astra_mcp::tools::{
+    ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ToolHost, ToolOutput,
+};
+use chrono::{TimeZone, Utc};
+use serde_json::{Value, json};
+
+use crate::support::{args, config, embedder, host, host_with_blocks};
+
+async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: Value) -> ToolOutput {
+    host.call(session, tool, args(arguments)).await.unwrap()
+}
+
+fn structured<T: serde::de::DeserializeOwned>(out: &ToolOutput) -> T {
+    assert!(!out.is_error, "tool error: {}", out.text);
+    serde_json::from_value(out.structured.clone().expect("structuredContent")).unwrap()
+}
+
+#[tokio::test]
+async fn core_blocks_enforce_limits_quote_near_misses_and_keep_history() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host_with_blocks(db.path(), config("ann", "alpha", None, None), Some("style=60")).await;
+    let s = SessionState::new("s1");
+
+    let out =
+        call(&host, &s, "core_memory_append", json!({"section": "human", "text": "Name: Ann. Prefers tabs."})).await;
+    let block: CoreBlockOutput = structured(&out);
+    assert_eq!((block.version, block.value.as_str(), block.limit), (1, "Name: Ann. Prefers tabs.", 2000));
+    call(&host, &s, "core_memory_append", json!({"section": "human", "text": "Runs tests with pytest -q."})).await;
+
+    // over the limit: refused with sizes, nothing cut
+    let long = "x".repeat(61);
+    let refused = call(&host, &s, "core_memory_append", json!({"section": "style", "text": long})).await;
+    assert!(refused.is_error);
+    assert!(refused.text.contains("61 characters") && refused.text.contains("limit of 60"), "{}", refused.text);
+    assert!(refused.text.contains("it has 0 now"), "{}", refused.text);
+
+    // absent old_text: says so and quotes the closest passage
+    let miss = call(
+        &host,
+        &s,
+        "core_memory_replace",
+        json!({"section": "human", "old_text": "Runs tests with pytest -v.", "new_text": "y"}),
+    )
+    .await;
+    assert!(miss.is_error);
+    assert!(
+        miss.text.contains("does not occur") && miss.text.contains("\"Runs tests with pytest -q.\""),
+        "{}",
+        miss.text
+    );
+
+    // ambiguous old_text: refused
+    call(&host, &s, "core_memory_append", json!({"section": "project", "text": "uses uv; CI uses uv"})).await;
+    let twice =
+        call(&host, &s, "core_memory_replace", json!({"section": "project", "old_text": "uses uv", "new_text": "z"}))
+            .await;
+    assert!(twice.is_error && twice.text.contains("occurs 2 times"), "{}", twice.text);
+
+    let ok = call(
+        &host,
+        &s,
+        "core_memory_replace",
+        json!({"section": "human", "old_text": "Prefers tabs.", "new_text": "Prefers spaces."}),
+    )
+    .await;
+    let block: CoreBlockOutput = structured(&ok);
+    assert_eq!(block.value, "Name: Ann. Prefers spaces.\nRuns tests with pytest -q.");
+    assert_eq!(block.version, 3);
+
+    // unknown block: the message lists the blocks
+    let unknown = call(&host, &s, "core_memory_append", json!({"section": "diary", "text": "x"})).await;
+    assert!(unknown.is_error && unknown.text.contains("persona, human, project, style"), "{}", unknown.text);
+
+    // history keeps every value; restore writes a new version
+    let core = host.memories().core.clone();
+    let history = core.history("human").await.unwrap();
+    let values: Vec<_> = history.iter().map(|v| (v.version, v.operation.as_str())).collect();
+    assert_eq!(values, vec![(1, "append"), (2, "append"), (3, "replace")]);
+    assert_eq!(history[1].value, "Name: Ann. Prefers tabs.\nRuns tests with pytest -q.");
+    let restored = core.restore("human", 1).await.unwrap();
+    assert_eq!((restored.version, restored.value.as_str()), (4, "Name: Ann. Prefers tabs."));
+
+    // scope: `human` follows the actor into another project, `project` does not
+    let other = crate::support::host(db.path(), config("ann", "beta", None, None)).await;
+    let blocks = other.memories().core.read_all().await.unwrap();
+    let value = |name: &str| blocks.iter().find(|b| b.spec.name == name).unwrap().value.clone();
+    assert_eq!(value("human"), "Name: Ann. Prefers tabs.");
+    assert_eq!(value("project"), "");
+    let stranger = crate::support::host(db.path(), config("bob", "alpha", None, None)).await;
+    assert_eq!(stranger.memories().core.read("human").await.unwrap().value, "");
+}
+
+#[tokio::test]
+async fn concurrent_appends_to_one_block_are_all_kept() {
+    let db = tempfile::tempdir().unwrap();
+    let a = host(db.path(), config("ann", "p", None, None)).await;
+    let b = host(db.path(), config("ann", "p", None, None)).await;
+    let mut calls = Vec::new();
+    for i in 0..6 {
+        let h = if i % 2 == 0 { a.clone() } else { b.clone() };
+        calls.push(tokio::spawn(async move {
+            let s = SessionState::new(format!("s{i}"));
+            call(&h, &s, "core_memory_append", json!({"section": "project", "text": format!("fact {i}")})).await
+        }));
+    }
+    for c in calls {
+        let out = c.await.unwrap();
+        assert!(!out.is_error, "{}", out.text);
+    }
+    let value = a.memories().core.read("project").await.unwrap();
+    for i in 0..6 {
+        assert!(value.value.contains(&format!("fact {i}")), "fact {i} lost: {}", value.value);
+    }
+    assert_eq!(value.version, 6);
+}
+
+#[tokio::test]
+async fn archival_insert_dedupes_lists_near_duplicates_and_search_cites_and_filters() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "alpha", None, None)).await;
+    let s = SessionState::new("sess-1");
+    let first = call(
+        &host,
+        &s,
+        "archival_memory_insert",
+        json!({"text": "The release build needs protoc from protobuf-compiler.", "tags": ["build", "Setup"]}),
+    )
+    .await;
+    let first: ArchivalInsertOutput = structured(&first);
+    assert!(!first.deduplicated);
+    assert_eq!(first.tags, vec!["build", "setup"]);
+    assert_eq!(first.session_id, "sess-1");
+
+    // identical after case/whitespace normalisation: same id, nothing new
+    let again = call(
+        &host,
+        &s,
+        "archival_memory_insert",
+        json!({"text": "  the release build needs   PROTOC from protobuf-compiler.  ", "tags": []}),
+    )
+    .await;
+    let again: ArchivalInsertOutput = structured(&again);
+    assert!(again.deduplicated);
+    assert_eq!(again.id, first.id);
+
+    // near-duplicate: stored, and the earlier passage is listed with its cosine
+    let near = call(
+        &host,
+        &s,
+        "archival_memory_insert",
+        json!({"text": "The release build needs protoc from the protobuf-compiler package.", "tags": ["build"]}),
+    )
+    .await;
+    let near: ArchivalInsertOutput = structured(&near);
+    assert!(!near.deduplicated);
+    assert_ne!(near.id, first.id);
+    assert_eq!(near.near_duplicates.len(), 1, "{near:?}");
+    assert_eq!(near.near_duplicates[0].id, first.id);
+    assert!(near.near_duplicates[0].cosine >= 0.95);
+
+    let unrelated = call(
+        &host,
+        &s,
+        "archival_memory_insert",
+        json!({"text": "Ann reviews pull requests on Tuesday mornings.", "tags": ["team"]}),
+    )
+    .await;
+    let unrelated: ArchivalInsertOutput = structured(&unrelated);
+    assert!(unrelated.near_duplicates.is_empty());
+
+    let found = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "what does the build need installed?", "tags": null, "top_k": 3, "start": null, "end": null}),
+    )
+    .await;
+    let out: ArchivalSearchOutput = structured(&found);
+    assert!([first.id.as_str(), near.id.as_str()].contains(&out.results[0].id.as_str()), "{out:?}");
+    assert_eq!(out.results[0].session_id, "sess-1");
+    assert!(found.text.starts_with("Result 1 (score="), "{}", found.text);
+    assert!(found.text.contains("\n> The release build needs protoc"), "quoted text: {}", found.text);
+
+    // the tag filter applies before ranking: only the `team` passage qualifies
+    let tagged = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "build protoc", "tags": ["TEAM"], "top_k": 5, "start": null, "end": null}),
+    )
+    .await;
+    let tagged: ArchivalSearchOutput = structured(&tagged);
+    let ids: Vec<_> = tagged.results.iter().map(|r| r.id.as_str()).collect();
+    assert!(ids.iter().all(|id| *id == unrelated.id), "{ids:?}");
+
+    // a time window in the past excludes everything
+    let past = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "protoc", "tags": null, "top_k": 5, "start": null, "end": "2020-01-01"}),
+    )
+    .await;
+    assert_eq!(past.text, "No matching passages found in archival memory.");
+    let bad = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "protoc", "tags": null, "top_k": 5, "start": "last tuesday", "end": null}),
+    )
+    .await;
+    assert!(bad.is_error && bad.text.contains("RFC 3339"), "{}", bad.text);
+
+    // another actor sees none of it
+    let bob = crate::support::host(db.path(), config("bob", "alpha", None, None)).await;
+    let theirs = call(
+        &bob,
+        &SessionState::new("b"),
+        "archival_memory_search",
+        json!({"query": "protoc", "tags": null, "top_k": 5, "start": null, "end": null}),
+    )
+    .await;
+    assert_eq!(theirs.text, "No matching passages found in archival memory.");
+}
+
+/// Rust-compiler-like passages with other error codes and identifiers, so the embedding alone cannot
+/// tell `E0502` apart.
+fn distractors(n: usize) -> Vec<String> {
+    let codes = ["E0499", "E0382", "E0308", "E0277", "E0425", "E0599", "E0106", "E0597", "E0433", "E0061"];
+    let modules = ["cache", "parser", "server", "store", "index", "router", "config", "embed", "session", "query"];
+    let what = [
+        "cannot borrow `self.items` as mutable more than once at a time",
+        "use of moved value: `config`",
+        "mismatched types: expected `u32`, found `usize`",
+        "the trait bound `Foo: Send` is not satisfied",
+        "cannot find value `handle` in this scope",
+        "no method named `as_str` found for struct `Key`",
+        "missing lifetime specifier",
+        "`buffer` does not live long enough",
+    ];
+    let fixes =
+        ["cloned the value first", "narrowed the borrow scope", "added an explicit conversion", "moved the call"];
+    (0..n)
+        .map(|i| {
+            format!(
+                "Compiler error {} in src/{}.rs line {}: {}; {} and the build passed.",
+                codes[i % codes.len()],
+                modules[(i / 10) % modules.len()],
+                10 + i,
+                what[i % what.len()],
+                fixes[i % fixes.len()]
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_error_code_finds_its_passage_among_1000_distractors() {
+    let db = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let texts = distractors(1000);
+    let vectors = embedder().embed_documents(texts.clone()).await.unwrap();
+    let now = Utc::now();
+    let rows: Vec<(Passage, Vec<f32>)> = texts
+        .iter()
+        .zip(vectors)
+        .map(|(t, v)| {
+            let passage = Passage {
+                id: passage_id("ann", "p", t),
+                actor_id: "ann".into(),
+                project: "p".into(),
+                session_id: String::new(),
+                turn: None,
+                source: "test".into(),
+                tags: vec![],
+                text: t.clone(),
+                created_at: now,
+                updated_at: now,
+                embedded_text: t.clone(),
+                superseded_by: None,
+            };
+            (passage, v)
+        })
+        .collect();
+    assert_eq!(store.insert_passages(&rows).await.unwrap().len(), 1000);
+
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("s");
+    let target = "Borrow checker complaint E0502 in src/lru.rs: cannot borrow `map` as mutable because it is also \
+                  borrowed as immutable; fixed by copying the key before the insert.";
+    let stored: ArchivalInsertOutput =
+        structured(&call(&host, &s, "archival_memory_insert", json!({"text": target, "tags": []})).await);
+    let found = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "E0502", "tags": null, "top_k": 5, "start": null, "end": null}),
+    )
+    .await;
+    let out: ArchivalSearchOutput = structured(&found);
+    assert_eq!(out.results[0].id, stored.id, "E0502 must rank first: {}", found.text);
+    assert!(out.results[0].keyword_hit, "found by the full-text ranking");
+
+    // a file name works the same way
+    let by_file = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "lru.rs", "tags": null, "top_k": 3, "start": null, "end": null}),
+    )
+    .await;
+    let by_file: ArchivalSearchOutput = structured(&by_file);
+    assert_eq!(by_file.results[0].id, stored.id, "{by_file:?}");
+
+    // forgetting removes it from both rankings
+    let forgot = call(&host, &s, "memory_forget", json!({"id": stored.id})).await;
+    assert!(!forgot.is_error, "{}", forgot.text);
+    let after = call(
+        &host,
+        &s,
+        "archival_memory_search",
+        json!({"query": "E0502 borrow map lru.rs", "tags": null, "top_k": 20, "start": null, "end": null}),
+    )
+    .await;
+    let after: ArchivalSearchOutput = structured(&after);
+    assert!(after.results.iter().all(|r| r.id != stored.id), "forgotten passage came back");
+    let twice = call(&host, &s, "memory_forget", json!({"id": stored.id})).await;
+    assert!(twice.is_error && twice.text.contains("no memory with id"), "{}", twice.text);
+    let garbage = call(&host, &s, "memory_forget", json!({"id": "not-a-uuid-not-a-uuid-not-a-uuid-0000"})).await;
+    assert!(garbage.is_error && garbage.text.contains("not a memory id"), "{}", garbage.text);
+}
+
+fn item(key: &str, turn: i64, role: Role, text: &str, day: u32) -> NewItem {
+    NewItem {
+        source_key: key.into(),
+        turn,
+        role,
+        speaker: None,
+        text: text.into(),
+        timestamp: Some(Utc.with_ymd_and_hms(2026, 11, day, 10, 0, 0).unwrap()),
+        date_label: None,
+    }
+}
+
+#[tokio::test]
+async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls() {
+    let db = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let conv = ConversationMemory::new(Arc::new(store), embedder(), Fusion::default());
+    let target = ImportTarget {
+        actor_id: "ann".into(),
+        project: "p".into(),
+        session_id: "chat-1".into(),
+        source: "test".into(),
+    };
+    let items = vec![
+        item("1", 0, Role::User, "Why does the nightly deploy fail with exit code 137?", 2),
+        item(
+            "2",
+            1,
+            Role::Assistant,
+            "Exit code 137 means the container was OOM-killed; raise the memory limit to 2 GiB.",
+            2,
+        ),
+        item("3", 2, Role::User, "Also my token is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789 keep it", 20),
+    ];
+    let counts = conv.import(&target, &items).await.unwrap();
+    assert_eq!((counts.read, counts.added), (3, 3));
+    let again = conv.import(&target, &items).await.unwrap();
+    assert_eq!((again.added, again.already_stored), (0, 3), "re-importing adds nothing");
+
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("live-session");
+    let q = |roles: Value, start: Value| json!({"query": "deploy killed exit code 137 memory", "roles": roles, "top_k": 5, "start": start, "end": null});
+    let all: ConversationSearchOutput =
+        structured(&call(&host, &s, "conversation_search", q(json!(null), json!(null))).await);
+    assert_eq!(all.results[0].session_id, "chat-1");
+    let assistant: ConversationSearchOutput =
+        structured(&call(&host, &s, "conversation_search", q(json!(["assistant"]), json!(null))).await);
+    assert!(!assistant.results.is_empty());
+    assert!(assistant.results.iter().all(|r| r.role == Role::Assistant), "{assistant:?}");
+    assert!(assistant.results[0].text.contains("OOM-killed"));
+    let late: ConversationSearchOutput =
+        structured(&call(&host, &s, "conversation_search", q(json!(null), json!("2026-11-10"))).await);
+    assert!(late.results.iter().all(|r| r.turn == 2), "only the item of the 20th: {late:?}");
+    // secrets were redacted before storing
+    assert!(late.results.iter().all(|r| !r.text.contains("sk-proj-abc")), "{late:?}");
+
+    // this server's own tool calls become `tool` items of its session
+    call(&host, &s, "archival_memory_insert", json!({"text": "Nightly deploy memory limit is 2 GiB.", "tags": []}))
+        .await;
+    host.flush().await;
+    let tools: ConversationSearchOutput = structured(
+        &call(
+            &host,
+            &s,
+            "conversation_search",
+            json!({"query": "archival_memory_insert stored passage", "roles": ["tool"], "top_k": 5, "start": null, "end": null}),
+        )
+        .await,
+    );
+    let mine: Vec<_> = tools.results.iter().filter(|r| r.session_id == "live-session").collect();
+    assert_eq!(mine.len(), 1, "{tools:?}");
+    assert!(mine[0].text.starts_with("tool call archival_memory_insert (ok): Stored passage"), "{}", mine[0].text);
+    assert_eq!(mine[0].source, "mcp");
+    assert!(!mine[0].text.contains("2 GiB"), "the passage text itself is not copied into the record");
+}
