@@ -290,3 +290,35 @@ async fn core_blocks_are_resources_with_update_notifications_and_a_prompt() {
     assert!(body.contains("<project chars=\"12/2000\">\nPython 3.12.\n</project>"), "{body}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_subscriptions_listen_stream_carries_core_block_updates() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let db = tempfile::tempdir().unwrap();
+    let server = McpServer::new(host(db.path(), config("ann", "alpha", None, None)).await);
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let running = server.serve(server_io).await.expect("server start");
+        let _ = running.waiting().await;
+    });
+    // protocol 2026-07-28: no initialize handshake (server/discover), subscriptions over subscriptions/listen
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = ().serve_with_lifecycle(client_io, lifecycle).await.expect("discover");
+    let filter =
+        SubscriptionFilter::builder().resource_subscriptions(["memory://core/project", "memory://nope"]).build();
+    let mut stream = client.peer().listen(filter).await.expect("subscriptions/listen acknowledged");
+    assert_eq!(
+        stream.acknowledged().resource_subscriptions.as_deref(),
+        Some(&["memory://core/project".to_string()][..]),
+        "only our URIs are accepted"
+    );
+    call(&client, "core_memory_append", json!({"section": "human", "text": "not subscribed"})).await;
+    call(&client, "core_memory_append", json!({"section": "project", "text": "Uses Poetry."})).await;
+    let next = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next()).await.expect("an update");
+    match next.unwrap() {
+        Some(ServerNotification::ResourceUpdatedNotification(n)) => assert_eq!(n.params.uri, "memory://core/project"),
+        other => panic!("expected a resource update, got {other:?}"),
+    }
+    client.cancel().await.unwrap();
+}
