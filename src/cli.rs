@@ -203,6 +203,9 @@ pub enum EvalCommand {
         /// Weight of the BM25 ranking in the fusion (default: the product's).
         #[arg(long)]
         keyword_weight: Option<f32>,
+        /// Weight of the BM25 ranking over each turn's own text (default: the product's).
+        #[arg(long)]
+        own_text_weight: Option<f32>,
         /// RRF constant k (default: the product's).
         #[arg(long)]
         rrf_k: Option<f32>,

@@ -23,6 +23,19 @@ fn cli_project(settings: &StoreSettings) -> String {
     settings.project_or(cwd)
 }
 
+/// Opens the store of a command that inspects or changes existing memories: a mistyped `--db` is an
+/// error, not a new empty store.
+async fn open_existing(settings: &StoreSettings) -> anyhow::Result<LanceStore> {
+    if !settings.db.contains("://") {
+        anyhow::ensure!(
+            std::path::Path::new(&settings.db).is_dir(),
+            "no memory store at {}: check --db (ASTRA_DB); `astra-mcp serve` creates one",
+            settings.db
+        );
+    }
+    settings.open_store().await
+}
+
 fn conversation_memory(store: LanceStore, embedder: LazyEmbedder) -> ConversationMemory {
     ConversationMemory::new(Arc::new(store), embedder, Fusion::default())
 }
@@ -84,12 +97,13 @@ pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
     let result =
         sessions::import_file(&memory, &owner, &hook.transcript_path, Some(TranscriptFormat::ClaudeCode), None).await?;
     let added: usize = result.sessions.iter().map(|s| s.counts.added).sum();
+    let sessions: Vec<&str> = result.sessions.iter().map(|s| s.session_id.as_str()).collect();
     // stdout of a Stop hook is read by Claude Code; report on stderr only
     eprintln!(
         "astra-mcp: {} ({}): {added} new conversation items stored for session {}",
         hook.hook_event_name.as_deref().unwrap_or("hook"),
         hook.transcript_path.display(),
-        hook.session_id
+        if sessions.is_empty() { hook.session_id.clone() } else { sessions.join(", ") }
     );
     Ok(())
 }
@@ -102,7 +116,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     match command {
         MemoryCommand::List { store, table, limit, all_actors, json } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            let db = open_existing(&settings).await?;
             let rows = db.list_rows(table.as_deref(), actor_or_all(&settings, all_actors).as_deref(), limit).await?;
             for row in &rows {
                 if json {
@@ -117,7 +131,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Show { store, id, all_actors } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            let db = open_existing(&settings).await?;
             let (table, row) = db
                 .show_row(&id, actor_or_all(&settings, all_actors).as_deref())
                 .await?
@@ -126,7 +140,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Rm { store, ids } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            let db = open_existing(&settings).await?;
             let mut missing = Vec::new();
             for id in &ids {
                 match db.delete_row(&settings.actor_id, id).await? {
@@ -143,7 +157,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Export { store, out, all_actors } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            let db = open_existing(&settings).await?;
             let actor = actor_or_all(&settings, all_actors);
             let counts = match &out {
                 Some(path) => {
@@ -174,7 +188,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Stats { store, json } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            let db = open_existing(&settings).await?;
             let stats = db.stats().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&stats)?);
@@ -207,9 +221,15 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Optimize { store, prune_older_than } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            let db = open_existing(&settings).await?;
             let before = db.stats().await?;
             let keep = chrono::Duration::seconds(i64::try_from(prune_older_than).unwrap_or(i64::MAX));
+            if prune_older_than < 60 {
+                eprintln!(
+                    "astra-mcp: pruning versions younger than 60 s: a server using this store right now may fail \
+                     a search until it reopens the table; prefer the default when servers are running"
+                );
+            }
             db.optimize(keep).await?;
             let after = db.stats().await?;
             for (b, a) in before.iter().zip(&after) {
@@ -236,7 +256,7 @@ pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
     match command {
         CoreCommand::Show { store, section } => {
             let settings = StoreSettings::resolve(&store)?;
-            let core = core_memory(&settings, settings.open_store().await?);
+            let core = core_memory(&settings, open_existing(&settings).await?);
             let blocks = match section {
                 Some(s) => vec![core.read(&s).await?],
                 None => core.read_all().await?,
@@ -245,7 +265,7 @@ pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
         }
         CoreCommand::History { store, section } => {
             let settings = StoreSettings::resolve(&store)?;
-            let core = core_memory(&settings, settings.open_store().await?);
+            let core = core_memory(&settings, open_existing(&settings).await?);
             let history = core.history(&section).await?;
             if history.is_empty() {
                 println!("block `{section}` has never been written");
@@ -265,7 +285,7 @@ pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
         }
         CoreCommand::Restore { store, section, version } => {
             let settings = StoreSettings::resolve(&store)?;
-            let core = core_memory(&settings, settings.open_store().await?);
+            let core = core_memory(&settings, open_existing(&settings).await?);
             let block = core.restore(&section, version).await?;
             println!("block `{section}` restored from version {version}; it is now version {}", block.version);
         }
@@ -274,7 +294,17 @@ pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
 }
 
 pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
-    let EvalCommand::Locomo { dir, db, model_dir, ort_dylib, vector_weight, keyword_weight, rrf_k, json } = command;
+    let EvalCommand::Locomo {
+        dir,
+        db,
+        model_dir,
+        ort_dylib,
+        vector_weight,
+        keyword_weight,
+        own_text_weight,
+        rrf_k,
+        json,
+    } = command;
     let conversations = locomo::load(&dir)?;
     let temp;
     let db = match db {
@@ -295,9 +325,12 @@ pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
         k: rrf_k.unwrap_or(defaults.k),
         vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
         keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+        own_text_weight: own_text_weight.unwrap_or(defaults.own_text_weight),
         ..defaults
     };
-    let memory = ConversationMemory::new(Arc::new(LanceStore::open(&db).await?), embedder, fusion);
+    let store = LanceStore::open(&db).await?;
+    store.ensure_indexes().await?; // a store reused from an earlier run may lack a newer index
+    let memory = ConversationMemory::new(Arc::new(store), embedder, fusion);
     let tty = std::io::stderr().is_terminal();
     let report = locomo::run(&memory, &conversations, |what, done, total| {
         if tty || done == total {
@@ -307,8 +340,8 @@ pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
     .await?;
     print!("{}", locomo::render(&report));
     println!(
-        "fusion: weighted RRF k={} vector_weight={} keyword_weight={}; store {db}",
-        fusion.k, fusion.vector_weight, fusion.keyword_weight
+        "fusion: weighted RRF k={} vector_weight={} keyword_weight={} own_text_weight={}; store {db}",
+        fusion.k, fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight
     );
     if let Some(path) = json {
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)

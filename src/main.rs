@@ -15,6 +15,15 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // A report piped into `head` ends quietly when the pipe closes, as other CLI tools do (Rust
+        // ignores SIGPIPE, which would turn the closed pipe into a panic in println!). The server keeps
+        // the default: a closed stdout is its client going away, handled as EOF.
+        // SAFETY: setting a signal disposition before any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|e| {
         eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
         tracing_subscriber::EnvFilter::new("info")

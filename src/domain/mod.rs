@@ -192,6 +192,19 @@ pub struct CoreBlockVersion {
     pub created_at: DateTime<Utc>,
 }
 
+/// Characters of an item's text kept in a later item's search text (its context line).
+pub const CONTEXT_CHARS: usize = 600;
+/// Items before a conversation item whose context lines its search text includes.
+pub const CONTEXT_ITEMS: usize = 2;
+
+/// The line an item contributes to the search text of the items after it: its embedded text
+/// (`speaker: text`) cut to the speaker and [`CONTEXT_CHARS`] characters of text. Derived from the
+/// embedded text alone, so forgetting an item can remove its line from its neighbours.
+pub fn context_line(embedded_text: &str) -> String {
+    let label_chars = embedded_text.split_once(": ").map_or(0, |(label, _)| label.chars().count() + 2);
+    embedded_text.chars().take(label_chars + CONTEXT_CHARS).collect()
+}
+
 /// Namespace of archival passage ids.
 const PASSAGE_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3b9c_0d71_5f2e_4a86_b0c4_9e17_d2a8_6f03);
 /// Namespace of session item ids.

@@ -16,18 +16,15 @@ use chrono::{DateTime, Utc};
 use super::MemoryError;
 use super::redact::redact;
 use super::retrieval::{Fusion, Hit, fuse};
-use crate::domain::{Role, SessionItem, session_item_id};
+use crate::domain::{Role, SessionItem, context_line, session_item_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{SearchFilter, SessionStore, TextQuery};
 
 /// Items embedded and written per batch on import.
 const IMPORT_BATCH: usize = 256;
-/// Characters of each previous item kept as context in the search text.
-const CONTEXT_CHARS: usize = 600;
 /// Characters of an item kept in the embedded text (the model reads 256 word pieces at most).
 const ITEM_CHARS: usize = 2_000;
-/// Items before an item that its search text includes.
-pub const CONTEXT_ITEMS: usize = 2;
+pub use crate::domain::CONTEXT_ITEMS;
 
 /// An item to store, before ids and embeddings.
 #[derive(Debug, Clone)]
@@ -116,7 +113,8 @@ pub fn search_text(item: &NewItem, previous: &[NewItem]) -> String {
         .unwrap_or_default();
     let mut out = date;
     for p in &previous[previous.len().saturating_sub(CONTEXT_ITEMS)..] {
-        out.push_str(&format!("{}: {}\n", label(p), clip(p.text.trim(), CONTEXT_CHARS)));
+        out.push_str(&context_line(&embedded_text(p)));
+        out.push('\n');
     }
     out.push_str(&embedded_text(item));
     out

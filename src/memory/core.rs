@@ -246,7 +246,12 @@ impl CoreMemory {
             ))
         })?;
         let value = old.value.clone();
-        self.change("", "restore", section, "restore", &|_current: &str| Ok(value.clone())).await
+        let limit = self.spec("restore", section)?.limit;
+        self.change("", "restore", section, "restore", &|current: &str| {
+            within_limit("restore", section, current, &value, limit)?;
+            Ok(value.clone())
+        })
+        .await
     }
 
     /// Applies `edit` to the current value and writes the result as the next version, atomically with
@@ -282,9 +287,11 @@ impl CoreMemory {
     }
 }
 
+/// Refuses a new value over the block's limit, unless it shrinks a block that is over its limit already
+/// (a lowered limit must not lock the block: condensing it has to stay possible).
 fn within_limit(tool: &str, section: &str, current: &str, value: &str, limit: usize) -> Result<(), String> {
     let chars = value.chars().count();
-    if chars > limit {
+    if chars > limit && chars >= current.chars().count() {
         return Err(format!(
             "{tool} refused: block `{section}` would have {chars} characters, over its limit of {limit} (it has {} now). \
              Nothing was changed. Shorten the text, or condense the block first with core_memory_replace.",

@@ -13,7 +13,7 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
         |kind, pattern: &str, replacement| (kind, Regex::new(pattern).expect("valid redaction regex"), replacement);
     // a name that says "secret", with optional prefix/suffix: DB_PASSWORD, SECRET_KEY, api-key, authToken
     // (a suffix must start with `_` or `-`, so `tokenizer` or `secretary` is not a secret name)
-    const SECRET_NAME: &str = r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key)(?:[_-][A-Za-z0-9_-]*)?";
+    const SECRET_NAME: &str = r"[A-Za-z0-9_.-]*(?:api[_-]?key|secret|password|passwd|pwd|token|credentials?|private[_-]?key|account[_-]?key|access[_-]?key|signature)(?:[_-][A-Za-z0-9_-]*)?";
     vec![
         rule(
             "private-key",
@@ -38,6 +38,16 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
         rule("aws-access-key", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "[REDACTED:aws-key]"),
         rule("slack-token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "[REDACTED:token]"),
         rule("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}\b", "[REDACTED:api-key]"),
+        rule("gitlab-token", r"\bglpat-[A-Za-z0-9_\-]{20,}", "[REDACTED:token]"),
+        rule("sendgrid-key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", "[REDACTED:api-key]"),
+        rule("twilio-key", r"\b(?:SK|AC)[0-9a-f]{32}\b", "[REDACTED:api-key]"),
+        rule("pypi-token", r"\bpypi-AgE[A-Za-z0-9_\-]{30,}", "[REDACTED:token]"),
+        rule("digitalocean-token", r"\bdo[opr]_v1_[a-f0-9]{64}\b", "[REDACTED:token]"),
+        rule(
+            "slack-webhook",
+            r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/\-]{20,}",
+            "[REDACTED:webhook]",
+        ),
         // --password VALUE / --token=VALUE on a command line
         rule(
             "secret-flag",
@@ -114,6 +124,22 @@ mod tests {
             (
                 "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter",
                 "[REDACTED:private-key]\nafter",
+            ),
+            ("token glpat-xXxXxXxXxXxXxXxXxXxX1234 ok", "token [REDACTED:token] ok"),
+            (
+                "mail SG.abcdefghijklmnopqrstuv.ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefg ok",
+                "mail [REDACTED:api-key] ok",
+            ),
+            ("twilio SK0123456789abcdef0123456789abcdef ok", "twilio [REDACTED:api-key] ok"),
+            ("upload pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoLWlqa2wtbW5vcC1xcnN0 ok", "upload [REDACTED:token] ok"),
+            ("do dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef ok", "do [REDACTED:token] ok"),
+            (
+                "post to https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX now",
+                "post to [REDACTED:webhook] now",
+            ),
+            (
+                "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==;EndpointSuffix=core",
+                "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=[REDACTED:secret];EndpointSuffix=core",
             ),
         ];
         for (input, expected) in cases {

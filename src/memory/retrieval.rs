@@ -8,8 +8,9 @@ use uuid::Uuid;
 use super::fusion::weighted_reciprocal_rank_fusion;
 use crate::store::Candidates;
 
-/// How the two rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
-/// rank_vector)`. The defaults (k = 10, weights 1 and 0.25) were chosen on the LoCoMo evaluation
+/// How the rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
+/// rank_vector)`, plus `own_text_weight / (k + rank_own)` for conversation items, whose BM25 ranking
+/// over the item in its context is joined by one over the item's own text. The defaults (k = 10, weights 1 and 0.25) were chosen on the LoCoMo evaluation
 /// (`astra-mcp eval locomo`, README "Benchmarks"), where plain RRF (k = 60, equal weights) lost to BM25
 /// alone; the flat neighbourhood (k 5–20, vector weight 0.15–0.4) scored within 0.01. With them an exact
 /// identifier the embedding misses (`E0502`) still ranks first on its keyword match alone.
@@ -19,8 +20,10 @@ pub struct Fusion {
     pub k: f32,
     /// Weight of the vector (cosine) ranking.
     pub vector_weight: f32,
-    /// Weight of the full-text (BM25) ranking.
+    /// Weight of the full-text (BM25) ranking (for conversation items: over the item in its context).
     pub keyword_weight: f32,
+    /// Weight of the BM25 ranking over a conversation item's own text (absent elsewhere).
+    pub own_text_weight: f32,
     /// Candidates fetched from each ranking: `max(top_k * 5, candidates)`.
     pub candidates: usize,
     /// Hits below this cosine are dropped unless the keyword ranking also found them.
@@ -29,7 +32,14 @@ pub struct Fusion {
 
 impl Default for Fusion {
     fn default() -> Self {
-        Self { k: 10.0, vector_weight: 0.25, keyword_weight: 1.0, candidates: 50, min_score: 0.10 }
+        Self {
+            k: 10.0,
+            vector_weight: 0.25,
+            keyword_weight: 1.0,
+            own_text_weight: 1.0,
+            candidates: 50,
+            min_score: 0.10,
+        }
     }
 }
 
@@ -48,7 +58,7 @@ pub struct Hit<T> {
     pub score: f32,
     /// Weighted RRF score that ordered the results.
     pub fused_score: f32,
-    /// Did the full-text (BM25) ranking contain this row?
+    /// Did a full-text (BM25) ranking contain this row?
     pub keyword_hit: bool,
 }
 
@@ -56,16 +66,22 @@ pub struct Hit<T> {
 pub fn fuse<T>(candidates: Candidates<T>, id: impl Fn(&T) -> Uuid, fusion: &Fusion, top_k: usize) -> Vec<Hit<T>> {
     let vector_ids: Vec<Uuid> = candidates.by_vector.iter().map(|c| id(&c.row)).collect();
     let keyword_ids: Vec<Uuid> = candidates.by_keyword.iter().map(|c| id(&c.row)).collect();
-    let mut by_id: HashMap<Uuid, _> =
-        candidates.by_vector.into_iter().chain(candidates.by_keyword).map(|c| (id(&c.row), c)).collect();
+    let own_ids: Vec<Uuid> = candidates.by_own_text.iter().map(|c| id(&c.row)).collect();
+    let mut by_id: HashMap<Uuid, _> = candidates
+        .by_vector
+        .into_iter()
+        .chain(candidates.by_keyword)
+        .chain(candidates.by_own_text)
+        .map(|c| (id(&c.row), c))
+        .collect();
     let mut hits = Vec::new();
     let fused = weighted_reciprocal_rank_fusion(
-        &[vector_ids, keyword_ids],
-        &[fusion.vector_weight, fusion.keyword_weight],
+        &[vector_ids, keyword_ids, own_ids],
+        &[fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight],
         fusion.k,
     );
     for f in fused {
-        let keyword_hit = f.ranks[1].is_some();
+        let keyword_hit = f.ranks[1].is_some() || f.ranks[2].is_some();
         let Some(candidate) = by_id.remove(&f.key) else { continue };
         if candidate.cosine < fusion.min_score && !keyword_hit {
             continue;

@@ -93,13 +93,17 @@ pub struct Scored<T> {
 pub struct Candidates<T> {
     /// Nearest neighbours by cosine distance.
     pub by_vector: Vec<Scored<T>>,
-    /// Full-text (BM25) matches of the query text; empty when nothing matches.
+    /// Full-text (BM25) matches of the query text; empty when nothing matches. For conversation items
+    /// this ranks the item in its context (`search_text`).
     pub by_keyword: Vec<Scored<T>>,
+    /// Conversation items only: BM25 over the item's own text (`embedded_text`), so an item that itself
+    /// contains a rare identifier outranks its neighbours whose context merely quotes it.
+    pub by_own_text: Vec<Scored<T>>,
 }
 
 impl<T> Default for Candidates<T> {
     fn default() -> Self {
-        Self { by_vector: Vec::new(), by_keyword: Vec::new() }
+        Self { by_vector: Vec::new(), by_keyword: Vec::new(), by_own_text: Vec::new() }
     }
 }
 

@@ -198,14 +198,16 @@ impl ToolHost {
         result
     }
 
-    /// Queues the call as a `tool` item of the session: the tool's name and the start of its result
-    /// (arguments are left out: texts the agent stored live in their own tables, and forgetting them
-    /// must not leave a copy here).
+    /// Queues the call as a `tool` item of the session: the tool's name and the first line of its result
+    /// (for `run_tests`, the start of the whole report). Arguments and the rest of a result are left
+    /// out: texts the agent stored live in their own tables (and result texts quote them), and
+    /// forgetting them must not leave a copy here.
     fn record(&self, session: &SessionState, turn: i64, name: &str, output: &ToolOutput) {
         if !RECORDED_TOOLS.contains(&name) {
             return;
         }
-        let result: String = output.text.chars().take(RECORDED_RESULT_CHARS).collect();
+        let shown = if name == "run_tests" { output.text.as_str() } else { output.text.lines().next().unwrap_or("") };
+        let result: String = shown.chars().take(RECORDED_RESULT_CHARS).collect();
         let status = if output.is_error { "error" } else { "ok" };
         self.recorder.record(
             ImportTarget {

@@ -322,6 +322,24 @@ fn parse_time(
     )))
 }
 
+type Window = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// `start` and `end` parsed; an empty window (`start` after `end`) is refused rather than answered with
+/// nothing.
+fn time_window(tool: &str, start: Option<&str>, end: Option<&str>) -> Result<Window, ToolError> {
+    let (start, end) = (parse_time(tool, "start", start, false)?, parse_time(tool, "end", end, true)?);
+    if let (Some(s), Some(e)) = (start, end)
+        && s > e
+    {
+        return Err(ToolError::InvalidArguments(format!(
+            "{tool}: `start` ({}) is after `end` ({}); swap them or set one to null.",
+            rfc3339(s),
+            rfc3339(e)
+        )));
+    }
+    Ok((start, end))
+}
+
 fn top_k(tool: &str, value: Option<i64>) -> Result<usize, ToolError> {
     let k = value.unwrap_or(DEFAULT_SEARCH_TOP_K);
     if !(1..=SEARCH_TOP_K_MAX).contains(&k) {
@@ -498,13 +516,8 @@ pub(super) async fn archival_search(archival: &ArchivalMemory, args: JsonObject)
     check_text(TOOL, "query", &p.query, MAX_SEARCH_QUERY_CHARS)?;
     let tags = p.tags.unwrap_or_default();
     check_tags(TOOL, &tags)?;
-    let request = PassageSearch {
-        query: p.query,
-        tags_any: tags,
-        top_k: top_k(TOOL, p.top_k)?,
-        start: parse_time(TOOL, "start", p.start.as_deref(), false)?,
-        end: parse_time(TOOL, "end", p.end.as_deref(), true)?,
-    };
+    let (start, end) = time_window(TOOL, p.start.as_deref(), p.end.as_deref())?;
+    let request = PassageSearch { query: p.query, tags_any: tags, top_k: top_k(TOOL, p.top_k)?, start, end };
     let hits = archival.search(&request).await?;
     let results: Vec<PassageCitation> = hits.iter().enumerate().map(|(i, h)| citation(i + 1, h)).collect();
     let text = render_passages(&results);
@@ -566,14 +579,9 @@ pub(super) async fn conversation_search(
     let mut roles = p.roles.unwrap_or_default();
     roles.sort_by_key(|r| r.as_str());
     roles.dedup();
-    let request = ConversationSearch {
-        query: p.query,
-        roles,
-        top_k: top_k(TOOL, p.top_k)?,
-        start: parse_time(TOOL, "start", p.start.as_deref(), false)?,
-        end: parse_time(TOOL, "end", p.end.as_deref(), true)?,
-        session_ids: None,
-    };
+    let (start, end) = time_window(TOOL, p.start.as_deref(), p.end.as_deref())?;
+    let request =
+        ConversationSearch { query: p.query, roles, top_k: top_k(TOOL, p.top_k)?, start, end, session_ids: None };
     let hits = conversation.search(actor_id, &request).await?;
     let results: Vec<ConversationCitation> =
         hits.iter().enumerate().map(|(i, h)| conversation_citation(i + 1, h)).collect();

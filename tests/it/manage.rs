@@ -248,3 +248,20 @@ fn core_history_and_restore_from_the_cli() {
     let shown = stdout(astra(db.path()).args(["core", "show", "project"]));
     assert!(shown.contains("<project chars=\"7/2000\">\nv1 fact\n</project>"), "{shown}");
 }
+
+#[test]
+fn a_bare_relative_db_name_is_a_local_directory() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .current_dir(cwd.path())
+        .env("ASTRA_LOG", "warn")
+        .args(["smoke", "store", "--db", "db"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(cwd.path().join("db/fixes.lance").is_dir());
+    let missing = Command::new(BIN).current_dir(cwd.path()).args(["memory", "stats", "--db", "nope"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no memory store at nope"));
+    assert!(!cwd.path().join("nope").exists(), "an inspecting command does not create a store");
+}

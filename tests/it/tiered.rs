@@ -415,3 +415,92 @@ async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls
     assert_eq!(mine[0].source, "mcp");
     assert!(!mine[0].text.contains("2 GiB"), "the passage text itself is not copied into the record");
 }
+
+#[tokio::test]
+async fn a_forgotten_conversation_item_leaves_no_trace_and_is_not_reimported() {
+    let db = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let conv = ConversationMemory::new(Arc::new(store.clone()), embedder(), Fusion::default());
+    let target =
+        ImportTarget { actor_id: "ann".into(), project: "p".into(), session_id: "chat".into(), source: "test".into() };
+    let items = vec![
+        item("a", 0, Role::User, "Let us plan the offsite.", 3),
+        item("b", 1, Role::User, "The door code is quokka_passphrase_77, do not share it.", 3),
+        item("c", 2, Role::Assistant, "ok", 3),
+        item("d", 3, Role::Assistant, "noted", 3),
+        item("e", 4, Role::User, "Book the train.", 3),
+    ];
+    assert_eq!(conv.import(&target, &items).await.unwrap().added, 5);
+
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("s");
+    let q = json!({"query": "quokka_passphrase_77", "roles": null, "top_k": 5, "start": null, "end": null});
+    let before: ConversationSearchOutput = structured(&call(&host, &s, "conversation_search", q.clone()).await);
+    // the item that says it ranks first, ahead of the "ok" and "noted" that follow it (their context quotes it)
+    assert!(before.results[0].text.contains("quokka_passphrase_77"), "{before:?}");
+    let id = before.results[0].id.clone();
+
+    let forgot = call(&host, &s, "memory_forget", json!({"id": id})).await;
+    assert!(!forgot.is_error, "{}", forgot.text);
+    let after: ConversationSearchOutput = structured(&call(&host, &s, "conversation_search", q).await);
+    assert!(after.results.iter().all(|r| !r.keyword_hit), "no keyword match is left anywhere: {after:?}");
+    for key in ["c", "d"] {
+        let neighbour = astra_mcp::domain::session_item_id("ann", "chat", "test", key).to_string();
+        let (_, row) = store.show_row(&neighbour, Some("ann")).await.unwrap().unwrap();
+        assert!(!row["search_text"].as_str().unwrap().contains("quokka"), "{row}");
+    }
+    // the next import of the same transcript (the hook runs at every stop) does not bring it back
+    let again = conv.import(&target, &items).await.unwrap();
+    assert_eq!((again.added, again.already_stored), (0, 5));
+}
+
+#[tokio::test]
+async fn identical_inserts_at_once_write_one_row() {
+    let db = tempfile::tempdir().unwrap();
+    let a = host(db.path(), config("ann", "p", None, None)).await;
+    let b = host(db.path(), config("ann", "p", None, None)).await;
+    let mut calls = Vec::new();
+    for i in 0..4 {
+        let h = if i % 2 == 0 { a.clone() } else { b.clone() };
+        calls.push(tokio::spawn(async move {
+            let s = SessionState::new(format!("s{i}"));
+            let text = json!({"text": "Release trains leave on Thursdays.", "tags": []});
+            structured::<ArchivalInsertOutput>(&call(&h, &s, "archival_memory_insert", text).await)
+        }));
+    }
+    let mut outs = Vec::new();
+    for c in calls {
+        outs.push(c.await.unwrap());
+    }
+    assert_eq!(outs.iter().filter(|o| !o.deduplicated).count(), 1, "{outs:?}");
+    assert!(outs.iter().all(|o| o.id == outs[0].id));
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let rows = store.list_rows(Some("archival"), Some("ann"), 10).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+}
+
+#[tokio::test]
+async fn a_block_over_a_lowered_limit_can_be_condensed_but_restore_respects_the_limit() {
+    let db = tempfile::tempdir().unwrap();
+    let wide = host_with_blocks(db.path(), config("ann", "p", None, None), Some("style=100")).await;
+    let s = SessionState::new("s");
+    let long = "Use four spaces. Keep lines short. Prefer explicit names over clever ones.";
+    assert!(!call(&wide, &s, "core_memory_append", json!({"section": "style", "text": long})).await.is_error);
+    assert!(!call(&wide, &s, "core_memory_append", json!({"section": "style", "text": "zq"})).await.is_error);
+    // the operator lowers the limit below the block's size
+    let narrow = host_with_blocks(db.path(), config("ann", "p", None, None), Some("style=20")).await;
+    let grow =
+        call(&narrow, &s, "core_memory_replace", json!({"section": "style", "old_text": "zq", "new_text": "zqzq"}))
+            .await;
+    assert!(grow.is_error && grow.text.contains("over its limit of 20"), "{}", grow.text);
+    let shrink = call(
+        &narrow,
+        &s,
+        "core_memory_replace",
+        json!({"section": "style", "old_text": " Prefer explicit names over clever ones.", "new_text": ""}),
+    )
+    .await;
+    assert!(!shrink.is_error, "condensing must stay possible: {}", shrink.text);
+    let restore = narrow.memories().core.restore("style", 1).await;
+    assert!(restore.is_err_and(|e| e.to_string().contains("over its limit of 20")));
+}

@@ -1,28 +1,21 @@
 //! The `archival` table: passages of archival memory with provenance, tags, and supersession.
 
-use std::sync::Arc;
-
 use arrow_array::RecordBatch;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::{self, Rows};
 use super::{LanceStore, backend, filter_sql, sql_literal};
 use crate::domain::Passage;
-use crate::embed::cosine;
-use crate::store::{ArchivalStore, Candidates, Scored, StoreError, TextQuery};
+use crate::store::{ArchivalStore, Candidates, StoreError, TextQuery};
 
 /// Name of the archival memory table.
 pub const ARCHIVAL_TABLE: &str = "archival";
 
 /// Arrow schema of `archival`.
 pub(super) fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new("actor_id", DataType::Utf8, false),
-        Field::new("project", DataType::Utf8, false),
-        Field::new("session_id", DataType::Utf8, false),
+    rows::schema_with_provenance(vec![
         Field::new("turn", DataType::Int64, true),
         Field::new("source", DataType::Utf8, false),
         Field::new("tags", rows::string_list_type(), false),
@@ -32,7 +25,7 @@ pub(super) fn schema() -> SchemaRef {
         Field::new("embedded_text", DataType::Utf8, false),
         Field::new("superseded_by", DataType::Utf8, true),
         Field::new("vector", rows::vector_type(), false),
-    ]))
+    ])
 }
 
 pub(super) fn to_batch(rows_in: &[(Passage, Vec<f32>)]) -> Result<RecordBatch, StoreError> {
@@ -103,28 +96,14 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>
     Ok(out)
 }
 
-fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<Scored<Passage>>, StoreError> {
-    let mut out = Vec::new();
-    for batch in batches {
-        for (row, vector) in from_batch(batch)? {
-            out.push(Scored { cosine: cosine(query, &vector), row });
-        }
-    }
-    Ok(out)
-}
-
 #[async_trait]
 impl ArchivalStore for LanceStore {
     async fn insert_passages(&self, rows_in: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError> {
         if rows_in.is_empty() {
             return Ok(Vec::new());
         }
-        // Which ids are new decides `deduplicated`: read them before the insert-only merge, which
-        // leaves an existing id untouched (two racing inserts of one text still write one row).
-        let ids: Vec<String> = rows_in.iter().map(|(p, _)| p.id.to_string()).collect();
-        let existing = self.ids_present(ARCHIVAL_TABLE, &ids).await?;
-        self.insert_new(ARCHIVAL_TABLE, to_batch(rows_in)?).await?;
-        Ok(rows_in.iter().map(|(p, _)| p.id).filter(|id| !existing.contains(id)).collect())
+        // under the table's lock: two racing inserts of one text write one row
+        self.insert_new(ARCHIVAL_TABLE, to_batch(rows_in)?).await
     }
 
     async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError> {
@@ -136,6 +115,11 @@ impl ArchivalStore for LanceStore {
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
         let filter = filter_sql(&query.filter, true, false);
         let (v, k) = self.hybrid_batches(ARCHIVAL_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
-        Ok(Candidates { by_vector: scored(&v, &query.vector)?, by_keyword: scored(&k, &query.vector)? })
+        let mut keyword = k.iter().map(|batches| rows::scored(batches, &query.vector, from_batch));
+        Ok(Candidates {
+            by_vector: rows::scored(&v, &query.vector, from_batch)?,
+            by_keyword: keyword.next().transpose()?.unwrap_or_default(),
+            by_own_text: keyword.next().transpose()?.unwrap_or_default(),
+        })
     }
 }

@@ -2,16 +2,13 @@
 //! value of a block is its highest version.
 //!
 //! A change is read-modify-write, and Lance's commit protocol does not detect two concurrent inserts of
-//! the same key, so changes are serialised by an exclusive `flock(2)` on `<db>/core_blocks.lock`, held
-//! while the latest version is read (through a connection that checks for new commits on every read)
-//! and the next one written. That covers every process on this machine, and every handle in one
-//! process. A store on an object-store URI has no lock file: there, concurrent changes of one block from
-//! two processes can lose one of them.
-
-use std::sync::Arc;
+//! the same key, so changes are serialised by the table's lock (`TableLock`, see the module docs of
+//! `store::lance`), held while the latest version is read and the next one written. That covers every
+//! process on this machine, and every handle in one process. A store on an object-store URI has no lock
+//! file: there, concurrent changes of one block from two processes can lose one of them.
 
 use arrow_array::RecordBatch;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 
 use super::rows::{self, Rows};
@@ -24,17 +21,13 @@ pub const CORE_BLOCKS_TABLE: &str = "core_blocks";
 
 /// Arrow schema of `core_blocks`.
 pub(super) fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new("actor_id", DataType::Utf8, false),
-        Field::new("project", DataType::Utf8, false),
-        Field::new("session_id", DataType::Utf8, false),
+    rows::schema_with_provenance(vec![
         Field::new("section", DataType::Utf8, false),
         Field::new("version", DataType::Int64, false),
         Field::new("value", DataType::Utf8, false),
         Field::new("operation", DataType::Utf8, false),
         Field::new("created_at", rows::timestamp_type(), false),
-    ]))
+    ])
 }
 
 /// The row id of one version: unique per (actor, project, section, version).
@@ -109,7 +102,7 @@ impl CoreBlockStore for LanceStore {
         template: &CoreBlockVersion,
         edit: &BlockEdit<'_>,
     ) -> Result<Result<CoreBlockVersion, String>, StoreError> {
-        let _lock = BlockLock::acquire(self.path()).await?;
+        let _lock = super::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
         let latest = self
             .history_from(self.table(CORE_BLOCKS_TABLE), &template.actor_id, &template.project, &template.section)
             .await?;
@@ -170,33 +163,5 @@ impl LanceStore {
         }
         versions.sort_by_key(|v| v.version);
         Ok(versions)
-    }
-}
-
-/// An exclusive `flock(2)` on `<db>/core_blocks.lock`, released when dropped (the descriptor closes).
-/// No lock (a no-op guard) for object-store URIs.
-struct BlockLock(
-    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")] Option<std::fs::File>,
-);
-
-impl BlockLock {
-    async fn acquire(db: &str) -> Result<Self, StoreError> {
-        if db.contains("://") {
-            return Ok(Self(None));
-        }
-        let path = std::path::Path::new(db).join("core_blocks.lock");
-        let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-            use std::os::fd::AsRawFd;
-            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
-            // SAFETY: flock on a descriptor we own; blocks this pool thread until the lock is ours.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(file)
-        })
-        .await
-        .map_err(backend)?
-        .map_err(|e| StoreError::Backend(format!("locking core memory for a change: {e}")))?;
-        Ok(Self(Some(file)))
     }
 }

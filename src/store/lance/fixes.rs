@@ -10,7 +10,7 @@ use arrow_array::{
     Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, RecordBatchIterator, StringArray,
     TimestampMicrosecondArray,
 };
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use lancedb::DistanceType;
@@ -32,11 +32,7 @@ fn timestamp_type() -> DataType {
 
 /// Arrow schema of `fixes`. `vector` is `FixedSizeList<Float32, 384>` (design.md §4).
 pub(super) fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new("actor_id", DataType::Utf8, false),
-        Field::new("project", DataType::Utf8, false),
-        Field::new("session_id", DataType::Utf8, false),
+    super::rows::schema_with_provenance(vec![
         Field::new("created_at", timestamp_type(), false),
         Field::new("updated_at", timestamp_type(), false),
         Field::new("fix_description", DataType::Utf8, false),
@@ -53,7 +49,7 @@ pub(super) fn schema() -> SchemaRef {
             DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIMENSION as i32),
             false,
         ),
-    ]))
+    ])
 }
 
 /// The normalised key of an error type for the exact, case-insensitive filter.
@@ -244,7 +240,7 @@ impl FixStore for LanceStore {
         let by_vector = scored(&collect(&nearest).await.map_err(backend)?, &query.vector)?;
 
         let mut by_keyword = Vec::new();
-        if !query.text.trim().is_empty() && self.fts_available(FIXES_TABLE).await {
+        if !query.text.trim().is_empty() && self.fts_available(FIXES_TABLE, "embedded_text").await {
             let fts = self
                 .fixes
                 .query()

@@ -214,6 +214,21 @@ impl LanceStore {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
         for name in SEARCHABLE_TABLES {
             let table = self.table(name);
+            if name == super::SESSION_ITEMS_TABLE {
+                let rows_found = self.select(name, &filter, Some(1)).await?;
+                let Some(item) = rows_found
+                    .iter()
+                    .map(super::sessions::from_batch)
+                    .next()
+                    .transpose()?
+                    .and_then(|v| v.into_iter().next())
+                else {
+                    continue;
+                };
+                retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+                self.forget_item(&item.0).await?;
+                return Ok(Some(name));
+            }
             let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
             if result.num_deleted_rows > 0 {
                 return Ok(Some(name));
@@ -354,8 +369,10 @@ impl LanceStore {
         for (name, rows_in) in by_table {
             let schema = self.table(name).schema().await.map_err(backend)?;
             for chunk in rows_in.chunks(1000) {
-                let Some(mut batch) = json_to_batch(schema.clone(), chunk)
-                    .map_err(|e| StoreError::Backend(format!("rows of table {name}: {e}")))?
+                let Some(mut batch) = json_to_batch(schema.clone(), chunk).map_err(|e| match e {
+                    StoreError::Backend(m) => StoreError::Backend(format!("rows of table {name}: {m}")),
+                    other => other,
+                })?
                 else {
                     continue;
                 };
@@ -370,7 +387,7 @@ impl LanceStore {
     }
 
     /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).
-    async fn upsert_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+    pub(super) async fn upsert_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
         let table = self.table(name);
         retry(|| {
             let mut merge = table.merge_insert(&["id"]);

@@ -4,8 +4,15 @@
 //!
 //! Guarantees: a write returns only after Lance committed it (a new manifest version on disk), so an
 //! acknowledged write survives a crash. Appends and merge-inserts from several processes are
-//! serialised by Lance's optimistic commit protocol; we retry on a commit conflict. Reads check for
-//! other processes' commits at most [`READ_CONSISTENCY`] old.
+//! serialised by Lance's optimistic commit protocol; we retry on a commit conflict. Every read checks
+//! for other processes' commits first ([`READ_CONSISTENCY`] is zero: one look at the table's latest
+//! manifest per query), so a write is visible to every server on the directory as soon as it returns.
+//!
+//! Lance does not detect two concurrent inserts of the same key, so the writes that must not duplicate a
+//! row — an insert-if-absent of an archival passage or a conversation item, a core block's next version —
+//! run under an exclusive `flock(2)` on `<db>/<table>.lock` ([`TableLock`]), held from the existence
+//! check to the commit. That covers every process on this machine; a store on an object-store URI has no
+//! lock file, and there two processes inserting the same text at once can write it twice.
 
 mod archival;
 mod core_blocks;
@@ -31,6 +38,10 @@ pub use core_blocks::CORE_BLOCKS_TABLE;
 pub use fixes::FIXES_TABLE;
 pub use sessions::SESSION_ITEMS_TABLE;
 
+/// Ids of forgotten conversation items, so a re-import (the Claude Code hook runs at every stop) does not
+/// bring them back. Holds ids only, no text.
+pub const FORGOTTEN_TABLE: &str = "forgotten";
+
 /// The tables that hold memories, in export order.
 pub const TABLES: [&str; 4] = [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_ITEMS_TABLE, CORE_BLOCKS_TABLE];
 /// The tables searched by embedding and full text (`core_blocks` is read whole).
@@ -38,8 +49,8 @@ pub const SEARCHABLE_TABLES: [&str; 3] = [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_I
 
 /// Format version of the tables this binary writes (bumped on incompatible schema changes).
 pub const FORMAT_VERSION: &str = "1";
-/// How stale a read may be with respect to other processes' commits.
-pub const READ_CONSISTENCY: Duration = Duration::from_millis(500);
+/// How stale a read may be with respect to other processes' commits: zero, every read checks.
+pub const READ_CONSISTENCY: Duration = Duration::ZERO;
 pub(crate) const META_TABLE: &str = "meta";
 /// Attempts for a write that meets a commit conflict or a concurrent table creation.
 const WRITE_ATTEMPTS: usize = 8;
@@ -52,11 +63,10 @@ pub struct LanceStore {
     fixes: Table,
     archival: Table,
     session_items: Table,
-    /// Opened through a connection that checks for other processes' commits on every read: a block's
-    /// read-modify-write must start from the latest version (see `core_blocks`).
     core_blocks: Table,
+    forgotten: Table,
     /// Searchable tables whose full-text index is known to exist.
-    fts_ready: Arc<tokio::sync::Mutex<std::collections::HashSet<&'static str>>>,
+    fts_ready: Arc<tokio::sync::Mutex<std::collections::HashSet<(&'static str, &'static str)>>>,
     /// Writes committed through this handle, for background upkeep every [`UPKEEP_EVERY_WRITES`].
     writes: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -84,9 +94,15 @@ impl LanceStore {
 
     async fn open_checked(path: &str, check_model: bool) -> Result<Self, StoreError> {
         let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
-        if !path.contains("://") {
+        // A local path is made absolute: lancedb reads a bare name such as `db` as a cloud URI.
+        let absolute;
+        let path = if path.contains("://") {
+            path
+        } else {
             std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
-        }
+            absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
+            absolute.as_str()
+        };
         let conn = lancedb::connect(path)
             .read_consistency_interval(READ_CONSISTENCY)
             .execute()
@@ -98,13 +114,9 @@ impl LanceStore {
         let archival = open_or_create(&conn, ARCHIVAL_TABLE, archival::schema()).await.map_err(|e| open_err(&e))?;
         let session_items =
             open_or_create(&conn, SESSION_ITEMS_TABLE, sessions::schema()).await.map_err(|e| open_err(&e))?;
-        open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
-        let strong = lancedb::connect(path)
-            .read_consistency_interval(Duration::ZERO)
-            .execute()
-            .await
-            .map_err(|e| open_err(&e))?;
-        let core_blocks = strong.open_table(CORE_BLOCKS_TABLE).execute().await.map_err(|e| open_err(&e))?;
+        let core_blocks =
+            open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
+        let forgotten = open_or_create(&conn, FORGOTTEN_TABLE, forgotten_schema()).await.map_err(|e| open_err(&e))?;
         let store = Self {
             path: path.to_string(),
             conn,
@@ -112,12 +124,15 @@ impl LanceStore {
             archival,
             session_items,
             core_blocks,
+            forgotten,
             fts_ready: Arc::default(),
             writes: Arc::default(),
         };
         for name in SEARCHABLE_TABLES {
-            if has_fts_index(store.table(name), fts_column(name)).await.map_err(|e| open_err(&e))? {
-                store.fts_ready.lock().await.insert(name);
+            for &column in fts_columns(name) {
+                if has_fts_index(store.table(name), column).await.map_err(|e| open_err(&e))? {
+                    store.fts_ready.lock().await.insert((name, column));
+                }
             }
         }
         Ok(store)
@@ -135,48 +150,59 @@ impl LanceStore {
             ARCHIVAL_TABLE => &self.archival,
             SESSION_ITEMS_TABLE => &self.session_items,
             CORE_BLOCKS_TABLE => &self.core_blocks,
+            FORGOTTEN_TABLE => &self.forgotten,
             other => unreachable!("no table {other}"),
         }
     }
 
-    /// Is the full-text index of `name` there? Checks again while it is not, so a store opened before
-    /// another process built the index starts using it.
-    async fn fts_available(&self, name: &'static str) -> bool {
+    /// Is the full-text index of `name.column` there? Checks again while it is not, so a store opened
+    /// before another process built the index starts using it.
+    async fn fts_available(&self, name: &'static str, column: &'static str) -> bool {
         let mut ready = self.fts_ready.lock().await;
-        if !ready.contains(name) && has_fts_index(self.table(name), fts_column(name)).await.unwrap_or(false) {
-            ready.insert(name);
+        if !ready.contains(&(name, column)) && has_fts_index(self.table(name), column).await.unwrap_or(false) {
+            ready.insert((name, column));
         }
-        ready.contains(name)
+        ready.contains(&(name, column))
     }
 
-    /// Builds the full-text index on [`fts_column`] of `name` once the table has rows (Lance cannot
+    /// Builds the full-text indexes of `name` ([`fts_columns`]) once the table has rows (Lance cannot
     /// train an index on an empty table). Rows added later are searched unindexed (Lance scans them)
-    /// until `optimize` folds them into the index.
+    /// until upkeep folds them into the index.
     async fn ensure_fts(&self, name: &'static str) -> Result<(), StoreError> {
         let mut ready = self.fts_ready.lock().await;
-        if ready.contains(name) {
-            return Ok(());
-        }
         let table = self.table(name);
-        let column = fts_column(name);
-        if has_fts_index(table, column).await.map_err(backend)? {
-            ready.insert(name);
-            return Ok(());
-        }
-        if table.count_rows(None).await.map_err(backend)? == 0 {
-            return Ok(());
-        }
-        let result = table.create_index(&[column], lancedb::index::Index::FTS(fts_params())).execute().await;
-        match result {
-            Ok(()) => {
-                ready.insert(name);
+        for &column in fts_columns(name) {
+            if ready.contains(&(name, column)) {
+                continue;
             }
-            // Another process may have built it at the same moment.
-            Err(e) if has_fts_index(table, column).await.unwrap_or(false) => {
-                tracing::debug!("full-text index created concurrently: {e}");
-                ready.insert(name);
+            if has_fts_index(table, column).await.map_err(backend)? {
+                ready.insert((name, column));
+                continue;
             }
-            Err(e) => return Err(backend(e)),
+            if table.count_rows(None).await.map_err(backend)? == 0 {
+                return Ok(());
+            }
+            let result = table.create_index(&[column], lancedb::index::Index::FTS(fts_params())).execute().await;
+            match result {
+                Ok(()) => {
+                    ready.insert((name, column));
+                }
+                // Another process may have built it at the same moment.
+                Err(e) if has_fts_index(table, column).await.unwrap_or(false) => {
+                    tracing::debug!("full-text index created concurrently: {e}");
+                    ready.insert((name, column));
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds every full-text index a table with rows lacks (a store written by an older version, or
+    /// before an index was added).
+    pub async fn ensure_indexes(&self) -> Result<(), StoreError> {
+        for name in SEARCHABLE_TABLES {
+            self.ensure_fts(name).await?;
         }
         Ok(())
     }
@@ -200,9 +226,9 @@ impl LanceStore {
         }
     }
 
-    /// The vector and full-text rankings of `name` for one query, filters applied before ranking
-    /// (`prefilter`, Lance's default). A query the full-text parser rejects leaves the keyword ranking
-    /// empty rather than failing the search.
+    /// The vector ranking and one full-text ranking per indexed column ([`fts_columns`]) of `name` for
+    /// one query, filters applied before ranking (`prefilter`, Lance's default). A query the full-text
+    /// parser rejects leaves that ranking empty rather than failing the search.
     async fn hybrid_batches(
         &self,
         name: &'static str,
@@ -210,7 +236,7 @@ impl LanceStore {
         vector: &[f32],
         text: &str,
         limit: usize,
-    ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), StoreError> {
+    ) -> Result<(Vec<RecordBatch>, Vec<Vec<RecordBatch>>), StoreError> {
         use lancedb::query::QueryBase;
         let table = self.table(name);
         let nearest = table
@@ -222,26 +248,43 @@ impl LanceStore {
             .limit(limit);
         let by_vector = collect(&nearest).await.map_err(backend)?;
         let mut by_keyword = Vec::new();
-        if !text.trim().is_empty() && self.fts_available(name).await {
-            let fts = table
-                .query()
-                .full_text_search(lancedb::index::scalar::FullTextSearchQuery::new(text.to_string()))
-                .only_if(filter)
-                .limit(limit);
-            match collect(&fts).await {
-                Ok(batches) => by_keyword = batches,
-                Err(e) => tracing::warn!(table = name, "full-text search failed, using the vector ranking alone: {e}"),
+        for &column in fts_columns(name) {
+            let mut batches = Vec::new();
+            if !text.trim().is_empty() && self.fts_available(name, column).await {
+                let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
+                    .with_column(column.to_string())
+                    .map_err(backend)?;
+                let fts = table.query().full_text_search(query).only_if(filter).limit(limit);
+                match collect(&fts).await {
+                    Ok(found) => batches = found,
+                    Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
+                }
             }
+            by_keyword.push(batches);
         }
         Ok((by_vector, by_keyword))
     }
 
-    /// Inserts the rows of `batch` whose `id` is not in `name` yet (merge-insert keyed on `id`, insert
-    /// only), retrying on commit conflicts. Returns how many rows were new.
-    async fn insert_new(&self, name: &'static str, batch: RecordBatch) -> Result<u64, StoreError> {
+    /// Inserts the rows of `batch` whose `id` is not in `name` yet, under the table's lock (see the
+    /// module docs), retrying on commit conflicts. Returns the ids that were new.
+    async fn insert_new(&self, name: &'static str, batch: RecordBatch) -> Result<Vec<uuid::Uuid>, StoreError> {
         if batch.num_rows() == 0 {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let _lock = TableLock::acquire(&self.path, name).await?;
+        let ids = rows::Rows::new(&batch, name).strs("id")?;
+        let mut present = self.ids_present(name, &ids).await?;
+        if name == SESSION_ITEMS_TABLE {
+            present.extend(self.ids_present(FORGOTTEN_TABLE, &ids).await?);
+        }
+        let keep: Vec<u32> = (0..ids.len() as u32)
+            .filter(|&i| uuid::Uuid::parse_str(&ids[i as usize]).is_ok_and(|id| !present.contains(&id)))
+            .collect();
+        if keep.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = arrow_select_rows(&batch, &keep)?;
+        let new_ids = rows::Rows::new(&batch, name).uuids("id")?;
         let table = self.table(name);
         let result = retry(|| {
             let mut merge = table.merge_insert(&["id"]);
@@ -251,8 +294,17 @@ impl LanceStore {
         })
         .await
         .map_err(backend)?;
+        drop(_lock);
+        if result.num_inserted_rows != new_ids.len() as u64 {
+            tracing::warn!(
+                table = name,
+                expected = new_ids.len(),
+                inserted = result.num_inserted_rows,
+                "insert count differs"
+            );
+        }
         self.after_write(name).await;
-        Ok(result.num_inserted_rows)
+        Ok(new_ids)
     }
 
     /// Which of `ids` are stored in `name`.
@@ -289,6 +341,46 @@ impl LanceStore {
             query = query.limit(limit);
         }
         collect(&query).await.map_err(backend)
+    }
+}
+
+/// The rows of `batch` at `indices`.
+fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch, StoreError> {
+    let indices = arrow_array::UInt32Array::from(indices.to_vec());
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &indices, None))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    RecordBatch::try_new(batch.schema(), columns).map_err(backend)
+}
+
+/// An exclusive `flock(2)` on `<db>/<table>.lock`, released when dropped (the descriptor closes). A
+/// no-op for object-store URIs. Held only around one insert-if-absent or read-modify-write.
+pub(super) struct TableLock(
+    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")] Option<std::fs::File>,
+);
+
+impl TableLock {
+    pub(super) async fn acquire(db: &str, table: &str) -> Result<Self, StoreError> {
+        if db.contains("://") {
+            return Ok(Self(None));
+        }
+        let path = std::path::Path::new(db).join(format!("{table}.lock"));
+        let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+            // SAFETY: flock on a descriptor we own; blocks this pool thread until the lock is ours.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(file)
+        })
+        .await
+        .map_err(backend)?
+        .map_err(|e| StoreError::Backend(format!("locking {table} for a write: {e}")))?;
+        Ok(Self(Some(file)))
     }
 }
 
@@ -363,10 +455,10 @@ async fn has_fts_index(table: &Table, column: &str) -> lancedb::Result<bool> {
         .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == column)))
 }
 
-/// The column a table's full-text index covers: `search_text` for conversation items (the item with
-/// its context), `embedded_text` elsewhere.
-fn fts_column(name: &str) -> &'static str {
-    if name == SESSION_ITEMS_TABLE { "search_text" } else { "embedded_text" }
+/// The columns a table's full-text indexes cover: for conversation items `search_text` (the item in its
+/// context) and `embedded_text` (the item alone); `embedded_text` elsewhere.
+fn fts_columns(name: &str) -> &'static [&'static str] {
+    if name == SESSION_ITEMS_TABLE { &["search_text", "embedded_text"] } else { &["embedded_text"] }
 }
 
 /// Opens `name`, creating it empty when absent. Creation is not retried by Lance on a commit conflict,
@@ -389,6 +481,14 @@ async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lan
         }
     }
     Err(last.unwrap_or_else(|| lancedb::Error::Runtime { message: format!("could not open or create {name}") }))
+}
+
+fn forgotten_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("forgotten_at", rows::timestamp_type(), false),
+    ]))
 }
 
 fn meta_schema() -> SchemaRef {

@@ -29,6 +29,34 @@ pub(super) fn vector_type() -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIMENSION as i32)
 }
 
+/// The columns every table starts with (design.md §4: every row carries its owner and provenance):
+/// `id`, `actor_id`, `project`, `session_id`, then `extra`.
+pub(super) fn schema_with_provenance(extra: Vec<Field>) -> arrow_schema::SchemaRef {
+    let mut fields = vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("project", DataType::Utf8, false),
+        Field::new("session_id", DataType::Utf8, false),
+    ];
+    fields.extend(extra);
+    Arc::new(arrow_schema::Schema::new(fields))
+}
+
+/// Decodes the rows of `batches` with `decode` and scores each stored vector against `query` (cosine).
+pub(super) fn scored<T>(
+    batches: &[RecordBatch],
+    query: &[f32],
+    decode: impl Fn(&RecordBatch) -> Result<Vec<(T, Vec<f32>)>, StoreError>,
+) -> Result<Vec<crate::store::Scored<T>>, StoreError> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for (row, vector) in decode(batch)? {
+            out.push(crate::store::Scored { cosine: crate::embed::cosine(query, &vector), row });
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn strings<'a>(values: impl IntoIterator<Item = &'a str>) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(values))
 }

@@ -1,29 +1,23 @@
 //! The `session_items` table: every stored conversation item (recall storage).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::{self, Rows};
 use super::{LanceStore, backend, filter_sql, sql_literal};
 use crate::domain::{Role, SessionItem};
-use crate::embed::cosine;
-use crate::store::{Candidates, Scored, SessionStore, StoreError, TextQuery};
+use crate::store::{Candidates, SessionStore, StoreError, TextQuery};
 
 /// Name of the conversation item table.
 pub const SESSION_ITEMS_TABLE: &str = "session_items";
 
 /// Arrow schema of `session_items`.
 pub(super) fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new("actor_id", DataType::Utf8, false),
-        Field::new("project", DataType::Utf8, false),
-        Field::new("session_id", DataType::Utf8, false),
+    rows::schema_with_provenance(vec![
         Field::new("turn", DataType::Int64, false),
         Field::new("role", DataType::Utf8, false),
         Field::new("source", DataType::Utf8, false),
@@ -34,7 +28,7 @@ pub(super) fn schema() -> SchemaRef {
         Field::new("embedded_text", DataType::Utf8, false),
         Field::new("search_text", DataType::Utf8, false),
         Field::new("vector", rows::vector_type(), false),
-    ]))
+    ])
 }
 
 pub(super) fn to_batch(rows_in: &[(SessionItem, Vec<f32>)]) -> Result<RecordBatch, StoreError> {
@@ -104,25 +98,64 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(SessionItem, Vec<f3
     Ok(out)
 }
 
-fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<Scored<SessionItem>>, StoreError> {
-    let mut out = Vec::new();
-    for batch in batches {
-        for (row, vector) in from_batch(batch)? {
-            out.push(Scored { cosine: cosine(query, &vector), row });
+impl LanceStore {
+    /// After `item` was deleted: records its id as forgotten (a re-import skips it) and removes its line
+    /// from the search text of the items after it in its session, so its words no longer match there.
+    pub(super) async fn forget_item(&self, item: &SessionItem) -> Result<(), StoreError> {
+        let now = chrono::Utc::now();
+        let tombstone = RecordBatch::try_new(
+            super::forgotten_schema(),
+            vec![
+                rows::strings([item.id.to_string().as_str()]),
+                rows::strings([item.actor_id.as_str()]),
+                rows::times([now]),
+            ],
+        )
+        .map_err(backend)?;
+        let table = self.table(super::FORGOTTEN_TABLE);
+        super::retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_not_matched_insert_all();
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(tombstone.clone())], tombstone.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        let line = format!("{}\n", crate::domain::context_line(&item.embedded_text));
+        let filter = format!(
+            "actor_id = {} AND session_id = {} AND turn > {} AND turn <= {}",
+            sql_literal(&item.actor_id),
+            sql_literal(&item.session_id),
+            item.turn,
+            item.turn + crate::domain::CONTEXT_ITEMS as i64
+        );
+        let mut changed = Vec::new();
+        for batch in self.select(SESSION_ITEMS_TABLE, &filter, None).await? {
+            for (mut row, vector) in from_batch(&batch)? {
+                if row.search_text.contains(&line) {
+                    row.search_text = row.search_text.replacen(&line, "", 1);
+                    changed.push((row, vector));
+                }
+            }
         }
+        if !changed.is_empty() {
+            self.upsert_batch(SESSION_ITEMS_TABLE, to_batch(&changed)?).await?;
+        }
+        Ok(())
     }
-    Ok(out)
 }
 
 #[async_trait]
 impl SessionStore for LanceStore {
     async fn insert_items(&self, rows_in: &[(SessionItem, Vec<f32>)]) -> Result<usize, StoreError> {
-        Ok(self.insert_new(SESSION_ITEMS_TABLE, to_batch(rows_in)?).await? as usize)
+        Ok(self.insert_new(SESSION_ITEMS_TABLE, to_batch(rows_in)?).await?.len())
     }
 
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(SESSION_ITEMS_TABLE, &ids).await
+        let mut present = self.ids_present(SESSION_ITEMS_TABLE, &ids).await?;
+        present.extend(self.ids_present(super::FORGOTTEN_TABLE, &ids).await?);
+        Ok(present)
     }
 
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError> {
@@ -143,6 +176,11 @@ impl SessionStore for LanceStore {
     async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
         let filter = filter_sql(&query.filter, false, true);
         let (v, k) = self.hybrid_batches(SESSION_ITEMS_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
-        Ok(Candidates { by_vector: scored(&v, &query.vector)?, by_keyword: scored(&k, &query.vector)? })
+        let mut keyword = k.iter().map(|batches| rows::scored(batches, &query.vector, from_batch));
+        Ok(Candidates {
+            by_vector: rows::scored(&v, &query.vector, from_batch)?,
+            by_keyword: keyword.next().transpose()?.unwrap_or_default(),
+            by_own_text: keyword.next().transpose()?.unwrap_or_default(),
+        })
     }
 }
