@@ -63,6 +63,11 @@ fn print_imports(result: &sessions::FileImport) {
 pub async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
     let SessionsCommand::Import { store, files, format, session_id } = command;
     let settings = StoreSettings::resolve(&store)?;
+    let session_id = session_id.map(|s| s.trim().to_string());
+    anyhow::ensure!(
+        session_id.as_ref().is_none_or(|s| !s.is_empty()),
+        "--session-id is empty: give an id or leave it out"
+    );
     let format = format
         .map(|f| {
             TranscriptFormat::from_name(&f)

@@ -20,6 +20,8 @@ use crate::domain::{Role, SessionItem, context_line, session_item_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{SearchFilter, SessionStore, TextQuery};
 
+/// Characters of an item's text that are stored (a pasted log or file beyond this is cut, marked `…`).
+pub const MAX_ITEM_CHARS: usize = 20_000;
 /// Items embedded and written per batch on import.
 const IMPORT_BATCH: usize = 256;
 /// Characters of an item kept in the embedded text (the model reads 256 word pieces at most).
@@ -132,7 +134,14 @@ impl ConversationMemory {
         let now = Utc::now();
         let items: Vec<NewItem> = items
             .iter()
-            .map(|i| NewItem { text: redact(&i.text).into_owned(), ..i.clone() })
+            .map(|i| {
+                let text = redact(&i.text);
+                let text = match text.char_indices().nth(MAX_ITEM_CHARS) {
+                    Some((cut, _)) => format!("{}…", &text[..cut]),
+                    None => text.into_owned(),
+                };
+                NewItem { text, ..i.clone() }
+            })
             .filter(|i| !i.text.trim().is_empty())
             .collect();
         let ids: Vec<_> = items

@@ -36,7 +36,7 @@ impl Default for Fusion {
             k: 10.0,
             vector_weight: 0.25,
             keyword_weight: 1.0,
-            own_text_weight: 1.0,
+            own_text_weight: 0.5,
             candidates: 50,
             min_score: 0.10,
         }

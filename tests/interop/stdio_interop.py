@@ -84,6 +84,27 @@ async def main(binary, db, workspace, fix_source, test_command):
                                              "top_k": 1})
             check(found.structured_content["matches"][0]["memory_id"] == seen["memory_id"], "the fix is found")
             seen["match_text_first_line"] = text_of(found).splitlines()[0]
+
+            # tiered memory through the same client: core block as a resource and a prompt, archival memory
+            resources = (await session.list_resources()).resources
+            seen["resources"] = [str(r.uri) for r in resources]
+            appended = await session.call_tool("core_memory_append",
+                                               {"section": "project", "text": "Tests run with pytest -q."})
+            check(not appended.is_error and appended.structured_content["version"] == 1, "core append")
+            read = await session.read_resource("memory://core/project")
+            check(read.contents[0].text == "Tests run with pytest -q.", "the block reads back as a resource")
+            prompt = await session.get_prompt("core_memory")
+            check("Tests run with pytest -q." in prompt.messages[0].content.text, "the prompt renders the block")
+            inserted = await session.call_tool("archival_memory_insert",
+                                               {"text": "Settings parse ALLOWED_ORIGINS with str.split.", "tags": ["webapp"]})
+            again = await session.call_tool("archival_memory_insert",
+                                            {"text": "settings parse  allowed_origins with str.split.", "tags": []})
+            check(again.structured_content["deduplicated"] is True
+                  and again.structured_content["id"] == inserted.structured_content["id"], "dedupe")
+            hits = await session.call_tool("archival_memory_search", {
+                "query": "ALLOWED_ORIGINS", "tags": ["webapp"], "top_k": 3, "start": None, "end": None})
+            check(hits.structured_content["results"][0]["id"] == inserted.structured_content["id"], "archival search")
+            seen["archival_first_line"] = text_of(hits).splitlines()[0]
     print(json.dumps({"ok": True, **seen}))
 
 

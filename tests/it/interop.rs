@@ -30,4 +30,9 @@ fn python_sdk_drives_the_verified_loop_over_stdio() {
     assert_eq!(seen["tools"], serde_json::json!(names), "the Python SDK lists every tool, in order");
     assert_eq!(seen["failing_tests"], 4);
     assert_eq!(seen["match_text_first_line"].as_str().unwrap().starts_with("Match 1 (score=0."), true, "{seen}");
+    assert_eq!(
+        seen["resources"],
+        serde_json::json!(["memory://core/persona", "memory://core/human", "memory://core/project"])
+    );
+    assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{seen}");
 }

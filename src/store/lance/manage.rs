@@ -359,6 +359,14 @@ impl LanceStore {
                 .map_err(|e| StoreError::Backend(format!("line {}: not an export row: {e}", i + 1)))?;
             let name = table_name(&parsed.table).map_err(|e| StoreError::Backend(format!("line {}: {e}", i + 1)))?;
             let mut row = parsed.row;
+            if SEARCHABLE_TABLES.contains(&name)
+                && !row.get("id").and_then(Value::as_str).is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
+            {
+                return Err(StoreError::Backend(format!(
+                    "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
+                    i + 1
+                )));
+            }
             if reembed && row.contains_key("vector") {
                 // placeholder of the right shape; replaced below
                 row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
