@@ -57,9 +57,9 @@ pub struct ArchivalMemory {
     config: ArchivalConfig,
 }
 
-/// Tags trimmed, lower-cased, de-duplicated, sorted.
+/// Tags with secrets redacted, trimmed, lower-cased, de-duplicated, sorted.
 pub fn normalize_tags(tags: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = tags.iter().map(|t| t.trim().to_lowercase()).filter(|t| !t.is_empty()).collect();
+    let mut out: Vec<String> = tags.iter().map(|t| redact(t.trim()).to_lowercase()).filter(|t| !t.is_empty()).collect();
     out.sort();
     out.dedup();
     out

@@ -144,12 +144,15 @@ impl ConversationMemory {
             })
             .filter(|i| !i.text.trim().is_empty())
             .collect();
-        let ids: Vec<_> = items
-            .iter()
-            .map(|i| session_item_id(&target.actor_id, &target.session_id, &target.source, &i.source_key))
-            .collect();
+        let id_of = |i: &NewItem| session_item_id(&target.actor_id, &target.session_id, &target.source, &i.source_key);
+        let read = items.len();
+        // forgotten items are neither stored again nor quoted in the context of the items after them
+        let all_ids: Vec<_> = items.iter().map(id_of).collect();
+        let forgotten: HashSet<_> = self.store.forgotten_item_ids(&all_ids).await?;
+        let items: Vec<NewItem> = items.into_iter().filter(|i| !forgotten.contains(&id_of(i))).collect();
+        let ids: Vec<_> = items.iter().map(id_of).collect();
         let existing: HashSet<_> = self.store.existing_item_ids(&ids).await?;
-        let mut counts = ImportCounts { read: items.len(), ..Default::default() };
+        let mut counts = ImportCounts { read, ..Default::default() };
         let mut pending: Vec<SessionItem> = Vec::new();
         for (pos, item) in items.iter().enumerate() {
             if existing.contains(&ids[pos]) {

@@ -84,7 +84,11 @@ pub async fn import_file(
         }
     }
     let mut sessions = Vec::new();
-    for (sid, items) in groups {
+    for (sid, mut items) in groups {
+        // a file may interleave sessions: an item's turn is its position in its own session
+        for (turn, item) in items.iter_mut().enumerate() {
+            item.turn = turn as i64;
+        }
         let target = ImportTarget {
             actor_id: owner.actor_id.clone(),
             project: owner.project.clone(),

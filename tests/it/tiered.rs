@@ -504,3 +504,35 @@ async fn a_block_over_a_lowered_limit_can_be_condensed_but_restore_respects_the_
     let restore = narrow.memories().core.restore("style", 1).await;
     assert!(restore.is_err_and(|e| e.to_string().contains("over its limit of 20")));
 }
+
+#[tokio::test]
+async fn a_forgotten_item_stays_out_of_the_context_of_later_items_and_of_exports() {
+    let db = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let conv = ConversationMemory::new(Arc::new(store.clone()), embedder(), Fusion::default());
+    let target =
+        ImportTarget { actor_id: "ann".into(), project: "p".into(), session_id: "live".into(), source: "test".into() };
+    let mut items = vec![item("a", 0, Role::User, "hello", 4), item("b", 1, Role::User, "my pin is ZEBRAQUASAR77", 4)];
+    conv.import(&target, &items).await.unwrap();
+    let b = astra_mcp::domain::session_item_id("ann", "live", "test", "b");
+    assert_eq!(store.delete_row("ann", &b.to_string()).await.unwrap(), Some("session_items"));
+    // the session goes on: the hook imports the grown transcript
+    items.push(item("c", 2, Role::Assistant, "ok", 4));
+    let counts = conv.import(&target, &items).await.unwrap();
+    assert_eq!(counts.added, 1);
+    let c = astra_mcp::domain::session_item_id("ann", "live", "test", "c");
+    let (_, row) = store.show_row(&c.to_string(), None).await.unwrap().unwrap();
+    assert!(!row["search_text"].as_str().unwrap().contains("ZEBRA"), "{row}");
+
+    // an export carries the forgotten ids; importing it elsewhere keeps the item forgotten
+    let mut export = Vec::new();
+    store.export(&mut export, None).await.unwrap();
+    let text = String::from_utf8(export).unwrap();
+    assert!(text.contains(&format!("\"table\":\"forgotten\",\"row\":{{\"id\":\"{b}\"")), "{text}");
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = LanceStore::open(other_dir.path().to_str().unwrap()).await.unwrap();
+    other.import(&text, &embedder()).await.unwrap();
+    let again = ConversationMemory::new(Arc::new(other.clone()), embedder(), Fusion::default());
+    assert_eq!(again.import(&target, &items).await.unwrap().added, 0, "the forgotten item is not re-imported");
+    assert!(other.show_row(&b.to_string(), None).await.unwrap().is_none());
+}

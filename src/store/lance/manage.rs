@@ -95,6 +95,17 @@ fn table_name(name: &str) -> Result<&'static str, StoreError> {
         .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: the tables are {}", TABLES.join(", "))))
 }
 
+/// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
+/// keeps them forgotten).
+const EXPORT_TABLES: [&str; 5] = [TABLES[0], TABLES[1], TABLES[2], TABLES[3], super::FORGOTTEN_TABLE];
+
+fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
+    EXPORT_TABLES
+        .into_iter()
+        .find(|t| *t == name)
+        .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
+}
+
 /// One line of text, at most `max` characters (an ellipsis marks a cut).
 fn preview(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -207,8 +218,8 @@ impl LanceStore {
         Ok(None)
     }
 
-    /// Deletes the memory `id` of `actor` from whichever searchable table holds it, and with it from
-    /// that table's vector and full-text indexes (Lance marks the row deleted; every query skips it,
+    /// Deletes the memory `id` of `actor` from whichever table holds it (a core block id purges that
+    /// one version from the block's history), and with it from that table's vector and full-text indexes (Lance marks the row deleted; every query skips it,
     /// and `optimize` removes it from the files). Returns the table, `None` when no such row exists.
     pub async fn delete_row(&self, actor: &str, id: &str) -> Result<Option<&'static str>, StoreError> {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
@@ -234,7 +245,10 @@ impl LanceStore {
                 return Ok(Some(name));
             }
         }
-        Ok(None)
+        // a version of a core block (ids from `memory list --table core_blocks`): purged from the history
+        let table = self.table(CORE_BLOCKS_TABLE);
+        let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+        Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
     }
 
     /// Rows, size, fragments, indexes and versions of every table.
@@ -312,7 +326,7 @@ impl LanceStore {
         let io = |e: std::io::Error| StoreError::Backend(format!("writing the export: {e}"));
         writeln!(out, "{}", serde_json::to_string(&header).map_err(backend)?).map_err(io)?;
         let mut counts = TableCounts::new();
-        for name in TABLES {
+        for name in EXPORT_TABLES {
             let mut query = self.table(name).query();
             if let Some(f) = Self::actor_filter(actor) {
                 query = query.only_if(f);
@@ -357,15 +371,19 @@ impl LanceStore {
             }
             let parsed: Line = serde_json::from_str(line)
                 .map_err(|e| StoreError::Backend(format!("line {}: not an export row: {e}", i + 1)))?;
-            let name = table_name(&parsed.table).map_err(|e| StoreError::Backend(format!("line {}: {e}", i + 1)))?;
+            let name =
+                export_table_name(&parsed.table).map_err(|e| StoreError::Backend(format!("line {}: {e}", i + 1)))?;
             let mut row = parsed.row;
-            if SEARCHABLE_TABLES.contains(&name)
-                && !row.get("id").and_then(Value::as_str).is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
-            {
-                return Err(StoreError::Backend(format!(
-                    "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
-                    i + 1
-                )));
+            if SEARCHABLE_TABLES.contains(&name) || name == super::FORGOTTEN_TABLE {
+                // ids are compared as strings: only the canonical spelling may enter
+                let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
+                let Some(id) = id else {
+                    return Err(StoreError::Backend(format!(
+                        "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
+                        i + 1
+                    )));
+                };
+                row.insert("id".into(), Value::String(id.to_string()));
             }
             if reembed && row.contains_key("vector") {
                 // placeholder of the right shape; replaced below
@@ -391,7 +409,34 @@ impl LanceStore {
                 *report.rows.entry(name.to_string()).or_default() += chunk.len();
             }
         }
+        // an item forgotten after an older export was made stays forgotten
+        let forgotten: Vec<String> = collect(&self.table(super::FORGOTTEN_TABLE).query())
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(|b| Rows::new(b, super::FORGOTTEN_TABLE).strs("id"))
+            .collect::<Result<Vec<_>, _>>()?
+            .concat();
+        for chunk in forgotten.chunks(500) {
+            let filter = super::in_list("id", chunk.iter().map(String::as_str));
+            let table = self.table(super::SESSION_ITEMS_TABLE);
+            retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+        }
         Ok(report)
+    }
+
+    /// Replaces the rows of `batch` that still exist, by `id`; inserts nothing.
+    async fn update_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+        let table = self.table(name);
+        retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_matched_update_all(None);
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        Ok(())
     }
 
     /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).
@@ -424,7 +469,8 @@ impl LanceStore {
                     let part = batch.slice(start, (batch.num_rows() - start).min(1000));
                     n += part.num_rows();
                     let part = reembed_batch(&part, name, embedder).await?;
-                    self.upsert_batch(name, part).await?;
+                    // update only: a row deleted while we re-embedded stays deleted
+                    self.update_batch(name, part).await?;
                 }
             }
             counts.insert(name.to_string(), n);

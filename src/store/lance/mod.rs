@@ -423,7 +423,7 @@ fn filter_sql(filter: &crate::store::SearchFilter, has_tags: bool, has_roles: bo
 }
 
 /// `column IN ('a', 'b')`; `FALSE` for an empty list.
-fn in_list<'a>(column: &str, values: impl IntoIterator<Item = &'a str>) -> String {
+pub(super) fn in_list<'a>(column: &str, values: impl IntoIterator<Item = &'a str>) -> String {
     let values: Vec<String> = values.into_iter().map(sql_literal).collect();
     if values.is_empty() { "FALSE".to_string() } else { format!("{column} IN ({})", values.join(", ")) }
 }

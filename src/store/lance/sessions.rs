@@ -153,9 +153,12 @@ impl SessionStore for LanceStore {
 
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        let mut present = self.ids_present(SESSION_ITEMS_TABLE, &ids).await?;
-        present.extend(self.ids_present(super::FORGOTTEN_TABLE, &ids).await?);
-        Ok(present)
+        self.ids_present(SESSION_ITEMS_TABLE, &ids).await
+    }
+
+    async fn forgotten_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.ids_present(super::FORGOTTEN_TABLE, &ids).await
     }
 
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError> {
