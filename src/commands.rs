@@ -1,21 +1,22 @@
 //! The operator commands (`sessions`, `hook`, `memory`, `core`, `eval`): each opens the store with the
-//! identity of [`StoreArgs`] and prints a result for a person (stdout) with progress and errors on
-//! stderr. Nothing here is reachable by a model.
+//! identity of `StoreArgs` and prints a result for a person (stdout) with progress and errors on
+//! stderr. Part of the binary, not the library, which never prints (stdout is the protocol in
+//! `serve`). Nothing here is reachable by a model.
 
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::cli::{CoreCommand, EvalCommand, HookCommand, MemoryCommand, SessionsCommand};
-use crate::config::StoreSettings;
-use crate::domain::Scope;
-use crate::embed::{LazyEmbedder, ModelPaths};
-use crate::eval::locomo;
-use crate::memory::{ConversationMemory, CoreMemory, Fusion};
-use crate::sessions::formats::TranscriptFormat;
-use crate::sessions::{self, ClaudeCodeHookInput, Owner};
-use crate::store::lance::LanceStore;
+use astra_mcp::cli::{CoreCommand, EvalCommand, HookCommand, MemoryCommand, SessionsCommand};
+use astra_mcp::config::StoreSettings;
+use astra_mcp::domain::Scope;
+use astra_mcp::embed::{LazyEmbedder, ModelPaths};
+use astra_mcp::eval::locomo;
+use astra_mcp::memory::{ConversationMemory, CoreMemory, Fusion};
+use astra_mcp::sessions::formats::TranscriptFormat;
+use astra_mcp::sessions::{self, ClaudeCodeHookInput, Owner};
+use astra_mcp::store::lance::LanceStore;
 
 /// The project label of a command run outside a server: `--project`, else the current directory's name.
 fn cli_project(settings: &StoreSettings) -> String {
@@ -220,9 +221,14 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Reindex { store } => {
             let settings = StoreSettings::resolve(&store)?;
+            anyhow::ensure!(
+                settings.db.contains("://") || std::path::Path::new(&settings.db).is_dir(),
+                "no memory store at {}: check --db (ASTRA_DB)",
+                settings.db
+            );
             let db = LanceStore::open_for_reindex(&settings.db).await?;
             let counts = db.reindex(&settings.embedder()).await?;
-            println!("re-embedded {}; the store now opens with {}", summary(&counts), crate::embed::MODEL_ID);
+            println!("re-embedded {}; the store now opens with {}", summary(&counts), astra_mcp::embed::MODEL_ID);
         }
         MemoryCommand::Optimize { store, prune_older_than } => {
             let settings = StoreSettings::resolve(&store)?;
@@ -248,7 +254,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn summary(counts: &crate::store::lance::manage::TableCounts) -> String {
+fn summary(counts: &astra_mcp::store::lance::manage::TableCounts) -> String {
     counts.iter().map(|(t, n)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
 }
 
@@ -266,7 +272,7 @@ pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
                 Some(s) => vec![core.read(&s).await?],
                 None => core.read_all().await?,
             };
-            println!("{}", crate::transport::render_core_memory(&blocks));
+            println!("{}", astra_mcp::transport::render_core_memory(&blocks));
         }
         CoreCommand::History { store, section } => {
             let settings = StoreSettings::resolve(&store)?;

@@ -7,7 +7,6 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;
-pub mod commands;
 pub mod config;
 pub mod domain;
 pub mod embed;

@@ -3,12 +3,13 @@
 //! Exit codes: 0 success; 1 failure (the error chain is printed once to stderr, prefixed `astra-mcp:`);
 //! 2 command-line usage error (clap).
 
+mod commands;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use astra_mcp::cli::{Cli, Command, SmokeCommand};
-use astra_mcp::commands;
 use astra_mcp::config::{ServeSettings, StoreSettings};
 use astra_mcp::transport::{McpServer, stdio};
 use clap::Parser;

@@ -26,7 +26,7 @@ pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
     let fix = "astra-mcp smoke check: temporary fix row, safe to delete";
     let error_type = "SmokeCheck";
     let query = format!("smoke check symptom {session_id}");
-    let text = embedded_text(fix, error_type, &[query.clone()], &[]);
+    let text = embedded_text(fix, error_type, std::slice::from_ref(&query), &[]);
     let now = Utc::now();
     let record = FixRecord {
         memory_id: fix_memory_id(&settings.actor_id, &session_id, fix, error_type, "smoke", &[]),

@@ -97,7 +97,7 @@ fn load_one(path: &Path) -> anyhow::Result<Conversation> {
     let mut sessions = Vec::new();
     for (key, turns) in conv {
         let Some(n) = key.strip_prefix("session_").and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let turns: Vec<Turn> = serde_json::from_value(turns.clone()).with_context(|| format!("{key}"))?;
+        let turns: Vec<Turn> = serde_json::from_value(turns.clone()).with_context(|| key.to_string())?;
         let date = conv.get(&format!("session_{n}_date_time")).and_then(Value::as_str).unwrap_or("").to_string();
         sessions.push((n, date, turns));
     }

@@ -231,7 +231,7 @@ impl ConversationMemory {
 }
 
 enum RecorderMessage {
-    Record(ImportTarget, NewItem),
+    Record(Box<(ImportTarget, NewItem)>),
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
@@ -257,7 +257,8 @@ impl ToolCallRecorder {
                 let mut groups: Vec<(ImportTarget, Vec<NewItem>)> = Vec::new();
                 for message in batch {
                     match message {
-                        RecorderMessage::Record(target, item) => {
+                        RecorderMessage::Record(record) => {
+                            let (target, item) = *record;
                             match groups.iter_mut().find(|(t, _)| t.session_id == target.session_id) {
                                 Some((_, items)) => items.push(item),
                                 None => groups.push((target, vec![item])),
@@ -281,7 +282,7 @@ impl ToolCallRecorder {
 
     /// Queues one tool call of a session.
     pub fn record(&self, target: ImportTarget, item: NewItem) {
-        if self.tx.send(RecorderMessage::Record(target, item)).is_err() {
+        if self.tx.send(RecorderMessage::Record(Box::new((target, item)))).is_err() {
             tracing::warn!("tool call recorder stopped; a tool call was not recorded");
         }
     }

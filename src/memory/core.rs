@@ -326,8 +326,15 @@ pub fn closest_passage(block: &str, needle: &str) -> Option<String> {
             }
         }
     }
-    best.map(|(_, p)| p)
+    // a whole long line can be the best match: quote its start only
+    best.map(|(_, p)| match p.char_indices().nth(MAX_QUOTE_CHARS) {
+        Some((cut, _)) => format!("{}…", &p[..cut]),
+        None => p,
+    })
 }
+
+/// Characters of the closest passage quoted in a refusal.
+const MAX_QUOTE_CHARS: usize = 400;
 
 #[cfg(test)]
 mod tests {

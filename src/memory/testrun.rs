@@ -484,7 +484,7 @@ FAILED tests/test_cors.py::test_second_origin
         use tokio::io::AsyncReadExt;
         let mut tail = Tail::collect(Some(tokio::io::repeat(b'x').take(5 * MAX_OUTPUT_BYTES as u64)));
         tail.done().await;
-        assert_eq!(tail.bytes.lock().unwrap().len() <= 2 * MAX_OUTPUT_BYTES, true, "the buffer stays bounded");
+        assert!(tail.bytes.lock().unwrap().len() <= 2 * MAX_OUTPUT_BYTES, "the buffer stays bounded");
         assert_eq!(tail.text().len(), MAX_OUTPUT_BYTES, "the last MAX_OUTPUT_BYTES are kept");
         let dir = tempfile::tempdir().unwrap();
         let run = run(

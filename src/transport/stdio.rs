@@ -57,11 +57,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for EofSignal<R> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() == before && buf.remaining() > 0 {
-            if let Some(tx) = self.on_eof.take() {
-                tracing::debug!("stdin closed");
-                let _ = tx.send(true);
-            }
+        if matches!(poll, Poll::Ready(Ok(())))
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+            && let Some(tx) = self.on_eof.take()
+        {
+            tracing::debug!("stdin closed");
+            let _ = tx.send(true);
         }
         poll
     }

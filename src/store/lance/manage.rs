@@ -193,7 +193,7 @@ impl LanceStore {
                     ));
                 }
             }
-            listed.sort_by(|a, b| b.0.cmp(&a.0));
+            listed.sort_by_key(|row| std::cmp::Reverse(row.0));
             out.extend(listed.into_iter().take(limit).map(|(_, row)| row));
         }
         Ok(out)

@@ -52,8 +52,9 @@ pub const FORMAT_VERSION: &str = "1";
 /// How stale a read may be with respect to other processes' commits: zero, every read checks.
 pub const READ_CONSISTENCY: Duration = Duration::ZERO;
 pub(crate) const META_TABLE: &str = "meta";
-/// Attempts for a write that meets a commit conflict or a concurrent table creation.
-const WRITE_ATTEMPTS: usize = 8;
+/// Attempts for a write that meets a commit conflict or a concurrent table creation (backoff doubles
+/// from 20 ms to 640 ms: about 4.5 s in all, enough to outlast a concurrent compaction or re-embedding).
+const WRITE_ATTEMPTS: usize = 12;
 
 /// An open store: a LanceDB connection and its tables, created on first open.
 #[derive(Clone)]
@@ -214,7 +215,7 @@ impl LanceStore {
             tracing::warn!(table = name, "full-text index not built yet: {e}");
         }
         let n = self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if n % UPKEEP_EVERY_WRITES == 0 {
+        if n.is_multiple_of(UPKEEP_EVERY_WRITES) {
             let store = self.clone();
             tokio::spawn(async move {
                 if let Err(e) =
