@@ -86,7 +86,14 @@ impl ArchivalMemory {
         let scope = &self.config.scope;
         let text = redact(text.trim()).into_owned();
         let id = passage_id(&scope.actor_id, &scope.project, &text);
+        let tags = normalize_tags(tags);
         if let Some(existing) = self.store.get_passage(&scope.actor_id, id).await? {
+            // the same text again: nothing new is written, but new tags are kept
+            let existing = if tags.iter().all(|t| existing.tags.contains(t)) {
+                existing
+            } else {
+                self.store.add_passage_tags(&scope.actor_id, id, &tags).await?.unwrap_or(existing)
+            };
             return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
         }
         let vector = self.embedder.embed_query(&text).await?;
@@ -99,7 +106,7 @@ impl ArchivalMemory {
             session_id: session.map(|s| s.session_id().to_string()).unwrap_or_default(),
             turn: session.map(|s| s.turn()),
             source: source.to_string(),
-            tags: normalize_tags(tags),
+            tags,
             embedded_text: text.clone(),
             text,
             created_at: now,
@@ -109,7 +116,7 @@ impl ArchivalMemory {
         let new = self.store.insert_passages(&[(passage.clone(), vector)]).await?;
         if new.is_empty() {
             // another writer stored the same text between our read and our insert
-            let existing = self.store.get_passage(&scope.actor_id, id).await?.unwrap_or(passage);
+            let existing = self.store.add_passage_tags(&scope.actor_id, id, &passage.tags).await?.unwrap_or(passage);
             return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates });
         }
         Ok(Inserted { passage, deduplicated: false, near_duplicates })

@@ -56,6 +56,7 @@ impl BlockSpec {
 pub fn parse_block_specs(spec: Option<&str>) -> Result<Vec<BlockSpec>, String> {
     let mut blocks: Vec<BlockSpec> =
         DEFAULT_BLOCKS.iter().map(|n| BlockSpec { name: (*n).to_string(), limit: DEFAULT_BLOCK_LIMIT }).collect();
+    let mut named = std::collections::HashSet::new();
     for part in spec.unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, limit) = match part.split_once('=') {
             Some((n, l)) => {
@@ -76,6 +77,9 @@ pub fn parse_block_specs(spec: Option<&str>) -> Result<Vec<BlockSpec>, String> {
         }
         if !(1..=100_000).contains(&limit) {
             return Err(format!("core block `{name}`: limit {limit} is outside 1..=100000 characters"));
+        }
+        if !named.insert(name.to_string()) {
+            return Err(format!("core block `{name}` is named twice; give each block once"));
         }
         match blocks.iter_mut().find(|b| b.name == name) {
             Some(b) => b.limit = limit,
@@ -348,6 +352,7 @@ mod tests {
         assert!(parse_block_specs(Some("Bad Name=3")).is_err());
         assert!(parse_block_specs(Some("x=0")).is_err());
         assert!(parse_block_specs(Some("x=abc")).unwrap_err().contains("number"));
+        assert!(parse_block_specs(Some("a=1,a=2")).unwrap_err().contains("named twice"));
     }
 
     #[test]

@@ -146,6 +146,9 @@ pub trait ArchivalStore: Send + Sync {
     async fn insert_passages(&self, rows: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError>;
     /// One passage of `actor_id` by id.
     async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError>;
+    /// Adds `tags` to a stored passage (a repeated insert of its text with new tags); returns the passage
+    /// as stored afterwards, `None` when it is gone.
+    async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
     /// Both rankings of a hybrid search.
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError>;
 }

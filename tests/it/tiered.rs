@@ -152,6 +152,18 @@ async fn archival_insert_dedupes_lists_near_duplicates_and_search_cites_and_filt
     let again: ArchivalInsertOutput = structured(&again);
     assert!(again.deduplicated);
     assert_eq!(again.id, first.id);
+    assert_eq!(again.tags, vec!["build", "setup"]);
+    // the same text with a new tag: still one row, and the tag is kept
+    let tagged_again = call(
+        &host,
+        &s,
+        "archival_memory_insert",
+        json!({"text": "The release build needs protoc from protobuf-compiler.", "tags": ["ci"]}),
+    )
+    .await;
+    let tagged_again: ArchivalInsertOutput = structured(&tagged_again);
+    assert!(tagged_again.deduplicated);
+    assert_eq!(tagged_again.tags, vec!["build", "ci", "setup"]);
 
     // near-duplicate: stored, and the earlier passage is listed with its cosine
     let near = call(

@@ -112,6 +112,29 @@ impl ArchivalStore for LanceStore {
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|r| r.0))
     }
 
+    async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError> {
+        let _lock = super::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
+        let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
+        let Some((mut passage, vector)) =
+            batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
+        else {
+            return Ok(None);
+        };
+        let before = passage.tags.len();
+        for tag in tags {
+            if !passage.tags.contains(tag) {
+                passage.tags.push(tag.clone());
+            }
+        }
+        if passage.tags.len() != before {
+            passage.tags.sort();
+            passage.updated_at = chrono::Utc::now();
+            self.upsert_batch(ARCHIVAL_TABLE, to_batch(&[(passage.clone(), vector)])?).await?;
+        }
+        Ok(Some(passage))
+    }
+
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
         let filter = filter_sql(&query.filter, true, false);
         let (v, k) = self.hybrid_batches(ARCHIVAL_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
