@@ -7,6 +7,7 @@ pub mod conversation;
 pub mod core;
 pub mod fixes;
 pub mod fusion;
+pub mod injection;
 pub mod redact;
 pub mod retrieval;
 pub mod session;
