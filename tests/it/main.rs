@@ -4,6 +4,7 @@
 
 mod binary;
 mod embedding;
+mod fuzz;
 mod gates;
 mod interop;
 mod manage;
