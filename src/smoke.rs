@@ -54,8 +54,7 @@ pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
             limit: 50,
         })
         .await?;
-    let found =
-        candidates.by_vector.iter().chain(&candidates.by_keyword).any(|c| c.record.memory_id == record.memory_id);
+    let found = candidates.by_vector.iter().chain(&candidates.by_keyword).any(|c| c.row.memory_id == record.memory_id);
     anyhow::ensure!(found, "stored smoke fix {} but a search did not return it", record.memory_id);
     Ok(record.memory_id)
 }

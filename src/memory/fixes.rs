@@ -9,9 +9,8 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::MemoryError;
-use super::fusion::weighted_reciprocal_rank_fusion;
 use super::redact::redact;
-use super::retrieval::Fusion;
+use super::retrieval::{Fusion, fuse};
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -19,9 +18,6 @@ use crate::domain::{FixRecord, Receipt, Scope, fix_memory_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{FixQuery, FixStore};
 
-/// Candidates fetched from each ranking before fusion: `max(top_k * CANDIDATE_FACTOR, MIN_CANDIDATES)`.
-const CANDIDATE_FACTOR: usize = 5;
-const MIN_CANDIDATES: usize = 50;
 /// Symptom text embedded with a fix, in characters (the model reads 256 word pieces at most).
 const MAX_SYMPTOM_CHARS: usize = 700;
 
@@ -108,7 +104,8 @@ impl FixMemory {
     ) -> Result<Vec<FixHit>, MemoryError> {
         let query = redact(query).into_owned();
         let vector = self.embedder.embed_query(&query).await?;
-        let limit = (top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+        // the fusion of every search (see `retrieval::Fusion`), with this server's cosine floor
+        let fusion = Fusion { min_score: self.config.min_score, ..Fusion::default() };
         let candidates = self
             .store
             .fix_candidates(&FixQuery {
@@ -116,37 +113,19 @@ impl FixMemory {
                 error_type: error_type.map(str::to_string),
                 vector,
                 text: query.clone(),
-                limit,
+                limit: fusion.limit(top_k),
             })
             .await?;
-        let vector_ids: Vec<_> = candidates.by_vector.iter().map(|c| c.record.memory_id).collect();
-        let keyword_ids: Vec<_> = candidates.by_keyword.iter().map(|c| c.record.memory_id).collect();
-        let mut by_id: std::collections::HashMap<_, _> =
-            candidates.by_vector.into_iter().chain(candidates.by_keyword).map(|c| (c.record.memory_id, c)).collect();
-        let mut hits = Vec::new();
-        // the fusion of every search (see `retrieval::Fusion`): vector weight 0.25, BM25 weight 1, k = 10
-        let fusion = Fusion::default();
-        let rankings = [vector_ids, keyword_ids];
-        for fused in
-            weighted_reciprocal_rank_fusion(&rankings, &[fusion.vector_weight, fusion.keyword_weight], fusion.k)
-        {
-            let keyword_hit = fused.ranks[1].is_some();
-            let Some(candidate) = by_id.remove(&fused.key) else { continue };
-            if candidate.cosine < self.config.min_score && !keyword_hit {
-                continue;
-            }
-            let stale = self.staleness(&candidate.record);
-            hits.push(FixHit {
-                record: candidate.record,
-                score: candidate.cosine,
-                fused_score: fused.score,
-                keyword_hit,
-                stale,
-            });
-            if hits.len() == top_k {
-                break;
-            }
-        }
+        let hits = fuse(candidates, |r| r.memory_id, &fusion, top_k)
+            .into_iter()
+            .map(|hit| FixHit {
+                stale: self.staleness(&hit.row),
+                record: hit.row,
+                score: hit.score,
+                fused_score: hit.fused_score,
+                keyword_hit: hit.keyword_hit,
+            })
+            .collect();
         session.record_search(&query);
         Ok(hits)
     }

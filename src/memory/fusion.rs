@@ -1,11 +1,8 @@
-//! Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009): `score(d) = Σ_r 1 / (k + rank_r(d))`
-//! over the rankings that contain `d`, ranks starting at 1.
+//! Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009), weighted: `score(d) = Σ_r w_r / (k +
+//! rank_r(d))` over the rankings that contain `d`, ranks starting at 1. `retrieval::Fusion` sets k and w.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-
-/// The constant of the RRF paper (k = 60).
-pub const RRF_K: f32 = 60.0;
 
 /// A fused item: the fused score and the 1-based rank in each input ranking (`None` when absent).
 #[derive(Debug, Clone, PartialEq)]
@@ -15,15 +12,10 @@ pub struct Fused<K> {
     pub ranks: Vec<Option<usize>>,
 }
 
-/// Fuses rankings (each best first, keys unique within a ranking) into one, best first. Ties keep the
-/// order of first appearance (earlier rankings first), so the result is deterministic.
-pub fn reciprocal_rank_fusion<K: Eq + Hash + Clone>(rankings: &[Vec<K>], k: f32) -> Vec<Fused<K>> {
-    let weights = vec![1.0; rankings.len()];
-    weighted_reciprocal_rank_fusion(rankings, &weights, k)
-}
-
-/// Weighted RRF: `score(d) = Σ_r w_r / (k + rank_r(d))`. A weight of 0 keeps a ranking's ranks in
-/// [`Fused::ranks`] without letting it move the order.
+/// Weighted RRF: fuses rankings (each best first, keys unique within a ranking) into one, best first,
+/// by `score(d) = Σ_r w_r / (k + rank_r(d))`; with equal weights and k = 60 it is the paper's RRF. Ties
+/// keep the order of first appearance (earlier rankings first), so the result is deterministic. A
+/// weight of 0 keeps a ranking's ranks in [`Fused::ranks`] without letting it move the order.
 pub fn weighted_reciprocal_rank_fusion<K: Eq + Hash + Clone>(
     rankings: &[Vec<K>],
     weights: &[f32],
@@ -53,9 +45,12 @@ pub fn weighted_reciprocal_rank_fusion<K: Eq + Hash + Clone>(
 mod tests {
     use super::*;
 
+    /// The constant of the RRF paper.
+    const RRF_K: f32 = 60.0;
+
     #[test]
     fn an_item_in_both_rankings_beats_one_in_a_single_ranking() {
-        let fused = reciprocal_rank_fusion(&[vec!["a", "b", "c"], vec!["c", "d"]], RRF_K);
+        let fused = weighted_reciprocal_rank_fusion(&[vec!["a", "b", "c"], vec!["c", "d"]], &[1.0, 1.0], RRF_K);
         let keys: Vec<_> = fused.iter().map(|f| f.key).collect();
         assert_eq!(keys, vec!["c", "a", "b", "d"]);
         assert_eq!(fused[0].ranks, vec![Some(3), Some(1)]);

@@ -49,23 +49,6 @@ pub struct FixQuery {
     pub limit: usize,
 }
 
-/// A stored fix with the cosine similarity of its vector to the query vector.
-#[derive(Debug, Clone)]
-pub struct ScoredFix {
-    pub record: FixRecord,
-    /// Cosine similarity in [-1, 1].
-    pub cosine: f32,
-}
-
-/// The two rankings a hybrid search fuses, each best first.
-#[derive(Debug, Clone, Default)]
-pub struct FixCandidates {
-    /// Nearest neighbours by cosine distance.
-    pub by_vector: Vec<ScoredFix>,
-    /// Full-text (BM25) matches of the query text; empty when nothing matches.
-    pub by_keyword: Vec<ScoredFix>,
-}
-
 /// The `fixes` table.
 #[async_trait]
 pub trait FixStore: Send + Sync {
@@ -73,7 +56,7 @@ pub trait FixStore: Send + Sync {
     /// Returns `true` when a new row was created. Returns only after the write is committed (durable).
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError>;
     /// Both rankings for a hybrid search, filters applied before ranking.
-    async fn fix_candidates(&self, query: &FixQuery) -> Result<FixCandidates, StoreError>;
+    async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError>;
     /// One fix of `actor_id` by id.
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.

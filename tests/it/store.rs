@@ -79,11 +79,11 @@ async fn filters_apply_before_ranking() {
     let q = query("ann", "cannot borrow as mutable because it is also borrowed as immutable", Some("e0502")).await;
     let found = store.fix_candidates(&q).await.unwrap();
     assert_eq!(found.by_vector.len(), 1, "error_type filter is exact and case-insensitive, actor filter holds");
-    assert_eq!(found.by_vector[0].record.actor_id, "ann");
-    assert_eq!(found.by_vector[0].record.error_type, "E0502");
+    assert_eq!(found.by_vector[0].row.actor_id, "ann");
+    assert_eq!(found.by_vector[0].row.error_type, "E0502");
     let keyword = store.fix_candidates(&query("ann", "E0502", None).await).await.unwrap();
     assert_eq!(keyword.by_keyword.len(), 1, "the full-text ranking finds the error code");
-    assert_eq!(keyword.by_keyword[0].record.error_type, "E0502");
+    assert_eq!(keyword.by_keyword[0].row.error_type, "E0502");
 }
 
 #[tokio::test]
@@ -140,7 +140,7 @@ async fn keyword_search_finds_rows_added_after_the_index_was_built() {
     let later = record("ann", "alpha", "quux_frobnicator overflowed its ring buffer", "OverflowError");
     put(&store, &later).await;
     let found = store.fix_candidates(&query("ann", "quux_frobnicator", None).await).await.unwrap();
-    let ids: Vec<_> = found.by_keyword.iter().map(|c| c.record.memory_id).collect();
+    let ids: Vec<_> = found.by_keyword.iter().map(|c| c.row.memory_id).collect();
     assert_eq!(ids, vec![later.memory_id], "a row written after the index was built must be keyword-searchable");
 }
 

@@ -13,15 +13,13 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lancedb::DistanceType;
-use lancedb::index::scalar::FullTextSearchQuery;
 use lancedb::query::QueryBase;
 use uuid::Uuid;
 
 use super::{LanceStore, backend, collect, retry, sql_literal};
 use crate::domain::{FixRecord, Receipt};
-use crate::embed::{DIMENSION, cosine};
-use crate::store::{FixCandidates, FixQuery, FixStore, ScoredFix, StoreError};
+use crate::embed::DIMENSION;
+use crate::store::{Candidates, FixQuery, FixStore, StoreError};
 
 /// Name of the table of confirmed fixes.
 pub const FIXES_TABLE: &str = "fixes";
@@ -194,16 +192,6 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     Ok(out)
 }
 
-fn scored(batches: &[RecordBatch], query: &[f32]) -> Result<Vec<ScoredFix>, StoreError> {
-    let mut out = Vec::new();
-    for batch in batches {
-        for (record, vector) in from_batch(batch)? {
-            out.push(ScoredFix { cosine: cosine(query, &vector), record });
-        }
-    }
-    Ok(out)
-}
-
 fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
     format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()))
 }
@@ -224,36 +212,21 @@ impl FixStore for LanceStore {
         Ok(result.num_inserted_rows > 0)
     }
 
-    async fn fix_candidates(&self, query: &FixQuery) -> Result<FixCandidates, StoreError> {
+    async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError> {
         let mut filter = format!("actor_id = {}", sql_literal(&query.actor_id));
         if let Some(error_type) = &query.error_type {
             filter.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
         }
-        let nearest = self
-            .fixes
-            .query()
-            .nearest_to(query.vector.as_slice())
-            .map_err(backend)?
-            .distance_type(DistanceType::Cosine)
-            .only_if(&filter)
-            .limit(query.limit);
-        let by_vector = scored(&collect(&nearest).await.map_err(backend)?, &query.vector)?;
-
-        let mut by_keyword = Vec::new();
-        if !query.text.trim().is_empty() && self.fts_available(FIXES_TABLE, "embedded_text").await {
-            let fts = self
-                .fixes
-                .query()
-                .full_text_search(FullTextSearchQuery::new(query.text.clone()))
-                .only_if(&filter)
-                .limit(query.limit);
-            match collect(&fts).await {
-                Ok(batches) => by_keyword = scored(&batches, &query.vector)?,
-                // e.g. a query the full-text parser rejects: the vector ranking still answers
-                Err(e) => tracing::warn!("full-text search failed, using the vector ranking alone: {e}"),
-            }
-        }
-        Ok(FixCandidates { by_vector, by_keyword })
+        let (v, k) = self.hybrid_batches(FIXES_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
+        let decode = |b: &RecordBatch| from_batch(b);
+        Ok(Candidates {
+            by_vector: super::rows::scored(&v, &query.vector, decode)?,
+            by_keyword: match k.first() {
+                Some(batches) => super::rows::scored(batches, &query.vector, decode)?,
+                None => Vec::new(),
+            },
+            by_own_text: Vec::new(),
+        })
     }
 
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
