@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::env_vars as ev;
 
-/// Verified fix memory for coding agents, served over MCP (stdio).
+/// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp", version, about, long_about = None)]
 pub struct Cli {
@@ -20,7 +20,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the MCP server (stdio).
+    /// Run the MCP server (stdio, or HTTP with `--http`).
     Serve(ServeArgs),
     /// Operator check of the store: `smoke store`, then (after a restart) `smoke verify --memory-id ID`.
     Smoke {
@@ -241,10 +241,25 @@ pub struct StoreArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Serve over stdin/stdout. The default and, for now, the only transport; accepted so that
-    /// `serve --stdio` reads as it does for other MCP servers.
+    /// Serve over stdin/stdout (the default).
     #[arg(long, default_value_t = true)]
     pub stdio: bool,
+    /// Serve over HTTP on this address instead: streamable HTTP at `/mcp`, legacy HTTP+SSE at `/sse`
+    /// (+ `POST /message`). E.g. `127.0.0.1:8765`; port 0 picks a free port. The URL is printed on stdout.
+    #[arg(long, env = ev::ASTRA_HTTP, value_name = "ADDR", conflicts_with = "stdio")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Let `--http` listen on a non-loopback address, where other machines can connect (configure
+    /// bearer tokens in the config file).
+    #[arg(long, env = ev::ASTRA_ALLOW_REMOTE, value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_remote: bool,
+    /// TOML config file: bearer tokens (each mapped to an actor), allowed hosts and origins. Default:
+    /// `$XDG_CONFIG_HOME/astra-mcp/config.toml` when it exists.
+    #[arg(long, env = ev::ASTRA_CONFIG, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Seconds that tool calls in flight may still run after SIGINT/SIGTERM before they are abandoned.
+    #[arg(long, env = ev::ASTRA_SHUTDOWN_GRACE, default_value_t = 30, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    pub shutdown_grace: u64,
     #[command(flatten)]
     pub store: StoreArgs,
     /// Workspace root: where `run_tests` runs and what `store_fix_memory` paths are relative to.

@@ -17,7 +17,8 @@ use crate::memory::{
     ArchivalConfig, ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, FixMemoryConfig, Fusion,
 };
 use crate::store::lance::LanceStore;
-use crate::tools::{Memories, ToolHost};
+use crate::tools::{Hosts, Memories};
+use crate::transport::http::{HttpOptions, TokenIdentity};
 
 /// Project label used when there is neither `--project` nor a workspace.
 pub const DEFAULT_PROJECT: &str = "default";
@@ -74,14 +75,13 @@ impl StoreSettings {
 
 /// Every memory tier over one open store, for `scope`.
 pub fn memories(
-    store: LanceStore,
+    store: Arc<LanceStore>,
     embedder: LazyEmbedder,
     fixes: FixMemoryConfig,
     core_blocks: Vec<BlockSpec>,
     near_duplicate_cosine: f32,
 ) -> Memories {
     let scope = fixes.scope.clone();
-    let store = Arc::new(store);
     let fusion = Fusion { min_score: fixes.min_score, ..Fusion::default() };
     Memories {
         fixes: Arc::new(FixMemory::new(store.clone(), embedder.clone(), fixes)),
@@ -97,12 +97,100 @@ pub fn memories(
     }
 }
 
+/// The default config file: `$XDG_CONFIG_HOME/astra-mcp/config.toml` (`~/.config/astra-mcp/config.toml`).
+pub fn default_config_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("astra-mcp").join("config.toml"))
+}
+
+/// Shortest bearer token accepted, in characters.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// The TOML config file (design.md §6): what does not fit a flag. Example:
+///
+/// ```toml
+/// allowed_hosts = ["memory.internal:8765"]        # Host values besides loopback and the bound address
+/// allowed_origins = ["https://app.example.com"]   # browser origins besides loopback; `:*` = any port
+///
+/// [[tokens]]
+/// token = "4f9c…"        # at least 16 characters, e.g. `openssl rand -hex 32`
+/// actor_id = "alice"     # whose memory requests with this token use
+/// project = "web"        # optional project label (default: the server's)
+/// ```
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+}
+
+/// One `[[tokens]]` entry.
+#[derive(Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub token: String,
+    pub actor_id: String,
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+impl std::fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenConfig").field("actor_id", &self.actor_id).field("project", &self.project).finish()
+    }
+}
+
+impl ConfigFile {
+    /// Reads `explicit` (which must exist), else the default path when it exists, else an empty config.
+    ///
+    /// # Errors
+    /// An unreadable file, invalid TOML, an unknown key, or a token that is short, repeated or has no actor.
+    pub fn load(explicit: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        let path = match explicit {
+            Some(path) => path.to_path_buf(),
+            None => match default_config_path().filter(|p| p.is_file()) {
+                Some(path) => path,
+                None => return Ok(Self::default()),
+            },
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading the config file {} (--config / ASTRA_CONFIG)", path.display()))?;
+        let config: Self =
+            toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))?;
+        config.validate().with_context(|| format!("config file {}", path.display()))?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, t) in self.tokens.iter().enumerate() {
+            let n = i + 1;
+            anyhow::ensure!(!t.actor_id.trim().is_empty(), "token #{n} has an empty `actor_id`");
+            anyhow::ensure!(
+                t.token.trim().chars().count() >= MIN_TOKEN_CHARS,
+                "token #{n} (actor `{}`) is shorter than {MIN_TOKEN_CHARS} characters: use a random one, e.g. \
+`openssl rand -hex 32`",
+                t.actor_id
+            );
+            anyhow::ensure!(seen.insert(t.token.trim()), "token #{n} (actor `{}`) repeats an earlier token", t.actor_id);
+        }
+        Ok(())
+    }
+}
+
 /// Everything `serve` needs, resolved.
 #[derive(Debug, Clone)]
 pub struct ServeSettings {
     pub store: StoreSettings,
     pub fixes: FixMemoryConfig,
     pub near_duplicate_cosine: f32,
+    /// `Some` with `--http`.
+    pub http: Option<HttpOptions>,
+    /// How long calls in flight may run after SIGINT/SIGTERM.
+    pub shutdown_grace: Duration,
 }
 
 impl ServeSettings {
@@ -126,7 +214,51 @@ impl ServeSettings {
             args.min_score
         );
         let test_command = args.test_command.as_ref().map(|c| c.trim().to_string()).filter(|c| !c.is_empty());
+        let shutdown_grace = Duration::from_secs(args.shutdown_grace);
+        let http = match args.http {
+            None => None,
+            Some(addr) => {
+                let file = ConfigFile::load(args.config.as_deref())?;
+                anyhow::ensure!(
+                    addr.ip().is_loopback() || args.allow_remote,
+                    "refusing to listen on {addr}: it is not a loopback address, so other machines could reach \
+this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure bearer tokens in the config file"
+                );
+                if !addr.ip().is_loopback() && file.tokens.is_empty() {
+                    tracing::warn!(
+                        "listening on {addr} without bearer tokens: anyone who can reach it reads and writes actor \
+`{}`'s memory; add [[tokens]] to the config file",
+                        store.actor_id
+                    );
+                }
+                let tokens = file
+                    .tokens
+                    .iter()
+                    .map(|t| {
+                        let scope = Scope {
+                            actor_id: t.actor_id.trim().to_string(),
+                            project: t
+                                .project
+                                .as_ref()
+                                .map(|p| p.trim().to_string())
+                                .filter(|p| !p.is_empty())
+                                .unwrap_or_else(|| project.clone()),
+                        };
+                        TokenIdentity::new(t.token.trim(), scope)
+                    })
+                    .collect();
+                Some(HttpOptions {
+                    addr,
+                    tokens,
+                    allowed_hosts: file.allowed_hosts,
+                    allowed_origins: file.allowed_origins,
+                    grace: shutdown_grace,
+                })
+            }
+        };
         Ok(Self {
+            http,
+            shutdown_grace,
             fixes: FixMemoryConfig {
                 scope: Scope { actor_id: store.actor_id.clone(), project },
                 workspace,
@@ -141,17 +273,19 @@ impl ServeSettings {
     }
 
     /// Opens the store and starts loading the model in the background (so the first requests are not
-    /// delayed), returning the tool host every session shares.
-    pub async fn open(&self) -> anyhow::Result<ToolHost> {
-        let store = self.store.open_store().await?;
+    /// delayed), returning the tool hosts: the configured actor's, and one per bearer-token identity.
+    pub async fn open(&self) -> anyhow::Result<Hosts> {
+        let store = Arc::new(self.store.open_store().await?);
         let embedder = self.store.embedder();
         embedder.start_loading();
-        Ok(ToolHost::new(memories(
-            store,
-            embedder,
-            self.fixes.clone(),
+        let (fixes, blocks, near) = (self.fixes.clone(), self.store.core_blocks.clone(), self.near_duplicate_cosine);
+        Ok(Hosts::new(
+            self.fixes.scope.clone(),
             self.store.core_blocks.clone(),
-            self.near_duplicate_cosine,
-        )))
+            Box::new(move |scope| {
+                let fixes = FixMemoryConfig { scope, ..fixes.clone() };
+                memories(store.clone(), embedder.clone(), fixes, blocks.clone(), near)
+            }),
+        ))
     }
 }

@@ -31,3 +31,11 @@ pub const ASTRA_LOG: &str = "ASTRA_LOG";
 pub const ASTRA_CORE_BLOCKS: &str = "ASTRA_CORE_BLOCKS";
 /// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.
 pub const ASTRA_NEAR_DUPLICATE_COSINE: &str = "ASTRA_NEAR_DUPLICATE_COSINE";
+/// Address to serve MCP over HTTP on (instead of stdio); equals `--http`.
+pub const ASTRA_HTTP: &str = "ASTRA_HTTP";
+/// Allow a non-loopback `--http` address; equals `--allow-remote`.
+pub const ASTRA_ALLOW_REMOTE: &str = "ASTRA_ALLOW_REMOTE";
+/// Path of the TOML config file (tokens, allowed hosts and origins); equals `--config`.
+pub const ASTRA_CONFIG: &str = "ASTRA_CONFIG";
+/// Seconds calls in flight may run after SIGINT/SIGTERM; equals `--shutdown-grace`.
+pub const ASTRA_SHUTDOWN_GRACE: &str = "ASTRA_SHUTDOWN_GRACE";

@@ -7,11 +7,12 @@ mod commands;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use astra_mcp::cli::{Cli, Command, SmokeCommand};
 use astra_mcp::config::{ServeSettings, StoreSettings};
-use astra_mcp::transport::{McpServer, stdio};
+use astra_mcp::transport::{McpServer, Shutdown, http, stdio};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -41,7 +42,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    let result = runtime.block_on(async {
+        let result = run(cli.command).await;
+        // Compactions started by this process's writes finish before it exits.
+        astra_mcp::store::lance::wait_for_upkeep().await;
+        result
+    });
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("astra-mcp: {e:#}");
@@ -54,7 +61,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => {
             let settings = ServeSettings::resolve(&args)?;
-            let host = settings.open().await?;
+            let hosts = Arc::new(settings.open().await?);
             tracing::info!(
                 db = %settings.store.db,
                 actor = %settings.fixes.scope.actor_id,
@@ -62,8 +69,21 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
                 "astra-mcp ready"
             );
-            let served = stdio::serve(McpServer::new(host.clone())).await;
-            host.flush().await; // recorded tool calls reach the store before we exit
+            let shutdown = Shutdown::new();
+            let served = match settings.http.clone() {
+                Some(options) => {
+                    http::serve(hosts.clone(), options, shutdown, |bound| {
+                        // Scripts that pass port 0 read the URL here; stdout is not the protocol over HTTP.
+                        println!("http://{bound}/mcp");
+                    })
+                    .await
+                }
+                None => {
+                    let server = McpServer::connection(hosts.clone(), hosts.default_scope().clone());
+                    stdio::serve(server, shutdown, settings.shutdown_grace).await
+                }
+            };
+            hosts.flush().await; // recorded tool calls reach the store before we exit
             served?;
             Ok(ExitCode::SUCCESS)
         }

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 /// Who owns a memory and which project it was made in. Both come from trusted configuration (flags and
 /// their environment variables), never from tool arguments (design.md §6).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
     /// The actor whose long-term memory this is.
     pub actor_id: String,

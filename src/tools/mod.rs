@@ -4,6 +4,7 @@
 //! (`is_error: true`) or an unknown tool (a protocol error).
 
 mod fixes;
+mod hosts;
 pub mod schema;
 mod tiered;
 
@@ -17,6 +18,7 @@ pub use fixes::{
     FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
     RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
 };
+pub use hosts::{Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,
@@ -130,13 +132,22 @@ pub struct Memories {
 pub struct ToolHost {
     memories: Memories,
     recorder: ToolCallRecorder,
+    /// Gate state of requests that have no MCP session (the stateless 2026-07-28 protocol over HTTP):
+    /// one per host, that is per actor, project and the server's workspace (design.md §3).
+    sessionless: Arc<SessionState>,
 }
 
 impl ToolHost {
     /// A host over `memories`; starts the recorder of tool calls on the current Tokio runtime.
     pub fn new(memories: Memories) -> Self {
         let recorder = ToolCallRecorder::start(memories.conversation.clone());
-        Self { memories, recorder }
+        let sessionless = Arc::new(SessionState::new(format!("sessionless-{}", uuid::Uuid::new_v4())));
+        Self { memories, recorder, sessionless }
+    }
+
+    /// The gate state shared by requests without an MCP session (see the field).
+    pub fn sessionless(&self) -> Arc<SessionState> {
+        self.sessionless.clone()
     }
 
     pub fn memories(&self) -> &Memories {

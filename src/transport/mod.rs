@@ -1,7 +1,11 @@
 //! MCP wiring only: [`server::McpServer`] adapts the transport-free tool registry to rmcp's
-//! `ServerHandler`; [`stdio`] serves it over stdin/stdout. No memory rules live here.
+//! `ServerHandler`; [`stdio`] serves it over stdin/stdout and [`http`] over streamable HTTP and legacy
+//! HTTP+SSE; [`shutdown`] drains all of them on a signal. No memory rules live here.
 
+pub mod http;
 pub mod server;
+pub mod shutdown;
 pub mod stdio;
 
 pub use server::{McpServer, render_core_memory};
+pub use shutdown::Shutdown;

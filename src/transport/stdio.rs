@@ -1,70 +1,273 @@
-//! Serving one MCP session over stdin/stdout. stdout carries only JSON-RPC; logs go to stderr.
+//! Serving one MCP session over stdin/stdout: newline-delimited JSON-RPC 2.0 (MCP "stdio" transport).
+//! stdout carries only JSON-RPC; logs go to stderr.
 //!
-//! Shutdown: when stdin reaches EOF (the client closed the pipe) or SIGINT/SIGTERM arrives, in-flight
-//! tool calls are abandoned at once, which kills their test process groups (`memory::testrun`), before
-//! clients that kill the server after a short grace period (the Python SDK waits 2 s) get to do so.
+//! Frames are read here rather than by rmcp's codec so that no input goes unanswered (issue 4): a line
+//! that is not JSON gets a `-32700` parse error, a JSON value that is not an MCP message gets `-32600`
+//! (with the request's `id` when it has one), and a line over [`MAX_FRAME_BYTES`] is skipped and answered
+//! with `-32700`. A malformed notification is only logged: JSON-RPC 2.0 §4.1 forbids replying to one.
+//! Every well-formed message goes to rmcp, which answers unknown methods with `-32601`.
+//!
+//! Shutdown: when stdin reaches EOF the client is gone, so in-flight calls are abandoned at once (which
+//! kills their test process groups, `memory::testrun`) before clients that kill the server after a short
+//! grace period (the Python SDK waits 2 s) do so. On SIGINT/SIGTERM the server drains ([`Shutdown`]).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::time::Duration;
 
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
 use rmcp::ServiceExt;
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio::sync::watch;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::McpServer;
+use super::shutdown::{Shutdown, signal_received};
 
-/// Serves `server` on this process's stdin/stdout until the client disconnects or a signal arrives.
+/// Largest JSON-RPC frame read from stdin, in bytes (the limit rmcp's HTTP server applies to a body).
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+
+/// JSON-RPC 2.0 error codes (JSON-RPC 2.0 specification §5.1).
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+
+/// Serves `server` on this process's stdin/stdout until the client disconnects or a signal arrives; on
+/// a signal, calls in flight get up to `grace` to finish.
 ///
 /// # Errors
 /// When the MCP handshake fails or the transport breaks.
-pub async fn serve(server: McpServer) -> anyhow::Result<()> {
-    let (shutdown, watcher) = watch::channel(false);
-    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
-    let stdin = EofSignal { inner: stdin, on_eof: Some(shutdown.clone()) };
-    let running = server.with_shutdown(watcher).serve((stdin, stdout)).await?;
+pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) -> anyhow::Result<()> {
+    let (lines_tx, mut lines_rx) = mpsc::channel::<String>(64);
+    // One writer owns stdout, so rmcp's messages and our error replies never interleave within a line.
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(mut line) = lines_rx.next().await {
+            line.push('\n');
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                break; // the client closed its end
+            }
+        }
+    });
+    let (messages_tx, messages_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
+    let reader = tokio::spawn(read_frames(BufReader::new(tokio::io::stdin()), messages_tx, lines_tx.clone(), {
+        let shutdown = shutdown.clone();
+        move || {
+            tracing::debug!("stdin closed");
+            shutdown.abandon();
+        }
+    }));
+    let sink = lines_tx.with(|message: ServerJsonRpcMessage| {
+        futures::future::ready(Ok::<_, mpsc::SendError>(
+            serde_json::to_string(&message).expect("JSON-RPC messages serialize"),
+        ))
+    });
+    let running = server.with_shutdown(shutdown.clone()).serve((Box::pin(sink), messages_rx)).await?;
     tracing::info!("serving MCP over stdio");
     let service = running.cancellation_token();
-    tokio::spawn(async move {
+    let on_signal = tokio::spawn(async move {
         signal_received().await;
-        tracing::info!("signal received, shutting down");
-        let _ = shutdown.send(true);
+        tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining");
+        let abandoned = shutdown.drain(grace).await;
+        if abandoned > 0 {
+            tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
+        }
         service.cancel();
     });
-    running.waiting().await?;
+    let result = running.waiting().await;
+    on_signal.abort();
+    reader.abort();
+    let _ = writer.await;
+    result?;
     Ok(())
 }
 
-async fn signal_received() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+/// Reads newline-delimited frames until EOF: forwards MCP messages to `messages`, answers malformed
+/// frames on `replies`, and calls `on_eof` at the end of input.
+async fn read_frames<R: AsyncBufRead + Unpin>(
+    mut input: R,
+    mut messages: mpsc::Sender<ClientJsonRpcMessage>,
+    mut replies: mpsc::Sender<String>,
+    on_eof: impl FnOnce(),
+) {
+    let mut frame = Vec::new();
+    loop {
+        frame.clear();
+        let oversized = match read_frame(&mut input, &mut frame).await {
+            Ok(Frame::Eof) | Err(_) => break,
+            Ok(Frame::Complete) => false,
+            Ok(Frame::Oversized) => true,
+        };
+        let reply = if oversized {
+            tracing::warn!("stdin frame over {MAX_FRAME_BYTES} bytes skipped");
+            Some(error_reply(Value::Null, PARSE_ERROR, format!(
+                "message over {MAX_FRAME_BYTES} bytes: send smaller JSON-RPC messages (shorten long arguments)"
+            )))
+        } else {
+            match classify(&frame) {
+                Classified::Message(message) => {
+                    if messages.send(*message).await.is_err() {
+                        break; // the service has ended
+                    }
+                    None
+                }
+                Classified::Blank => None,
+                Classified::Reply(reply) => Some(reply),
             }
+        };
+        if let Some(reply) = reply
+            && replies.send(reply).await.is_err()
+        {
+            break;
         }
-        _ => std::future::pending().await,
+    }
+    on_eof();
+}
+
+enum Frame {
+    Complete,
+    Oversized,
+    Eof,
+}
+
+/// Reads one line into `frame` (without its `\n`), keeping at most [`MAX_FRAME_BYTES`]; the rest of a
+/// longer line is read and dropped.
+async fn read_frame<R: AsyncBufRead + Unpin>(input: &mut R, frame: &mut Vec<u8>) -> std::io::Result<Frame> {
+    let mut oversized = false;
+    let mut any = false;
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if !any { Frame::Eof } else if oversized { Frame::Oversized } else { Frame::Complete });
+        }
+        any = true;
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !oversized && frame.len() + chunk.len() <= MAX_FRAME_BYTES {
+            frame.extend_from_slice(chunk);
+        } else {
+            oversized = true;
+            frame.clear();
+        }
+        let used = done.unwrap_or(buf.len());
+        input.consume(used);
+        if done.is_some() {
+            return Ok(if oversized { Frame::Oversized } else { Frame::Complete });
+        }
     }
 }
 
-/// Passes reads through and flips the shutdown flag at EOF.
-struct EofSignal<R> {
-    inner: R,
-    on_eof: Option<watch::Sender<bool>>,
+enum Classified {
+    Message(Box<ClientJsonRpcMessage>),
+    Blank,
+    /// The error response to write back.
+    Reply(String),
 }
 
-impl<R: AsyncRead + Unpin> AsyncRead for EofSignal<R> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(poll, Poll::Ready(Ok(())))
-            && buf.filled().len() == before
-            && buf.remaining() > 0
-            && let Some(tx) = self.on_eof.take()
-        {
-            tracing::debug!("stdin closed");
-            let _ = tx.send(true);
+/// Decides what a frame is: an MCP message, nothing (blank or an unanswerable malformed notification or
+/// response), or an error to answer with.
+fn classify(frame: &[u8]) -> Classified {
+    let Ok(text) = std::str::from_utf8(frame) else {
+        return Classified::Reply(error_reply(Value::Null, PARSE_ERROR, "message is not UTF-8: send JSON-RPC 2.0 as UTF-8 JSON, one message per line".into()));
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Classified::Blank;
+    }
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => {
+            return Classified::Reply(error_reply(Value::Null, PARSE_ERROR, format!(
+                "parse error: {e}; send one JSON-RPC 2.0 message per line"
+            )));
         }
-        poll
+    };
+    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        Ok(message) => Classified::Message(Box::new(message)),
+        Err(e) => {
+            let Some(object) = value.as_object() else {
+                return Classified::Reply(error_reply(Value::Null, INVALID_REQUEST, invalid_message(&value, &e)));
+            };
+            if object.contains_key("result") || object.contains_key("error") {
+                tracing::warn!("malformed JSON-RPC response from the client ignored: {e}");
+                return Classified::Blank;
+            }
+            match object.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64()) {
+                Some(id) => Classified::Reply(error_reply(id.clone(), INVALID_REQUEST, invalid_message(&value, &e))),
+                // A notification (JSON-RPC 2.0 §4.1): never answered, even when malformed.
+                None if object.contains_key("method") && !object.contains_key("id") => {
+                    tracing::warn!("malformed notification ignored: {e}");
+                    Classified::Blank
+                }
+                None => Classified::Reply(error_reply(Value::Null, INVALID_REQUEST, invalid_message(&value, &e))),
+            }
+        }
+    }
+}
+
+fn invalid_message(value: &Value, error: &serde_json::Error) -> String {
+    if value.is_array() {
+        "invalid request: JSON-RPC batches are not supported by MCP (since 2025-06-18); send one message per line"
+            .to_string()
+    } else {
+        format!(
+            "invalid request: {error}; a request needs \"jsonrpc\": \"2.0\", an \"id\" (string or integer), a \
+\"method\" and, where the method takes them, \"params\" of the right shape"
+        )
+    }
+}
+
+fn error_reply(id: Value, code: i64, message: String) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(frame: &str) -> Value {
+        match classify(frame.as_bytes()) {
+            Classified::Reply(text) => serde_json::from_str(&text).unwrap(),
+            Classified::Message(m) => panic!("{frame} was accepted as {m:?}"),
+            Classified::Blank => panic!("{frame} got no reply"),
+        }
+    }
+
+    #[test]
+    fn malformed_frames_get_json_rpc_errors() {
+        let r = reply("{not json");
+        assert_eq!((r["error"]["code"].as_i64(), &r["id"]), (Some(PARSE_ERROR), &Value::Null));
+        let r = reply(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":5}"#);
+        assert_eq!((r["error"]["code"].as_i64(), r["id"].as_i64()), (Some(INVALID_REQUEST), Some(7)));
+        let r = reply(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+        assert_eq!(r["error"]["code"].as_i64(), Some(INVALID_REQUEST));
+        assert!(r["error"]["message"].as_str().unwrap().contains("batches"), "{r}");
+        let r = reply("42");
+        assert_eq!(r["error"]["code"].as_i64(), Some(INVALID_REQUEST));
+        let r = reply(r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#);
+        assert_eq!((r["error"]["code"].as_i64(), r["id"].as_str()), (Some(INVALID_REQUEST), Some("a")));
+        assert!(matches!(classify(b"\xff\xfe"), Classified::Reply(_)));
+    }
+
+    #[test]
+    fn well_formed_messages_and_blank_lines_pass() {
+        assert!(matches!(classify(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Classified::Message(_)));
+        assert!(matches!(classify(br#"{"jsonrpc":"2.0","id":2,"method":"no/such/method"}"#), Classified::Message(_)));
+        assert!(matches!(classify(b"   \r"), Classified::Blank));
+    }
+
+    #[tokio::test]
+    async fn an_oversized_line_is_skipped_and_the_next_one_read() {
+        let mut input = vec![b'x'; MAX_FRAME_BYTES + 10];
+        input.extend_from_slice(b"\n{\"a\":1}\n");
+        let mut reader = BufReader::with_capacity(1024, input.as_slice());
+        let mut frame = Vec::new();
+        assert!(matches!(read_frame(&mut reader, &mut frame).await.unwrap(), Frame::Oversized));
+        frame.clear();
+        assert!(matches!(read_frame(&mut reader, &mut frame).await.unwrap(), Frame::Complete));
+        assert_eq!(frame, b"{\"a\":1}");
+        frame.clear();
+        assert!(matches!(read_frame(&mut reader, &mut frame).await.unwrap(), Frame::Eof));
     }
 }

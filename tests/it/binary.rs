@@ -152,3 +152,79 @@ async fn closing_stdin_kills_a_running_test_at_once() {
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
     assert!(status.is_ok(), "the server exits after stdin closes");
 }
+
+/// Sends `frames` (one per line) to a fresh `serve --stdio` and returns the first `n` JSON lines it
+/// writes back, failing after 20 s (a hang).
+fn stdio_replies(frames: &[&[u8]], n: usize) -> Vec<serde_json::Value> {
+    use std::io::{BufRead, Write};
+    let db = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for frame in frames {
+        stdin.write_all(frame).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut replies = Vec::new();
+    while replies.len() < n {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("no reply within 20 s after {replies:?}")
+        });
+        replies.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}")));
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the server exits cleanly at EOF: {status:?}");
+    replies
+}
+
+#[test]
+fn malformed_json_rpc_frames_get_error_responses_and_the_session_goes_on() {
+    let init = br#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let mut huge = b"{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\",\"params\":{\"pad\":\"".to_vec();
+    huge.extend(std::iter::repeat_n(b'x', astra_mcp::transport::stdio::MAX_FRAME_BYTES));
+    huge.extend_from_slice(b"\"}}");
+    let frames: Vec<&[u8]> = vec![
+        init,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        b"{this is not json",
+        br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"oops"}"#,
+        br#"[{"jsonrpc":"2.0","id":6,"method":"ping"}]"#,
+        b"\xff\xfe\xfd",
+        br#"{"jsonrpc":"2.0","id":7,"method":"no/such/method"}"#,
+        &huge,
+        br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}"#,
+        br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#,
+    ];
+    let replies = stdio_replies(&frames, 9);
+    let code = |r: &serde_json::Value| r["error"]["code"].as_i64();
+    // Errors for malformed frames are written as they are read, so replies are not in request order.
+    let by_id = |id: serde_json::Value| replies.iter().find(|r| r["id"] == id).cloned();
+    assert_eq!(by_id(json!("init")).unwrap()["result"]["serverInfo"]["name"], "astra-mcp");
+    let nulls: Vec<&serde_json::Value> = replies.iter().filter(|r| r["id"].is_null()).collect();
+    // not JSON, a batch, not UTF-8, and the oversized frame: four errors without an id
+    assert_eq!(nulls.iter().map(|r| code(r)).collect::<Vec<_>>(), [Some(-32700), Some(-32600), Some(-32700), Some(-32700)]);
+    assert!(nulls[3]["error"]["message"].as_str().unwrap().contains("bytes"), "{:?}", nulls[3]);
+    assert_eq!(code(&by_id(json!(5)).unwrap()), Some(-32600), "bad params of a known method keep their id");
+    assert_eq!(code(&by_id(json!(7)).unwrap()), Some(-32601), "an unknown method");
+    assert_eq!(code(&by_id(json!(8)).unwrap()), Some(-32602), "an unknown tool");
+    assert_eq!(by_id(json!(9)).unwrap()["result"], json!({}), "the session still answers after all that");
+    assert!(by_id(json!(99)).is_none(), "the oversized request was not run");
+}

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{pytest_command, repo, scenario, venv_python};
+use crate::support::{HttpServer, pytest_command, repo, run_client, scenario, venv_python};
 
 #[test]
 fn python_sdk_drives_the_verified_loop_over_stdio() {
@@ -35,4 +35,69 @@ fn python_sdk_drives_the_verified_loop_over_stdio() {
         serde_json::json!(["memory://core/persona", "memory://core/human", "memory://core/project"])
     );
     assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{seen}");
+}
+
+/// `tests/interop/<name>`.
+fn interop(name: &str) -> std::path::PathBuf {
+    repo().join("tests/interop").join(name)
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
+
+#[test]
+fn python_sdk_over_streamable_http_and_legacy_sse() {
+    let db = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(db.path(), &[]);
+    for (transport, url) in [("http", server.url.clone()), ("sse", server.sse_url())] {
+        let seen = run_client(Command::new(venv_python()).arg(interop("http_interop.py")).args([transport, &url]));
+        assert_eq!(seen["server"], "astra-mcp");
+        assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{seen}");
+        assert_eq!(seen["sdk_warnings"], serde_json::json!([]), "{transport}: the SDK had nothing to complain about");
+    }
+}
+
+#[test]
+fn typescript_sdk_over_stdio_streamable_http_and_legacy_sse() {
+    let db = tempfile::tempdir().unwrap();
+    let stdio_db = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(db.path(), &[]);
+    let runs = [
+        vec!["stdio".to_string(), BIN.to_string(), stdio_db.path().display().to_string()],
+        vec!["http".to_string(), server.url.clone()],
+        vec!["sse".to_string(), server.sse_url()],
+    ];
+    for run in runs {
+        let seen = run_client(Command::new("node").arg(interop("ts_client.mjs")).args(&run));
+        assert_eq!(seen["server"], "astra-mcp", "{run:?}");
+        assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{run:?}: {seen}");
+        assert_eq!(seen["resources"].as_array().unwrap().len(), 3, "{run:?}: {seen}");
+    }
+}
+
+#[test]
+fn inspector_cli_strict_over_stdio_streamable_http_and_legacy_sse() {
+    let db = tempfile::tempdir().unwrap();
+    let stdio_db = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(db.path(), &[]);
+    let runs = [
+        vec!["stdio".to_string(), BIN.to_string(), stdio_db.path().display().to_string()],
+        vec!["http".to_string(), server.url.clone()],
+        vec!["sse".to_string(), server.sse_url()],
+    ];
+    for run in runs {
+        let seen = run_client(Command::new(interop("inspector.sh")).args(&run));
+        assert!(seen["strict"].as_str().unwrap().starts_with("0 errors"), "{run:?}: {seen}");
+        let names: Vec<&str> = astra_mcp::tools::specs().iter().map(|s| s.name).collect();
+        assert_eq!(seen["tools"], serde_json::json!(names), "{run:?}");
+    }
+}
+
+#[test]
+fn conformance_suite_generic_server_scenarios_pass_on_streamable_http() {
+    let db = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(db.path(), &[]);
+    let output = Command::new(interop("conformance.sh")).arg(&server.url).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("7 scenarios match the baseline"), "{stdout}");
 }

@@ -112,7 +112,7 @@ pub async fn host(db: &Path, config: FixMemoryConfig) -> ToolHost {
 pub async fn host_with_blocks(db: &Path, config: FixMemoryConfig, blocks: Option<&str>) -> ToolHost {
     let store = LanceStore::open(db.to_str().unwrap()).await.unwrap();
     let blocks = parse_block_specs(blocks).unwrap();
-    ToolHost::new(astra_mcp::config::memories(store, embedder(), config, blocks, 0.95))
+    ToolHost::new(astra_mcp::config::memories(std::sync::Arc::new(store), embedder(), config, blocks, 0.95))
 }
 
 /// `json!({...})` as tool arguments.
@@ -135,4 +135,66 @@ pub fn shell_workspace() -> tempfile::TempDir {
     std::fs::write(dir.path().join("app.txt"), "broken\n").unwrap();
     std::fs::write(dir.path().join("notes.txt"), "notes\n").unwrap();
     dir
+}
+
+/// A running `astra-mcp serve --http 127.0.0.1:0 …` (the binary under test); killed on drop.
+pub struct HttpServer {
+    pub child: std::process::Child,
+    /// The streamable HTTP endpoint, `http://127.0.0.1:PORT/mcp` (the first line the server prints).
+    pub url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl HttpServer {
+    /// Starts the server on a free port over the store at `db`, with `extra` flags.
+    pub fn start(db: &Path, extra: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+            .args(["serve", "--http", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .args(extra)
+            .env("ASTRA_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "first stdout line: {line:?}");
+        Self { child, url }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> &str {
+        self.url.strip_suffix("/mcp").unwrap()
+    }
+
+    /// The legacy SSE endpoint.
+    pub fn sse_url(&self) -> String {
+        format!("{}/sse", self.base())
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+/// Runs an interop client script and returns the JSON object of its last stdout line, failing with its
+/// output when it exits non-zero or reports `ok: false`.
+pub fn run_client(command: &mut std::process::Command) -> Value {
+    let output = command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{command:?} failed\nstdout: {stdout}\nstderr: {stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let seen: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {stdout}"));
+    assert_eq!(seen["ok"], true, "{seen}\nstderr: {stderr}");
+    seen
 }

@@ -200,6 +200,8 @@ fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
 impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
         let batch = to_batch(fix, vector)?;
+        // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
+        let lock = super::TableLock::acquire(self.path(), FIXES_TABLE).await?;
         let result = retry(|| {
             let mut merge = self.fixes.merge_insert(&["id"]);
             merge.when_matched_update_all(None).when_not_matched_insert_all();
@@ -208,6 +210,7 @@ impl FixStore for LanceStore {
         })
         .await
         .map_err(backend)?;
+        drop(lock);
         self.after_write(FIXES_TABLE).await;
         Ok(result.num_inserted_rows > 0)
     }
@@ -237,6 +240,7 @@ impl FixStore for LanceStore {
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
+        let _lock = super::TableLock::acquire(self.path(), FIXES_TABLE).await?;
         let result = retry(|| self.fixes.delete(filter.as_str())).await.map_err(backend)?;
         Ok(result.num_deleted_rows > 0)
     }

@@ -21,6 +21,7 @@ pub mod manage;
 mod rows;
 mod sessions;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,12 +69,13 @@ pub struct LanceStore {
     forgotten: Table,
     /// Searchable tables whose full-text index is known to exist.
     fts_ready: Arc<tokio::sync::Mutex<std::collections::HashSet<(&'static str, &'static str)>>>,
-    /// Writes committed through this handle, for background upkeep every [`UPKEEP_EVERY_WRITES`].
-    writes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Writes committed through this handle per table, for background upkeep every
+    /// [`UPKEEP_EVERY_WRITES`] writes to that table.
+    writes: Arc<std::sync::Mutex<HashMap<&'static str, usize>>>,
 }
 
 /// Background upkeep (compaction, index refresh, pruning; design.md §4) runs on a table after this many
-/// writes through one store handle.
+/// writes to it through one store handle.
 pub const UPKEEP_EVERY_WRITES: usize = 100;
 
 impl LanceStore {
@@ -214,10 +216,17 @@ impl LanceStore {
         if let Err(e) = self.ensure_fts(name).await {
             tracing::warn!(table = name, "full-text index not built yet: {e}");
         }
-        let n = self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let n = {
+            let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+            let n = writes.entry(name).or_default();
+            *n += 1;
+            *n
+        };
         if n.is_multiple_of(UPKEEP_EVERY_WRITES) {
             let store = self.clone();
-            tokio::spawn(async move {
+            let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
+            while tasks.try_join_next().is_some() {}
+            tasks.spawn(async move {
                 if let Err(e) =
                     store.optimize_table(name, Some(chrono::Duration::seconds(manage::PRUNE_OLDER_THAN_SECS))).await
                 {
@@ -357,16 +366,34 @@ fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch
     RecordBatch::try_new(batch.schema(), columns).map_err(backend)
 }
 
-/// An exclusive `flock(2)` on `<db>/<table>.lock`, released when dropped (the descriptor closes). A
-/// no-op for object-store URIs. Held only around one insert-if-absent or read-modify-write.
-pub(super) struct TableLock(
-    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")] Option<std::fs::File>,
-);
+/// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
+/// `<db>/<table>.lock` (other processes), both released when dropped. The flock is a no-op for
+/// object-store URIs. Held only around one insert-if-absent, read-modify-write or fix upsert.
+///
+/// The in-process mutex comes first so that at most one task per table and process waits in `flock`:
+/// each waiter there occupies a thread of Tokio's blocking pool (512 threads), which Lance's own file
+/// I/O needs too. Without it, 512 concurrent inserts filled the pool and the holder of the lock could
+/// never finish its write (a deadlock seen with 600 concurrent archival inserts).
+pub(super) struct TableLock {
+    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")]
+    file: Option<std::fs::File>,
+    #[allow(dead_code, reason = "held: dropping it lets the next task of this process in")]
+    local: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// The in-process half of [`TableLock`], one mutex per lock file.
+fn local_lock(key: String) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+        std::sync::OnceLock::new();
+    let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    locks.entry(key).or_default().clone()
+}
 
 impl TableLock {
     pub(super) async fn acquire(db: &str, table: &str) -> Result<Self, StoreError> {
+        let local = local_lock(format!("{db}\0{table}")).lock_owned().await;
         if db.contains("://") {
-            return Ok(Self(None));
+            return Ok(Self { file: None, local });
         }
         let path = std::path::Path::new(db).join(format!("{table}.lock"));
         let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
@@ -381,8 +408,21 @@ impl TableLock {
         .await
         .map_err(backend)?
         .map_err(|e| StoreError::Backend(format!("locking {table} for a write: {e}")))?;
-        Ok(Self(Some(file)))
+        Ok(Self { file: Some(file), local })
     }
+}
+
+/// Background upkeep tasks of this process, so that exiting can wait for them ([`wait_for_upkeep`]).
+fn upkeep_tasks() -> &'static std::sync::Mutex<tokio::task::JoinSet<()>> {
+    static TASKS: std::sync::OnceLock<std::sync::Mutex<tokio::task::JoinSet<()>>> = std::sync::OnceLock::new();
+    TASKS.get_or_init(Default::default)
+}
+
+/// Waits for the background upkeep started by this process (call before exiting: an aborted compaction
+/// loses nothing, but leaves its work undone and logs an error).
+pub async fn wait_for_upkeep() {
+    let mut tasks = std::mem::take(&mut *upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner()));
+    while tasks.join_next().await.is_some() {}
 }
 
 /// The full-text index settings of every searchable table: Lance's `simple` tokenizer (splits on
@@ -575,4 +615,35 @@ where
 fn is_conflict(e: &lancedb::Error) -> bool {
     let text = e.to_string().to_lowercase();
     text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the
+    /// lock (as Lance's file I/O does): all of them must get through, none may starve the holder.
+    #[test]
+    fn lock_waiters_never_starve_the_holder_of_blocking_threads() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(4)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().to_str().unwrap().to_string();
+        let done = runtime.block_on(async move {
+            let writers = (0..32).map(|_| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    let _lock = TableLock::acquire(&db, "archival").await.unwrap();
+                    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await.unwrap();
+                })
+            });
+            let all = futures::future::join_all(writers);
+            tokio::time::timeout(Duration::from_secs(30), all).await.map(|r| r.len())
+        });
+        assert_eq!(done, Ok(32), "the writers deadlocked");
+    }
 }

@@ -1,0 +1,76 @@
+//! One [`ToolHost`] per identity. Under HTTP with bearer tokens (design.md §6), every token maps to its
+//! own actor (and optional project label); the hosts of all identities share the store and the embedder
+//! but nothing else, so one actor's memories, core blocks and sessions are invisible to another.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{Memories, ToolHost};
+use crate::domain::Scope;
+use crate::memory::BlockSpec;
+
+/// Builds the memory tiers of one identity over the shared store and embedder.
+pub type MemoriesFactory = dyn Fn(Scope) -> Memories + Send + Sync;
+
+/// Lazily created tool hosts, keyed by [`Scope`] (actor and project label).
+pub struct Hosts {
+    default: Scope,
+    blocks: Vec<BlockSpec>,
+    /// `None` for a set of hosts fixed at construction ([`Hosts::single`]).
+    make: Option<Box<MemoriesFactory>>,
+    hosts: Mutex<HashMap<Scope, ToolHost>>,
+}
+
+/// No host serves that identity (a fixed set of hosts was asked for another).
+#[derive(Debug, thiserror::Error)]
+#[error("no memory is configured for actor `{}` and project `{}`", .0.actor_id, .0.project)]
+pub struct UnknownIdentity(pub Scope);
+
+impl Hosts {
+    /// `default` is the identity of requests that carry none (stdio, HTTP without tokens); `blocks` are
+    /// the core memory blocks every identity has.
+    pub fn new(default: Scope, blocks: Vec<BlockSpec>, make: Box<MemoriesFactory>) -> Self {
+        Self { default, blocks, make: Some(make), hosts: Mutex::default() }
+    }
+
+    /// Exactly one host, for its own scope (tests, and servers wired by hand).
+    pub fn single(host: ToolHost) -> Self {
+        let default = host.memories().scope.clone();
+        let blocks = host.memories().core.blocks().to_vec();
+        Self { default: default.clone(), blocks, make: None, hosts: Mutex::new(HashMap::from([(default, host)])) }
+    }
+
+    /// The core memory blocks (names and character limits) of every identity.
+    pub fn block_specs(&self) -> &[BlockSpec] {
+        &self.blocks
+    }
+
+    /// The identity of requests that carry none: the server's `--actor` and project.
+    pub fn default_scope(&self) -> &Scope {
+        &self.default
+    }
+
+    /// The host of `scope`, created on first use (it starts its tool-call recorder on the current Tokio
+    /// runtime).
+    ///
+    /// # Errors
+    /// [`UnknownIdentity`] when the set is fixed and has no host for `scope`.
+    pub fn host(&self, scope: &Scope) -> Result<ToolHost, UnknownIdentity> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(host) = hosts.get(scope) {
+            return Ok(host.clone());
+        }
+        let make = self.make.as_ref().ok_or_else(|| UnknownIdentity(scope.clone()))?;
+        let host = ToolHost::new(make(scope.clone()));
+        hosts.insert(scope.clone(), host.clone());
+        Ok(host)
+    }
+
+    /// Waits until every host's recorded tool calls are written (call before exiting).
+    pub async fn flush(&self) {
+        let hosts: Vec<ToolHost> = self.hosts.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for host in hosts {
+            host.flush().await;
+        }
+    }
+}

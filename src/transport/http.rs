@@ -1,0 +1,512 @@
+//! MCP over HTTP on one axum router (design.md §6):
+//!
+//! - `/mcp`: streamable HTTP (MCP 2025-03-26 and later, SSE streams included), rmcp's
+//!   `StreamableHttpService`. Clients that `initialize` get an `Mcp-Session-Id` session with its own gate
+//!   state; requests of the stateless 2026-07-28 protocol share the gate state of their actor, project
+//!   and workspace (design.md §3).
+//! - `GET /sse` + `POST /message?sessionId=…`: the legacy HTTP+SSE transport (MCP 2024-11-05), built
+//!   here because rmcp 3.11 has no server for it. The SSE stream first sends an `endpoint` event with the
+//!   URI to POST to, then every server message as a `message` event; each POST is answered `202
+//!   Accepted` and its response arrives on the stream.
+//!
+//! Every route passes the same [`Guard`] first: `Host` and `Origin` are checked against DNS rebinding
+//! (403, nothing runs), then the bearer token, when tokens are configured (401). The identity the token
+//! maps to travels in the request's extensions as a [`Scope`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::channel::mpsc;
+use futures::{SinkExt, Stream, StreamExt};
+use rmcp::ServiceExt;
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::McpServer;
+use super::shutdown::{Phase, Shutdown, signal_received};
+use crate::domain::Scope;
+use crate::tools::Hosts;
+
+/// Largest request body, in bytes (rmcp's own default for `/mcp`).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// One bearer token and the identity it maps to (from the config file's `[[tokens]]`).
+#[derive(Clone)]
+pub struct TokenIdentity {
+    /// SHA-256 of the token: the token itself is not kept, and comparing digests takes the same time
+    /// whatever prefix of a guess is right.
+    pub digest: [u8; 32],
+    pub scope: Scope,
+}
+
+impl std::fmt::Debug for TokenIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenIdentity").field("scope", &self.scope).finish_non_exhaustive()
+    }
+}
+
+impl TokenIdentity {
+    pub fn new(token: &str, scope: Scope) -> Self {
+        Self { digest: Sha256::digest(token.as_bytes()).into(), scope }
+    }
+}
+
+/// What `serve --http` was configured with.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    /// Bearer tokens; empty means no authentication (every request acts for the server's `--actor`).
+    pub tokens: Vec<TokenIdentity>,
+    /// `Host` values accepted besides the loopback names and the bound address: `name` (any port) or
+    /// `name:port`.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted besides loopback ones: `scheme://host[:port]`, or `scheme://host:*`.
+    pub allowed_origins: Vec<String>,
+    /// How long calls in flight may run after SIGINT/SIGTERM.
+    pub grace: Duration,
+}
+
+/// Host/Origin validation and authentication, shared by every route.
+#[derive(Debug)]
+pub struct Guard {
+    bound: SocketAddr,
+    default_scope: Scope,
+    tokens: Vec<TokenIdentity>,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+}
+
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+impl Guard {
+    pub fn new(options: &HttpOptions, bound: SocketAddr, default_scope: Scope) -> Self {
+        let lower = |v: &Vec<String>| v.iter().map(|s| s.trim().trim_end_matches('/').to_ascii_lowercase()).collect();
+        Self {
+            bound,
+            default_scope,
+            tokens: options.tokens.clone(),
+            allowed_hosts: lower(&options.allowed_hosts),
+            allowed_origins: lower(&options.allowed_origins),
+        }
+    }
+
+    /// Checks `Host` (required) and `Origin` (when present) against DNS rebinding.
+    ///
+    /// # Errors
+    /// The reason, for a 403 response.
+    pub fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), String> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .ok_or("the request has no Host header")?
+            .to_ascii_lowercase();
+        let (name, port) = split_authority(&host);
+        let bound_ip = (!self.bound.ip().is_unspecified()).then(|| self.bound.ip().to_string());
+        let host_ok = LOOPBACK_NAMES.contains(&name)
+            || bound_ip.as_deref() == Some(name)
+            || self.allowed_hosts.iter().any(|allowed| match split_authority(allowed) {
+                (n, None) => n == name,
+                (n, Some(p)) => n == name && port == Some(p),
+            });
+        if !host_ok {
+            return Err(format!(
+                "Host `{host}` is not allowed (DNS rebinding protection): use http://127.0.0.1:{}/ or add the \
+name to `allowed_hosts` in the config file",
+                self.bound.port()
+            ));
+        }
+        let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
+        let origin = origin.to_str().unwrap_or("").trim_end_matches('/').to_ascii_lowercase();
+        if self.origin_allowed(&origin) {
+            Ok(())
+        } else {
+            Err(format!(
+                "Origin `{origin}` is not allowed (DNS rebinding protection): only loopback origins and those \
+in `allowed_origins` of the config file may call this server"
+            ))
+        }
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let Some((scheme, authority)) = origin.split_once("://") else { return false };
+        if scheme != "http" && scheme != "https" {
+            return false;
+        }
+        let (name, _) = split_authority(authority);
+        if LOOPBACK_NAMES.contains(&name) {
+            return true;
+        }
+        self.allowed_origins.iter().any(|allowed| match allowed.strip_suffix(":*") {
+            // `scheme://host:*`: that scheme and host, any port.
+            Some(prefix) => {
+                origin == prefix
+                    || origin.strip_prefix(prefix).and_then(|rest| rest.strip_prefix(':')).is_some_and(|p| {
+                        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+                    })
+            }
+            None => allowed == origin,
+        })
+    }
+
+    /// The identity of a request: the token's, or the server's default when no tokens are configured.
+    ///
+    /// # Errors
+    /// The reason, for a 401 response.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Scope, &'static str> {
+        if self.tokens.is_empty() {
+            return Ok(self.default_scope.clone());
+        }
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or("this server requires `Authorization: Bearer <token>` with a token from its config file")?;
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.tokens
+            .iter()
+            .find(|t| t.digest == digest)
+            .map(|t| t.scope.clone())
+            .ok_or("the bearer token is not one of this server's tokens")
+    }
+}
+
+/// `name[:port]` with IPv6 brackets removed; the port only when it is all digits.
+fn split_authority(authority: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((name, tail)) => (name, tail.strip_prefix(':')),
+            None => (rest, None),
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => (name, Some(port)),
+        _ => (authority, None),
+    }
+}
+
+/// A POST whose body is not JSON gets a JSON-RPC parse error (`-32700`, HTTP 400) here; rmcp would answer
+/// it with a plain-text 415. A body over [`MAX_BODY_BYTES`] gets 413. Other requests pass unchanged.
+async fn parse_error(request: Request) -> Result<Request, Response> {
+    if request.method() != axum::http::Method::POST {
+        return Ok(request);
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return Err(json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("request body over {MAX_BODY_BYTES} bytes: send smaller JSON-RPC messages"),
+        ));
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!(
+            "parse error: {e}; the body must be one JSON-RPC 2.0 message"
+        )}});
+        return Err((StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string())
+            .into_response());
+    }
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
+}
+
+async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    if let Err(reason) = guard.check_host_and_origin(request.headers()) {
+        tracing::warn!(%reason, "request refused");
+        return json_error(StatusCode::FORBIDDEN, &reason);
+    }
+    let mut request = match parse_error(request).await {
+        Ok(request) => request,
+        Err(response) => return response,
+    };
+    match guard.authenticate(request.headers()) {
+        Ok(scope) => {
+            request.extensions_mut().insert(scope);
+            let delete = request.method() == axum::http::Method::DELETE;
+            let mut response = next.run(request).await;
+            // rmcp answers a session DELETE with 202; clients (the Python SDK) expect 200 or 204.
+            if delete && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+            response
+        }
+        Err(reason) => {
+            let mut response = json_error(StatusCode::UNAUTHORIZED, reason);
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"astra-mcp\""));
+            response
+        }
+    }
+}
+
+/// The open legacy SSE sessions: where each one's POSTed messages go, and whose it is.
+#[derive(Default)]
+struct SseSessions {
+    open: Mutex<HashMap<String, SseSession>>,
+}
+
+struct SseSession {
+    inbound: mpsc::Sender<ClientJsonRpcMessage>,
+    scope: Scope,
+}
+
+#[derive(Clone)]
+struct SseState {
+    hosts: Arc<Hosts>,
+    shutdown: Arc<Shutdown>,
+    sessions: Arc<SseSessions>,
+}
+
+/// Removes its session when the SSE stream is dropped (the client went away or the server stops), which
+/// ends the session's MCP service.
+struct SessionGuard {
+    id: String,
+    sessions: Arc<SseSessions>,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.sessions.open.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
+        tracing::debug!(session = %self.id, "legacy SSE session closed");
+    }
+}
+
+async fn sse_open(
+    State(state): State<SseState>,
+    axum::Extension(scope): axum::Extension<Scope>,
+) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (inbound_tx, inbound_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
+    let (outbound_tx, outbound_rx) = mpsc::channel(64);
+    state
+        .sessions
+        .open
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id.clone(), SseSession { inbound: inbound_tx, scope: scope.clone() });
+    let server = McpServer::connection(state.hosts.clone(), scope).with_shutdown(state.shutdown.clone());
+    let session = id.clone();
+    tokio::spawn(async move {
+        match server.serve((outbound_tx, inbound_rx)).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(e) => tracing::info!(%session, "legacy SSE session ended before initialize completed: {e}"),
+        }
+    });
+    tracing::debug!(session = %id, "legacy SSE session opened");
+    let endpoint = Event::default().event("endpoint").data(format!("/message?sessionId={id}"));
+    let guard = SessionGuard { id, sessions: state.sessions.clone() };
+    let messages = outbound_rx.map(move |message: rmcp::model::ServerJsonRpcMessage| {
+        let _ = &guard; // lives as long as the stream
+        let data = serde_json::to_string(&message).expect("JSON-RPC messages serialize");
+        Ok(Event::default().event("message").data(data))
+    });
+    let shutdown = state.shutdown.clone();
+    let stream = futures::stream::once(async move { Ok(endpoint) })
+        .chain(messages)
+        .take_until(async move { shutdown.reached(Phase::Abandoned).await });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+#[derive(Deserialize)]
+struct MessageQuery {
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+}
+
+async fn sse_message(
+    State(state): State<SseState>,
+    axum::Extension(scope): axum::Extension<Scope>,
+    Query(query): Query<MessageQuery>,
+    body: Bytes,
+) -> Response {
+    let Some(session_id) = query.session_id else {
+        return json_error(StatusCode::BAD_REQUEST, "missing `sessionId`: POST to the URI of the `endpoint` event");
+    };
+    let inbound = {
+        let open = state.sessions.open.lock().unwrap_or_else(|p| p.into_inner());
+        match open.get(&session_id) {
+            None => None,
+            Some(session) if session.scope != scope => {
+                return json_error(StatusCode::FORBIDDEN, "this session was opened with another bearer token");
+            }
+            Some(session) => Some(session.inbound.clone()),
+        }
+    };
+    let Some(mut inbound) = inbound else {
+        return json_error(StatusCode::NOT_FOUND, "unknown or closed session: open a new one with GET /sse");
+    };
+    let message: ClientJsonRpcMessage = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(e) => {
+            let code = if serde_json::from_slice::<serde_json::Value>(&body).is_ok() { -32600 } else { -32700 };
+            let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": format!(
+                "not a JSON-RPC 2.0 MCP message: {e}"
+            )}});
+            return (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string())
+                .into_response();
+        }
+    };
+    match inbound.send(message).await {
+        Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
+        Err(_) => json_error(StatusCode::NOT_FOUND, "the session has ended: open a new one with GET /sse"),
+    }
+}
+
+/// The router of every HTTP route, behind the [`Guard`].
+pub fn router(hosts: Arc<Hosts>, guard: Guard, shutdown: Arc<Shutdown>, stop: CancellationToken) -> Router {
+    let mcp = {
+        let hosts = hosts.clone();
+        let shutdown = shutdown.clone();
+        // Host/Origin are checked by our guard, the same way for every route.
+        let config = StreamableHttpServerConfig::default()
+            .disable_allowed_hosts()
+            .disable_allowed_origins()
+            .with_cancellation_token(stop)
+            .with_max_request_body_bytes(MAX_BODY_BYTES);
+        StreamableHttpService::new(
+            move || Ok(McpServer::streamable_http(hosts.clone()).with_shutdown(shutdown.clone())),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        )
+    };
+    let sse = SseState { hosts, shutdown, sessions: Arc::default() };
+    Router::new()
+        .route_service("/mcp", mcp)
+        .route("/sse", get(sse_open))
+        .route("/message", post(sse_message))
+        .with_state(sse)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(Arc::new(guard), self::guard))
+}
+
+/// Binds `options.addr` and serves until SIGINT/SIGTERM, then drains: calls in flight get up to
+/// `options.grace` to finish, streams close, and the function returns. `on_bound` receives the bound
+/// address (port 0 picks a free port).
+///
+/// # Errors
+/// When the address cannot be bound or the server fails.
+pub async fn serve(
+    hosts: Arc<Hosts>,
+    options: HttpOptions,
+    shutdown: Arc<Shutdown>,
+    on_bound: impl FnOnce(SocketAddr),
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
+    let bound = listener.local_addr()?;
+    let guard = Guard::new(&options, bound, hosts.default_scope().clone());
+    let stop = CancellationToken::new();
+    let app = router(hosts, guard, shutdown.clone(), stop.clone());
+    on_bound(bound);
+    tracing::info!(
+        "serving MCP over HTTP: streamable HTTP at http://{bound}/mcp, legacy SSE at http://{bound}/sse ({})",
+        if options.tokens.is_empty() { "no tokens".to_string() } else { format!("{} tokens", options.tokens.len()) }
+    );
+    let draining = {
+        let shutdown = shutdown.clone();
+        async move {
+            signal_received().await;
+            tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining");
+            let abandoned = shutdown.drain(options.grace).await;
+            if abandoned > 0 {
+                tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
+            }
+            stop.cancel(); // ends rmcp's sessions and streams; legacy SSE streams end at Abandoned
+        }
+    };
+    axum::serve(listener, app).with_graceful_shutdown(draining).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(tokens: Vec<TokenIdentity>, origins: &[&str]) -> Guard {
+        let options = HttpOptions {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            tokens,
+            allowed_hosts: vec!["memory.internal:8080".into()],
+            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+            grace: Duration::from_secs(1),
+        };
+        Guard::new(&options, "127.0.0.1:4000".parse().unwrap(), Scope { actor_id: "local".into(), project: "p".into() })
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn foreign_hosts_and_origins_are_refused() {
+        let g = guard(vec![], &["https://app.example.com", "http://tools.example.com:*"]);
+        let ok = |pairs: &[(&'static str, &str)]| g.check_host_and_origin(&headers(pairs)).is_ok();
+        assert!(ok(&[("host", "127.0.0.1:4000")]));
+        assert!(ok(&[("host", "localhost:4000"), ("origin", "http://localhost:5173")]));
+        assert!(ok(&[("host", "[::1]:4000"), ("origin", "http://[::1]:4000")]));
+        assert!(ok(&[("host", "memory.internal:8080")]));
+        assert!(!ok(&[("host", "memory.internal:9999")]), "allowed_hosts with a port pins the port");
+        assert!(!ok(&[("host", "evil.example:4000")]), "DNS rebinding: a foreign Host");
+        assert!(!ok(&[]), "no Host");
+        assert!(!ok(&[("host", "127.0.0.1:4000"), ("origin", "http://evil.example")]));
+        assert!(!ok(&[("host", "127.0.0.1:4000"), ("origin", "null")]));
+        assert!(!ok(&[("host", "127.0.0.1:4000"), ("origin", "http://localhost.evil.example")]));
+        assert!(ok(&[("host", "127.0.0.1:4000"), ("origin", "https://app.example.com")]));
+        assert!(!ok(&[("host", "127.0.0.1:4000"), ("origin", "http://app.example.com")]), "scheme matters");
+        assert!(ok(&[("host", "127.0.0.1:4000"), ("origin", "http://tools.example.com:3000")]));
+    }
+
+    #[test]
+    fn tokens_map_to_their_actor_and_anything_else_is_refused() {
+        let alice = Scope { actor_id: "alice".into(), project: "web".into() };
+        let g = guard(vec![TokenIdentity::new("alice-token-0123456789", alice.clone())], &[]);
+        let auth = |value: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = value {
+                h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            }
+            g.authenticate(&h)
+        };
+        assert_eq!(auth(Some("Bearer alice-token-0123456789")), Ok(alice));
+        assert!(auth(Some("Bearer alice-token-012345678")).is_err());
+        assert!(auth(Some("Basic YWxpY2U6eA==")).is_err());
+        assert!(auth(None).is_err());
+        let open = guard(vec![], &[]);
+        assert_eq!(open.authenticate(&HeaderMap::new()).unwrap().actor_id, "local", "no tokens: the server's actor");
+    }
+
+    #[test]
+    fn authorities_split_into_name_and_port() {
+        assert_eq!(split_authority("localhost:80"), ("localhost", Some("80")));
+        assert_eq!(split_authority("[::1]:8080"), ("::1", Some("8080")));
+        assert_eq!(split_authority("[::1]"), ("::1", None));
+        assert_eq!(split_authority("example.com"), ("example.com", None));
+    }
+}

@@ -1,0 +1,324 @@
+//! The real binary over HTTP (`serve --http`): DNS-rebinding checks, bearer tokens and actor isolation
+//! (with the official Python SDK as the client), sessions bound to their token, the loopback default,
+//! and graceful shutdown with a call in flight. Requests that must be refused are sent raw (reqwest), so
+//! the test controls every header.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{HttpServer as Server, SHELL_TESTS, repo, venv_python};
+
+const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef";
+
+fn config_with_tokens(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[tokens]]\ntoken = \"{ALICE}\"\nactor_id = \"alice\"\nproject = \"web\"\n\n\
+             [[tokens]]\ntoken = \"{BOB}\"\nactor_id = \"bob\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A POST of one JSON-RPC message to `/mcp`; returns the status, the session id header and the
+/// JSON-RPC messages of the body (plain JSON or SSE `data:` lines).
+async fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, Vec<Value>) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    let response = request.body(body.to_string()).send().await.unwrap();
+    let status = response.status().as_u16();
+    let session = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_string());
+    let text = response.text().await.unwrap();
+    let messages = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    (status, session, messages)
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+}
+
+/// Opens a session (initialize + initialized) with `headers`; returns its id.
+async fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
+    let (status, session, messages) = post(url, headers, None, initialize()).await;
+    assert_eq!(status, 200, "{messages:?}");
+    assert_eq!(messages[0]["result"]["serverInfo"]["name"], "astra-mcp");
+    let session = session.expect("a session id");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = post(url, headers, Some(&session), note).await;
+    assert_eq!(status, 202);
+    session
+}
+
+fn call(id: i64, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+fn search_archival(query: &str) -> Value {
+    json!({"query": query, "tags": null, "top_k": 5, "start": null, "end": null})
+}
+
+#[tokio::test]
+async fn foreign_host_or_origin_gets_403_and_nothing_runs() {
+    let db = tempfile::tempdir().unwrap();
+    let server = Server::start(&db.path().join("db"), &[]);
+    let session = open_session(&server.url, &[]).await;
+    let insert = call(1, "archival_memory_insert", json!({"text": "rebinding attack payload", "tags": []}));
+    for headers in [
+        [("origin", "http://evil.example")],
+        [("origin", "null")],
+        [("host", "evil.example")], // DNS rebinding: the browser sends the attacker's name
+    ] {
+        let (status, _, body) = post(&server.url, &headers, Some(&session), insert.clone()).await;
+        assert_eq!(status, 403, "{headers:?}: {body:?}");
+        assert!(body[0]["error"]["message"].as_str().unwrap().contains("DNS rebinding"), "{body:?}");
+    }
+    let client = reqwest::Client::new();
+    let sse = client.get(format!("{}/sse", server.base())).header("origin", "http://evil.example").send().await;
+    assert_eq!(sse.unwrap().status().as_u16(), 403, "the legacy SSE stream checks Origin too");
+    let message = client
+        .post(format!("{}/message?sessionId=x", server.base()))
+        .header("host", "evil.example")
+        .body(insert.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(message.status().as_u16(), 403, "and so does its POST endpoint");
+    // a loopback origin (a local web app) is fine, and the refused insert never happened
+    let (status, _, body) = post(
+        &server.url,
+        &[("origin", "http://localhost:5173")],
+        Some(&session),
+        call(2, "archival_memory_search", search_archival("rebinding attack payload")),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["result"]["structuredContent"]["results"], json!([]), "{body:?}");
+}
+
+#[tokio::test]
+async fn with_tokens_a_request_needs_one_and_a_session_keeps_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_tokens(dir.path());
+    let server = Server::start(&dir.path().join("db"), &["--config", config.to_str().unwrap()]);
+    for auth in [None, Some("Bearer not-a-configured-token-000"), Some(&*format!("Basic {ALICE}"))] {
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", *a)).collect();
+        let (status, _, body) = post(&server.url, &headers, None, initialize()).await;
+        assert_eq!(status, 401, "{auth:?}: {body:?}");
+    }
+    let raw = reqwest::Client::new().get(format!("{}/sse", server.base())).send().await.unwrap();
+    assert_eq!(raw.status().as_u16(), 401);
+    assert_eq!(raw.headers()["www-authenticate"], "Bearer realm=\"astra-mcp\"");
+
+    let alice = format!("Bearer {ALICE}");
+    let bob = format!("Bearer {BOB}");
+    let session = open_session(&server.url, &[("authorization", &alice)]).await;
+    let insert = call(1, "archival_memory_insert", json!({"text": "alice's own note", "tags": []}));
+    let (status, _, body) = post(&server.url, &[("authorization", &bob)], Some(&session), insert).await;
+    assert_eq!(status, 200);
+    let message = body[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("opened with another bearer token"), "bob cannot use alice's session: {body:?}");
+    let (_, _, body) = post(
+        &server.url,
+        &[("authorization", &alice)],
+        Some(&session),
+        call(2, "archival_memory_search", search_archival("alice's own note")),
+    )
+    .await;
+    assert_eq!(body[0]["result"]["structuredContent"]["results"], json!([]), "bob's attempt stored nothing");
+}
+
+#[test]
+fn python_sdk_sees_each_token_only_its_own_memory_for_every_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("app.txt"), "broken\n").unwrap();
+    let config = config_with_tokens(dir.path());
+    let server = Server::start(
+        &dir.path().join("db"),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--test-command",
+            SHELL_TESTS,
+        ],
+    );
+    let output = Command::new(venv_python())
+        .arg(repo().join("tests/interop/actors_http.py"))
+        .args([&server.url, ALICE, BOB])
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(seen["ok"], true);
+    assert!(seen["other_session_store"].as_str().unwrap().starts_with("confirmed-outcome gate"), "{seen}");
+    assert!(seen["bob_forget_error"].as_str().unwrap().contains("no memory with id"), "{seen}");
+}
+
+#[test]
+fn a_non_loopback_address_needs_allow_remote() {
+    let db = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args(["serve", "--http", "0.0.0.0:0", "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a loopback address") && stderr.contains("--allow-remote"), "{stderr}");
+}
+
+#[test]
+fn a_bad_config_file_is_named_with_what_to_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[[tokens]]\ntoken = \"short\"\nactor_id = \"a\"\n").unwrap();
+    let output = Command::new(BIN)
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--db")
+        .arg(dir.path().join("db"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("shorter than 16 characters") && stderr.contains("config.toml"), "{stderr}");
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_call_in_flight_finish_and_refuses_new_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("app.txt"), "fixed\n").unwrap();
+    let started = dir.path().join("started");
+    let slow_tests = format!("touch {}; sleep 2; {SHELL_TESTS}", started.display());
+    let mut server = Server::start(
+        &dir.path().join("db"),
+        &["--workspace", workspace.to_str().unwrap(), "--test-command", &slow_tests],
+    );
+    let session = open_session(&server.url, &[]).await;
+    let in_flight = tokio::spawn({
+        let (url, session) = (server.url.clone(), session.clone());
+        async move { post(&url, &[], Some(&session), call(1, "run_tests", json!({}))).await }
+    });
+    while !started.exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(server.pid(), libc::SIGTERM) }, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, _, refused) = post(&server.url, &[], Some(&session), call(2, "run_tests", json!({}))).await;
+    assert!(
+        refused[0]["error"]["message"].as_str().unwrap_or_default().contains("shutting down"),
+        "a call made while draining is refused: {refused:?}"
+    );
+    let (status, _, body) = in_flight.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["result"]["structuredContent"]["passed"], true, "the call in flight finished: {body:?}");
+    let exit = tokio::task::spawn_blocking(move || server.child.wait().unwrap()).await.unwrap();
+    assert!(exit.success(), "graceful exit, got {exit:?}");
+}
+
+/// A stateless (2026-07-28, no `initialize`) `tools/call` with the headers and `_meta` that protocol needs.
+async fn stateless_call(url: &str, token: Option<&str>, name: &str, arguments: Value) -> Value {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": meta}});
+    let text = request.body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    let line = text.lines().find_map(|l| l.strip_prefix("data:")).map_or(text.as_str(), str::trim);
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn stateless_requests_share_gate_state_per_actor_and_never_with_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_tokens(dir.path());
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("app.txt"), "broken\n").unwrap();
+    let server = Server::start(
+        &dir.path().join("db"),
+        &["--config", config.to_str().unwrap(), "--workspace", workspace.to_str().unwrap(), "--test-command", SHELL_TESTS],
+    );
+    let store = json!({"fix_description": "x", "error_type": "E", "file_paths": ["app.txt"], "outcome": "o"});
+    let gate = |reply: &Value| reply["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
+    let search = json!({"query": "boom", "error_type": null, "top_k": 1});
+    let found = stateless_call(&server.url, Some(ALICE), "search_codebase_memory", search).await;
+    assert_eq!(gate(&found), "No relevant confirmed fixes found.", "{found}");
+    // alice's later stateless request remembers that search: the memory gate is open, the next one not
+    let stored = stateless_call(&server.url, Some(ALICE), "store_fix_memory", store.clone()).await;
+    assert!(gate(&stored).starts_with("confirmed-outcome gate"), "{stored}");
+    // bob's stateless requests have their own gate state
+    let stored = stateless_call(&server.url, Some(BOB), "store_fix_memory", store.clone()).await;
+    assert!(gate(&stored).starts_with("memory gate"), "{stored}");
+    // and a session of alice's does not inherit the sessionless state
+    let alice = format!("Bearer {ALICE}");
+    let session = open_session(&server.url, &[("authorization", &alice)]).await;
+    let (_, _, body) =
+        post(&server.url, &[("authorization", &alice)], Some(&session), call(1, "store_fix_memory", store)).await;
+    assert!(gate(&body[0]).starts_with("memory gate"), "{body:?}");
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_gets_a_json_rpc_parse_error() {
+    let db = tempfile::tempdir().unwrap();
+    let server = Server::start(db.path(), &[]);
+    let client = reqwest::Client::new();
+    for url in [server.url.clone(), format!("{}/message?sessionId=nope", server.base())] {
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{url}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32700, "{url}: {body}");
+    }
+}
