@@ -1,6 +1,7 @@
-//! Property test: random arguments for every tool (right and wrong field names, every JSON type, odd
+//! Property tests. Random arguments for every tool (right and wrong field names, every JSON type, odd
 //! unicode, huge numbers) must come back as a tool result — `isError` with a message, or a success —
-//! never a panic, a protocol error for a known tool, or a hang.
+//! never a panic, a protocol error for a known tool, or a hang. Random JSON-RPC frames at the real binary
+//! over stdio must each get a response when they carry an id, and never crash or hang the server.
 
 use std::time::Duration;
 
@@ -100,4 +101,144 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
         .unwrap();
     // the corruption leaves many calls valid, so the memory layer itself is driven, not only parsing
     assert!(succeeded.get() >= 10, "only {} calls got past validation", succeeded.get());
+}
+
+/// One frame of the JSON-RPC fuzz: the bytes of a line, and the id a reply must carry when the frame is
+/// request-shaped (an object with an `id`).
+#[derive(Debug, Clone)]
+struct Frame {
+    bytes: Vec<u8>,
+    expects_reply: Option<i64>,
+}
+
+const METHODS: [&str; 13] = [
+    "ping",
+    "initialize",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/subscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/initialized",
+    "no/such/method",
+];
+
+fn frame(index: usize) -> impl Strategy<Value = Frame> {
+    let id = 1_000 + index as i64;
+    let jsonrpc = prop_oneof![Just(Some(Value::from("2.0"))), Just(Some(Value::from("1.0"))), Just(None)];
+    let request = (jsonrpc, prop::sample::select(&METHODS[..]), proptest::option::of(json_value()), any::<bool>())
+        .prop_map(move |(version, method, params, with_tool)| {
+            let mut object = serde_json::Map::new();
+            if let Some(v) = version {
+                object.insert("jsonrpc".into(), v);
+            }
+            object.insert("id".into(), Value::from(id));
+            object.insert("method".into(), Value::from(method));
+            let params = match (method, with_tool, params) {
+                // a real tool name with random arguments, so tool dispatch is reached too
+                ("tools/call", true, p) => serde_json::json!({"name": "archival_memory_search", "arguments": p}),
+                (_, _, Some(p)) => p,
+                (_, _, None) => Value::Null,
+            };
+            if !params.is_null() {
+                object.insert("params".into(), params);
+            }
+            Frame { bytes: Value::Object(object).to_string().into_bytes(), expects_reply: Some(id) }
+        });
+    let notification = (prop::sample::select(&METHODS[..]), json_value()).prop_map(|(method, params)| Frame {
+        bytes: serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string().into_bytes(),
+        expects_reply: None,
+    });
+    let any_json = json_value().prop_map(|v| Frame { bytes: v.to_string().into_bytes(), expects_reply: None });
+    let bytes = prop::collection::vec(any::<u8>(), 0..120).prop_map(|mut b| {
+        b.iter_mut().filter(|c| **c == b'\n').for_each(|c| *c = b' ');
+        Frame { bytes: b, expects_reply: None }
+    });
+    prop_oneof![4 => request, 1 => notification, 2 => any_json, 2 => bytes]
+}
+
+fn frames() -> impl Strategy<Value = Vec<Frame>> {
+    (0..40usize).map(frame).collect::<Vec<_>>()
+}
+
+/// Writes an `initialize` handshake, `frames`, and a final `ping` to a fresh `serve --stdio`; returns
+/// every reply once each expected id and the ping were answered, or an error after 60 s.
+fn drive_stdio(frames: &[Frame]) -> Result<Vec<Value>, String> {
+    use std::io::{BufRead, Write};
+    let db = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+        .args(["serve", "--stdio", "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}"#;
+    let mut input = format!("{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n").into_bytes();
+    for f in frames {
+        input.extend_from_slice(&f.bytes);
+        input.push(b'\n');
+    }
+    input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":\"final\",\"method\":\"ping\"}\n");
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+        stdin // kept open until the replies are in
+    });
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut waiting: std::collections::HashSet<Value> = frames.iter().filter_map(|f| f.expects_reply).map(Value::from).collect();
+    waiting.insert(Value::from("final"));
+    waiting.insert(Value::from("init"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut replies = Vec::new();
+    let outcome = loop {
+        if waiting.is_empty() {
+            break Ok(());
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => match serde_json::from_str::<Value>(&line) {
+                Ok(reply) if reply["jsonrpc"] == "2.0" => {
+                    waiting.remove(&reply["id"]);
+                    replies.push(reply);
+                }
+                _ => break Err(format!("stdout line is not a JSON-RPC 2.0 message: {line}")),
+            },
+            Err(_) => break Err(format!("no reply for ids {waiting:?} within 60 s (a hang, or the process died)")),
+        }
+    };
+    drop(writer.join().unwrap()); // EOF
+    let status = child.wait().unwrap();
+    outcome?;
+    if !status.success() {
+        return Err(format!("the server exited with {status:?} at EOF"));
+    }
+    Ok(replies)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random JSON-RPC frames (request-shaped with odd versions, methods and params; notifications; any
+    /// JSON; raw bytes) at the real binary over stdio: every request gets a response with its id, the
+    /// process neither crashes nor hangs, and stdout carries only JSON-RPC.
+    #[test]
+    fn random_json_rpc_frames_get_responses_never_a_crash_or_a_hang(frames in frames()) {
+        let replies = drive_stdio(&frames).map_err(TestCaseError::fail)?;
+        for reply in &replies {
+            prop_assert!(reply.get("result").is_some() != reply.get("error").is_some(), "{}", reply);
+        }
+    }
 }
