@@ -44,6 +44,22 @@ fn interop(name: &str) -> std::path::PathBuf {
 
 const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
 
+/// A server over HTTP on a fresh store, and a directory for a stdio server's store.
+fn http_server() -> ((tempfile::TempDir, tempfile::TempDir), HttpServer) {
+    let (db, stdio_db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let server = HttpServer::start(db.path(), &[]);
+    ((db, stdio_db), server)
+}
+
+/// The arguments of a client script for each transport: `stdio BINARY DB`, `http URL`, `sse URL`.
+fn transports(server: &HttpServer, stdio_db: &std::path::Path) -> [Vec<String>; 3] {
+    [
+        vec!["stdio".to_string(), BIN.to_string(), stdio_db.display().to_string()],
+        vec!["http".to_string(), server.url.clone()],
+        vec!["sse".to_string(), server.sse_url()],
+    ]
+}
+
 #[test]
 fn python_sdk_over_streamable_http_and_legacy_sse() {
     let db = tempfile::tempdir().unwrap();
@@ -58,15 +74,8 @@ fn python_sdk_over_streamable_http_and_legacy_sse() {
 
 #[test]
 fn typescript_sdk_over_stdio_streamable_http_and_legacy_sse() {
-    let db = tempfile::tempdir().unwrap();
-    let stdio_db = tempfile::tempdir().unwrap();
-    let server = HttpServer::start(db.path(), &[]);
-    let runs = [
-        vec!["stdio".to_string(), BIN.to_string(), stdio_db.path().display().to_string()],
-        vec!["http".to_string(), server.url.clone()],
-        vec!["sse".to_string(), server.sse_url()],
-    ];
-    for run in runs {
+    let ((_db, stdio_db), server) = http_server();
+    for run in transports(&server, stdio_db.path()) {
         let seen = run_client(Command::new("node").arg(interop("ts_client.mjs")).args(&run));
         assert_eq!(seen["server"], "astra-mcp", "{run:?}");
         assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{run:?}: {seen}");
@@ -76,15 +85,8 @@ fn typescript_sdk_over_stdio_streamable_http_and_legacy_sse() {
 
 #[test]
 fn inspector_cli_strict_over_stdio_streamable_http_and_legacy_sse() {
-    let db = tempfile::tempdir().unwrap();
-    let stdio_db = tempfile::tempdir().unwrap();
-    let server = HttpServer::start(db.path(), &[]);
-    let runs = [
-        vec!["stdio".to_string(), BIN.to_string(), stdio_db.path().display().to_string()],
-        vec!["http".to_string(), server.url.clone()],
-        vec!["sse".to_string(), server.sse_url()],
-    ];
-    for run in runs {
+    let ((_db, stdio_db), server) = http_server();
+    for run in transports(&server, stdio_db.path()) {
         let seen = run_client(Command::new(interop("inspector.sh")).args(&run));
         assert!(seen["strict"].as_str().unwrap().starts_with("0 errors"), "{run:?}: {seen}");
         let names: Vec<&str> = astra_mcp::tools::specs().iter().map(|s| s.name).collect();
