@@ -22,6 +22,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the MCP server (stdio, or HTTP with `--http`).
     Serve(ServeArgs),
+    /// Run the OpenAI Responses API tool loop on this server's tools against a workspace (paid requests:
+    /// needs --approve-live-cost and OPENAI_API_KEY).
+    Drive(Box<DriveArgs>),
     /// Operator check of the store: `smoke store`, then (after a restart) `smoke verify --memory-id ID`.
     Smoke {
         #[command(subcommand)]
@@ -306,4 +309,73 @@ pub struct SchemasArgs {
     /// Do not write: exit 1 when a file differs from what the code generates.
     #[arg(long)]
     pub check: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DriveArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Workspace the model works in: the local tools and `run_tests` are confined to it.
+    #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// Shell command that runs the workspace's tests, e.g. `python -m pytest -q`.
+    #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
+    pub test_command: Option<String>,
+    /// Seconds before a test run is killed.
+    #[arg(long, env = ev::ASTRA_TEST_TIMEOUT, default_value_t = 600, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub test_timeout: u64,
+    /// This run's id: its session id, its evidence folder and its ledger key.
+    #[arg(long, value_name = "ID")]
+    pub run_id: String,
+    /// Allow paid requests. Without it nothing is sent.
+    #[arg(long)]
+    pub approve_live_cost: bool,
+    /// The task (default: fix the workspace's failing tests).
+    #[arg(long, conflicts_with = "prompt_file", value_name = "TEXT")]
+    pub prompt: Option<String>,
+    /// Read the task from this file.
+    #[arg(long, value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+    #[arg(long, env = ev::ASTRA_DRIVE_MODEL, default_value = "gpt-6-astra")]
+    pub model: String,
+    /// Responses API base URL with its version prefix; requests go to `{base_url}/responses`.
+    #[arg(long, env = ev::OPENAI_BASE_URL, default_value = "https://api.openai.com/v1", value_name = "URL")]
+    pub base_url: String,
+    /// Most requests in the run.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub max_turns: usize,
+    /// Most tool calls in the run.
+    #[arg(long, default_value_t = 80, value_name = "N")]
+    pub max_tool_calls: usize,
+    /// `max_output_tokens` of each request.
+    #[arg(long, default_value_t = 8192, value_name = "TOKENS")]
+    pub max_output_tokens: u32,
+    /// `reasoning.effort` (e.g. `low`, `medium`, `high`); default: the model's.
+    #[arg(long, value_name = "EFFORT")]
+    pub reasoning_effort: Option<String>,
+    /// `text.verbosity` (`low`, `medium`, `high`); default: the model's.
+    #[arg(long, value_name = "LEVEL")]
+    pub verbosity: Option<String>,
+    /// USD per million input tokens.
+    #[arg(long, default_value_t = 10.0, value_name = "USD")]
+    pub input_usd_per_million: f64,
+    /// USD per million output tokens.
+    #[arg(long, default_value_t = 50.0, value_name = "USD")]
+    pub output_usd_per_million: f64,
+    /// Budget of this run, USD (checked before every request).
+    #[arg(long, default_value_t = 2.0, value_name = "USD")]
+    pub run_budget_usd: f64,
+    /// Budget of the project across runs (summed from the ledger), USD.
+    #[arg(long, default_value_t = 20.0, value_name = "USD")]
+    pub project_budget_usd: f64,
+    /// Cost ledger (JSON Lines). Default: `<data dir>/astra-mcp/ledger.jsonl`.
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+    /// Where each run's `transcript.jsonl` and `events.jsonl` go. Default: `<data dir>/astra-mcp/runs`.
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Seconds before a request to the Responses API is abandoned.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub request_timeout: u64,
 }

@@ -360,3 +360,83 @@ pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `astra-mcp drive`: one Responses API run on this server's tools; prints the final text and the
+/// run's counts.
+pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
+    use astra_mcp::cli::ServeArgs;
+    use astra_mcp::config::ServeSettings;
+    use astra_mcp::drive::{DriveConfig, Pricing};
+    use astra_mcp::env_vars::OPENAI_API_KEY;
+
+    let prompt = match (&args.prompt, &args.prompt_file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(file)) => {
+            std::fs::read_to_string(file).with_context(|| format!("reading --prompt-file {}", file.display()))?
+        }
+        (None, None) => "The tests of this workspace fail. Fix the code (not the tests) so they pass.".to_string(),
+    };
+    anyhow::ensure!(!args.run_id.trim().is_empty(), "--run-id is empty: give the run an id");
+    let serve = ServeArgs {
+        stdio: true,
+        http: None,
+        allow_remote: false,
+        config: None,
+        shutdown_grace: 30,
+        store: args.store.clone(),
+        workspace: Some(args.workspace.clone()),
+        test_command: args.test_command.clone(),
+        test_timeout: args.test_timeout,
+        trust_client_outcomes: false,
+        min_score: 0.10,
+        near_duplicate_cosine: 0.95,
+    };
+    let settings = ServeSettings::resolve(&serve)?;
+    let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;
+    let hosts = settings.open().await?;
+    let host = hosts.host(hosts.default_scope())?;
+    // The key comes from the environment, else from `.env` in the working directory (never a flag).
+    let api_key = std::env::var(OPENAI_API_KEY).ok().filter(|k| !k.is_empty()).or_else(|| {
+        dotenvy::from_path_iter(".env")
+            .ok()?
+            .filter_map(Result::ok)
+            .find_map(|(k, v)| (k == OPENAI_API_KEY).then_some(v))
+    });
+    let data = dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp");
+    let config = DriveConfig {
+        base_url: args.base_url.clone(),
+        api_key,
+        approve_live_cost: args.approve_live_cost,
+        model: args.model.clone(),
+        run_id: args.run_id.trim().to_string(),
+        prompt,
+        max_turns: args.max_turns,
+        max_tool_calls: args.max_tool_calls,
+        max_output_tokens: args.max_output_tokens,
+        reasoning_effort: args.reasoning_effort.clone(),
+        verbosity: args.verbosity.clone(),
+        pricing: Pricing {
+            input_per_million_usd: args.input_usd_per_million,
+            output_per_million_usd: args.output_usd_per_million,
+        },
+        run_budget_usd: args.run_budget_usd,
+        project_budget_usd: args.project_budget_usd,
+        ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
+        runs_dir: args.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
+        timeout_secs: args.request_timeout,
+    };
+    let result = astra_mcp::drive::run(&host, &workspace, &config).await;
+    hosts.flush().await;
+    let report = result?;
+    println!("{}", report.final_text);
+    eprintln!(
+        "astra-mcp drive: {} requests, {} tool calls, {} input + {} output tokens, {:.4} USD; evidence in {}",
+        report.requests,
+        report.tool_calls,
+        report.input_tokens,
+        report.output_tokens,
+        report.cost_usd,
+        config.runs_dir.join(&config.run_id).display()
+    );
+    Ok(())
+}

@@ -39,3 +39,10 @@ pub const ASTRA_ALLOW_REMOTE: &str = "ASTRA_ALLOW_REMOTE";
 pub const ASTRA_CONFIG: &str = "ASTRA_CONFIG";
 /// Seconds calls in flight may run after SIGINT/SIGTERM; equals `--shutdown-grace`.
 pub const ASTRA_SHUTDOWN_GRACE: &str = "ASTRA_SHUTDOWN_GRACE";
+/// The model `drive` asks; equals `drive --model`.
+pub const ASTRA_DRIVE_MODEL: &str = "ASTRA_DRIVE_MODEL";
+/// Responses API base URL (the name the OpenAI SDKs use); equals `drive --base-url`.
+pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+/// The Responses API key (read from the environment or `.env` in the working directory; no flag, so it
+/// never shows in a process list).
+pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";

@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod drive;
 pub mod embed;
 pub mod env_vars;
 pub mod eval;

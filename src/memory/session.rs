@@ -102,6 +102,11 @@ impl SessionState {
         g.confirmed = None;
     }
 
+    /// Voids the confirmed outcome (an edit happened after the passing run; `drive`'s `apply_edit`).
+    pub fn revoke_confirmed(&self) {
+        self.gates().confirmed = None;
+    }
+
     /// Records a passing run of the server's own `run_tests`.
     pub fn record_pass(&self, confirmed: Confirmed) {
         self.gates().confirmed = Some(confirmed);

@@ -1,0 +1,351 @@
+//! `astra-mcp drive`: the OpenAI Responses API tool loop on the server's own tools (design.md §7).
+//!
+//! Each run starts a new response chain (its first request has no `previous_response_id`), then chains
+//! every request to the previous response. Every `function_call` item is dispatched — memory tools and
+//! `run_tests` through the same [`ToolHost`] the MCP server uses, the local coding tools of
+//! [`local_tools`] in the workspace — and its result goes back as a `function_call_output` item with the
+//! same `call_id`. Tool failures are outputs the model reads; only transport, authentication, budget and
+//! limit failures stop the run ([`DriveError`]).
+//!
+//! The seed's order is enforced in the loop too: a final answer (a response without function calls)
+//! before a memory search result was delivered is [`DriveError::MemoryGate`]; stores go through the
+//! server's gates; `apply_edit` voids the confirmed outcome.
+//!
+//! MemGPT's main context: the actor's and project's core memory blocks are rendered into the
+//! `instructions` of every request, so a `core_memory_*` edit takes effect on the next turn.
+
+mod cost;
+mod functions;
+mod local_tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+pub use cost::{Ledger, LedgerEntry, Pricing};
+pub use functions::{function_definition, strict_parameters};
+pub use local_tools::{LocalOutput, local_tools};
+
+use crate::domain::Role;
+use crate::memory::workspace::Workspace;
+use crate::memory::{ImportTarget, NewItem, SessionState};
+use crate::tools::ToolHost;
+use crate::transport::{render_core_memory, server::INSTRUCTIONS};
+
+/// Everything one run needs besides the tool host.
+#[derive(Debug, Clone)]
+pub struct DriveConfig {
+    /// Responses API base URL including the version prefix, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    /// `--approve-live-cost`: without it, no request is sent.
+    pub approve_live_cost: bool,
+    pub model: String,
+    /// The run's id: its session id, its transcript folder, its ledger key.
+    pub run_id: String,
+    pub prompt: String,
+    pub max_turns: usize,
+    pub max_tool_calls: usize,
+    /// `max_output_tokens` of every request.
+    pub max_output_tokens: u32,
+    /// `reasoning.effort`, passed through (`minimal`, `low`, `medium`, `high`, …).
+    pub reasoning_effort: Option<String>,
+    /// `text.verbosity`, passed through (`low`, `medium`, `high`).
+    pub verbosity: Option<String>,
+    pub pricing: Pricing,
+    /// Budget of this run, USD.
+    pub run_budget_usd: f64,
+    /// Budget of the project across runs (summed from the ledger), USD.
+    pub project_budget_usd: f64,
+    pub ledger: PathBuf,
+    /// Where `<run_id>/transcript.jsonl` and `<run_id>/events.jsonl` are written.
+    pub runs_dir: PathBuf,
+    /// Request timeout, seconds.
+    pub timeout_secs: u64,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveReport {
+    pub final_text: String,
+    pub requests: usize,
+    /// Local and memory tool calls dispatched.
+    pub tool_calls: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// The first response's id and every `previous_response_id` sent, for the evidence.
+    pub response_ids: Vec<String>,
+}
+
+/// Why a run stopped before the model's final answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error("no request was sent: pass --approve-live-cost to allow paid requests to {0}")]
+    NotApproved(String),
+    #[error("no request was sent: no API key; set OPENAI_API_KEY (or put it in .env in the working directory)")]
+    NoApiKey,
+    #[error("budget reached: {0}; raise the budget flag or start a new run")]
+    Budget(String),
+    #[error("limit reached: {0}")]
+    Limit(String),
+    #[error(
+        "memory gate: the model finished before any search_codebase_memory result was delivered; the run is \
+not accepted (prompt it to search memory first)"
+    )]
+    MemoryGate,
+    #[error("the Responses API refused the request ({status}): {message}")]
+    Api { status: u16, message: String },
+    #[error("cannot reach the Responses API at {url}: {message}")]
+    Transport { url: String, message: String },
+    #[error("unexpected Responses API answer: {0}")]
+    Protocol(String),
+    #[error("cannot write the run's evidence under {path}: {message}")]
+    Evidence { path: String, message: String },
+}
+
+/// The instructions of every request: the server's instructions, then core memory (re-read each turn).
+async fn instructions(host: &ToolHost) -> String {
+    let blocks = host.memories().core.read_all().await.unwrap_or_default();
+    format!(
+        "{INSTRUCTIONS}\n\nThe workspace tools list_files, read_file and apply_edit work on the project; \
+run_tests runs its tests.\n\n{}",
+        render_core_memory(&blocks)
+    )
+}
+
+/// Every function the model is offered: the registry's tools, then the local coding tools.
+pub fn function_tools() -> Vec<Value> {
+    let mut tools: Vec<Value> = crate::tools::specs().iter().map(functions::from_spec).collect();
+    tools.extend(local_tools().iter().map(|t| function_definition(t.name, t.description, &t.input_schema)));
+    tools
+}
+
+/// Appends JSON lines to the run's evidence files.
+struct Evidence {
+    transcript: std::fs::File,
+    events: std::fs::File,
+}
+
+impl Evidence {
+    fn open(dir: &std::path::Path) -> Result<Self, DriveError> {
+        let fail = |e: std::io::Error| DriveError::Evidence { path: dir.display().to_string(), message: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        let append = |name: &str| std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name));
+        Ok(Self { transcript: append("transcript.jsonl").map_err(fail)?, events: append("events.jsonl").map_err(fail)? })
+    }
+
+    fn write(file: &mut std::fs::File, value: &Value) {
+        use std::io::Write;
+        if let Err(e) = writeln!(file, "{value}") {
+            tracing::warn!("cannot write run evidence: {e}");
+        }
+    }
+
+    fn exchange(&mut self, request: &Value, response: &Value) {
+        Self::write(&mut self.transcript, &json!({"request": request, "response": response}));
+    }
+
+    fn event(&mut self, kind: &str, detail: Value) {
+        Self::write(&mut self.events, &json!({"time": chrono::Utc::now().to_rfc3339(), "event": kind, "detail": detail}));
+    }
+}
+
+/// A `function_call` output item.
+struct FunctionCall {
+    call_id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Runs the loop to the model's final answer.
+///
+/// # Errors
+/// [`DriveError`]: missing approval or key (before any request), budget, limits, the memory gate, and
+/// transport or API failures.
+pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -> Result<DriveReport, DriveError> {
+    let url = format!("{}/responses", config.base_url.trim_end_matches('/'));
+    if !config.approve_live_cost {
+        return Err(DriveError::NotApproved(url));
+    }
+    let api_key = config.api_key.clone().filter(|k| !k.trim().is_empty()).ok_or(DriveError::NoApiKey)?;
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(config.timeout_secs))
+        .build()
+        .map_err(|e| DriveError::Transport { url: url.clone(), message: e.to_string() })?;
+    let ledger = Ledger::new(config.ledger.clone());
+    let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
+    let scope = host.memories().scope.clone();
+    let session = Arc::new(SessionState::new(config.run_id.clone()));
+    let target = ImportTarget {
+        actor_id: scope.actor_id.clone(),
+        project: scope.project.clone(),
+        session_id: config.run_id.clone(),
+        source: "drive".into(),
+    };
+    let tools = function_tools();
+    let mut report = DriveReport {
+        final_text: String::new(),
+        requests: 0,
+        tool_calls: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+        response_ids: Vec::new(),
+    };
+    record_turn(host, &session, &target, Role::User, &config.prompt).await;
+    let mut input = vec![json!({"role": "user", "content": config.prompt})];
+    let mut previous: Option<String> = None;
+    for _turn in 0..config.max_turns {
+        ledger
+            .check(&config.run_id, &scope.project, config.run_budget_usd, config.project_budget_usd)
+            .map_err(DriveError::Budget)?;
+        let mut body = json!({
+            "model": config.model,
+            "instructions": instructions(host).await,
+            "input": input,
+            "tools": tools,
+            "max_output_tokens": config.max_output_tokens,
+        });
+        if let Some(id) = &previous {
+            body["previous_response_id"] = json!(id);
+        }
+        if let Some(effort) = &config.reasoning_effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        if let Some(verbosity) = &config.verbosity {
+            body["text"] = json!({"verbosity": verbosity});
+        }
+        let response = post(&client, &url, &api_key, &body).await?;
+        report.requests += 1;
+        evidence.exchange(&body, &response);
+        let (input_tokens, output_tokens) = usage(&response);
+        let usd = config.pricing.cost(input_tokens, output_tokens);
+        report.input_tokens += input_tokens;
+        report.output_tokens += output_tokens;
+        report.cost_usd += usd;
+        ledger.record(&LedgerEntry::new(&config.run_id, &scope.project, &config.model, input_tokens, output_tokens, usd));
+        let id = response["id"].as_str().ok_or_else(|| DriveError::Protocol("a response without `id`".into()))?;
+        report.response_ids.push(id.to_string());
+        let calls = function_calls(&response)?;
+        if calls.is_empty() {
+            report.final_text = output_text(&response);
+            evidence.event("final", json!({"text": report.final_text}));
+            record_turn(host, &session, &target, Role::Assistant, &report.final_text).await;
+            if !session.has_searched() {
+                return Err(DriveError::MemoryGate);
+            }
+            return Ok(report);
+        }
+        let said = output_text(&response);
+        if !said.is_empty() {
+            record_turn(host, &session, &target, Role::Assistant, &said).await;
+        }
+        input = Vec::new();
+        for call in calls {
+            report.tool_calls += 1;
+            if report.tool_calls > config.max_tool_calls {
+                return Err(DriveError::Limit(format!("more than {} tool calls (--max-tool-calls)", config.max_tool_calls)));
+            }
+            let (text, is_error) = dispatch(host, workspace, &session, &call).await;
+            evidence.event("tool_call", json!({"call_id": call.call_id, "name": call.name, "arguments": call.arguments,
+                "is_error": is_error, "output": text}));
+            input.push(json!({"type": "function_call_output", "call_id": call.call_id, "output": text}));
+        }
+        previous = Some(id.to_string());
+    }
+    Err(DriveError::Limit(format!("no final answer within {} requests (--max-turns)", config.max_turns)))
+}
+
+/// Runs one function call; returns the text for the model and whether it is an error.
+async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState, call: &FunctionCall) -> (String, bool) {
+    let arguments: Value = match serde_json::from_str(&call.arguments) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        Ok(_) | Err(_) => {
+            return (format!("{}: the arguments are not a JSON object; call it again with valid JSON", call.name), true);
+        }
+    };
+    if let Some(output) = local_tools::call(workspace, &call.name, &arguments) {
+        if output.edited {
+            session.revoke_confirmed();
+        }
+        return (output.text, output.is_error);
+    }
+    let Value::Object(arguments) = arguments else { unreachable!("checked above") };
+    match host.call(session, &call.name, arguments).await {
+        Ok(output) => (output.text, output.is_error),
+        Err(unknown) => (unknown.to_string(), true),
+    }
+}
+
+/// Writes one turn of the run into the session store (so `conversation_search` finds it later).
+async fn record_turn(host: &ToolHost, session: &SessionState, target: &ImportTarget, role: Role, text: &str) {
+    let turn = session.next_turn();
+    let item = NewItem {
+        source_key: format!("drive:{turn}"),
+        turn,
+        role,
+        speaker: None,
+        text: text.to_string(),
+        timestamp: Some(chrono::Utc::now()),
+        date_label: None,
+    };
+    if let Err(e) = host.memories().conversation.import(target, &[item]).await {
+        tracing::warn!("cannot record the run's turn in conversation memory: {e}");
+    }
+}
+
+async fn post(client: &reqwest::Client, url: &str, api_key: &str, body: &Value) -> Result<Value, DriveError> {
+    let response = client
+        .post(url)
+        .bearer_auth(api_key)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?;
+    let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if !status.is_success() {
+        let message = value["error"]["message"].as_str().map_or_else(|| text.chars().take(500).collect(), str::to_string);
+        return Err(DriveError::Api { status: status.as_u16(), message });
+    }
+    if value.is_null() {
+        return Err(DriveError::Protocol(format!("the body is not JSON: {}", text.chars().take(200).collect::<String>())));
+    }
+    Ok(value)
+}
+
+/// `usage.input_tokens` and `usage.output_tokens` (0 when absent).
+fn usage(response: &Value) -> (u64, u64) {
+    let get = |k: &str| response["usage"][k].as_u64().unwrap_or(0);
+    (get("input_tokens"), get("output_tokens"))
+}
+
+fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
+    let items = response["output"].as_array().ok_or_else(|| DriveError::Protocol("a response without `output`".into()))?;
+    items
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .map(|item| {
+            let field = |k: &str| {
+                item[k].as_str().map(str::to_string).ok_or_else(|| DriveError::Protocol(format!("a function_call without `{k}`")))
+            };
+            Ok(FunctionCall { call_id: field("call_id")?, name: field("name")?, arguments: field("arguments")? })
+        })
+        .collect()
+}
+
+/// The text of the response's `message` items (`output_text` parts), joined by newlines.
+fn output_text(response: &Value) -> String {
+    let mut parts = Vec::new();
+    for item in response["output"].as_array().into_iter().flatten().filter(|i| i["type"] == "message") {
+        for part in item["content"].as_array().into_iter().flatten().filter(|p| p["type"] == "output_text") {
+            if let Some(text) = part["text"].as_str() {
+                parts.push(text);
+            }
+        }
+    }
+    parts.join("\n")
+}

@@ -1,0 +1,346 @@
+//! `astra-mcp drive` against a local mock of the Responses API (wiremock) that plays the model's moves
+//! in order and records every request; the workspace, its tests and the store are real. The requests
+//! are asserted: a new chain starts without `previous_response_id`, later requests chain, every
+//! `function_call_output` carries its `call_id`, and the tools are the registry's strict schemas.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use astra_mcp::drive::{DriveConfig, DriveError, DriveReport, Ledger, LedgerEntry, Pricing};
+use astra_mcp::memory::workspace::Workspace;
+use astra_mcp::tools::ToolHost;
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::{config, host, pytest_command, scenario};
+
+type Step = Box<dyn Fn(&Value) -> Value + Send + Sync>;
+
+/// The model's moves, one per request, and every request received.
+struct Script {
+    steps: Vec<Step>,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Respond for Script {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).expect("requests are JSON");
+        let mut seen = self.seen.lock().unwrap();
+        let step = seen.len();
+        seen.push(body.clone());
+        match self.steps.get(step) {
+            Some(play) => ResponseTemplate::new(200).set_body_json(play(&body)),
+            None => ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "script exhausted"}})),
+        }
+    }
+}
+
+fn response(step: usize, output: Vec<Value>) -> Value {
+    json!({"id": format!("resp_{step}"), "object": "response", "status": "completed", "output": output,
+        "usage": {"input_tokens": 2000, "output_tokens": 150, "total_tokens": 2150}})
+}
+
+fn call(call_id: &str, name: &str, arguments: Value) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id, "name": name,
+        "arguments": arguments.to_string(), "status": "completed"})
+}
+
+fn message(text: &str) -> Value {
+    json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
+}
+
+/// The `function_call_output` of `call_id` in a request's input.
+fn output_of(request: &Value, call_id: &str) -> String {
+    request["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+        .and_then(|i| i["output"].as_str())
+        .unwrap_or_else(|| panic!("no function_call_output for {call_id} in {request}"))
+        .to_string()
+}
+
+/// A step that answers with `output` (built from the request it answers).
+fn step(index: usize, output: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static) -> Step {
+    Box::new(move |request| response(index, output(request)))
+}
+
+struct Mocked {
+    server: MockServer,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+async fn mock(steps: Vec<Step>) -> Mocked {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(Script { steps, seen: seen.clone() })
+        .mount(&server)
+        .await;
+    Mocked { server, seen }
+}
+
+fn drive_config(mocked: &Mocked, dir: &Path, run_id: &str) -> DriveConfig {
+    DriveConfig {
+        base_url: format!("{}/v1", mocked.server.uri()),
+        api_key: Some("sk-test-key".into()),
+        approve_live_cost: true,
+        model: "gpt-6-astra".into(),
+        run_id: run_id.into(),
+        prompt: "The tests fail. Fix the app.".into(),
+        max_turns: 10,
+        max_tool_calls: 20,
+        max_output_tokens: 2048,
+        reasoning_effort: Some("low".into()),
+        verbosity: None,
+        pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
+        run_budget_usd: 1.0,
+        project_budget_usd: 5.0,
+        ledger: dir.join("ledger.jsonl"),
+        runs_dir: dir.join("runs"),
+        timeout_secs: 30,
+    }
+}
+
+async fn alpha_host(db: &Path, workspace: &Path) -> ToolHost {
+    host(db, config("ann", "alpha", Some(workspace), Some(&pytest_command()))).await
+}
+
+const OLD: &str = r#"[origin for origin in raw.split(",") if origin]"#;
+const NEW: &str = r#"[origin.strip() for origin in raw.split(",") if origin.strip()]"#;
+const FIX: &str = "strip whitespace around each comma-separated origin in ALLOWED_ORIGINS";
+
+/// The scripted alpha session: search, failing run, edit, passing run, store (with the outcome the
+/// server returned, read from the request), final answer.
+fn alpha_steps() -> Vec<Step> {
+    vec![
+        step(1, |_| vec![call("c1", "search_codebase_memory", json!({"query": "second allowed origin rejected", "error_type": null, "top_k": 3}))]),
+        step(2, |_| vec![call("c2", "run_tests", json!({}))]),
+        step(3, |_| vec![call("c3", "read_file", json!({"path": "webapp/settings.py"}))]),
+        step(4, |_| vec![call("c4", "apply_edit", json!({"path": "webapp/settings.py", "old_text": OLD, "new_text": NEW}))]),
+        step(5, |_| vec![call("c5", "run_tests", json!({}))]),
+        step(6, |request| {
+            let report = output_of(request, "c5");
+            let outcome = report
+                .lines()
+                .find_map(|l| l.strip_prefix("confirmed_outcome: "))
+                .unwrap_or_else(|| panic!("the passing run's output names its outcome: {report}"));
+            vec![call("c6", "store_fix_memory", json!({"fix_description": FIX, "error_type": "AssertionError",
+                "file_paths": ["webapp/settings.py"], "outcome": outcome}))]
+        }),
+        step(7, |_| vec![message("Fixed: origins are stripped; tests pass; the fix is stored.")]),
+    ]
+}
+
+/// `search_codebase_memory` in a fresh session; the result text.
+async fn search(host: &ToolHost, query: &str) -> String {
+    let session = astra_mcp::memory::SessionState::random();
+    let args = crate::support::args(json!({"query": query, "error_type": null, "top_k": 3}));
+    host.call(&session, "search_codebase_memory", args).await.unwrap().text
+}
+
+/// `conversation_search`; the result text.
+async fn conversation(host: &ToolHost, query: &str) -> String {
+    let session = astra_mcp::memory::SessionState::random();
+    let args = crate::support::args(json!({"query": query, "roles": null, "top_k": 5, "start": null, "end": null}));
+    host.call(&session, "conversation_search", args).await.unwrap().text
+}
+
+async fn run_alpha(dir: &Path, db: &Path) -> (DriveReport, Vec<Value>, ToolHost) {
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let mocked = mock(alpha_steps()).await;
+    let host = alpha_host(db, &workspace).await;
+    let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir, "alpha-1"))
+        .await
+        .unwrap();
+    let seen = mocked.seen.lock().unwrap().clone();
+    (report, seen, host)
+}
+
+#[tokio::test]
+async fn a_scripted_session_fixes_alpha_for_real_and_every_request_is_well_formed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (report, seen, host) = run_alpha(dir.path(), &db).await;
+    assert_eq!(report.requests, 7);
+    assert_eq!(report.tool_calls, 6);
+    assert_eq!((report.input_tokens, report.output_tokens), (14_000, 1_050));
+    assert!((report.cost_usd - (14_000.0 * 10.0 + 1_050.0 * 50.0) / 1e6).abs() < 1e-9, "{}", report.cost_usd);
+    assert!(report.final_text.starts_with("Fixed:"));
+
+    // the chain: a new one first, then each request chained to the previous response
+    assert!(seen[0].get("previous_response_id").is_none(), "the first request starts a new chain");
+    for (i, request) in seen.iter().enumerate().skip(1) {
+        assert_eq!(request["previous_response_id"], format!("resp_{i}"), "request {i}");
+        let call_id = format!("c{i}");
+        assert_eq!(request["input"].as_array().unwrap().len(), 1, "request {i} sends only the new output");
+        assert_eq!(request["input"][0]["call_id"], call_id.as_str(), "request {i}");
+    }
+    assert_eq!(seen[0]["input"][0], json!({"role": "user", "content": "The tests fail. Fix the app."}));
+    assert_eq!(seen[0]["model"], "gpt-6-astra");
+    assert_eq!(seen[0]["reasoning"], json!({"effort": "low"}));
+    assert_eq!(seen[0]["max_output_tokens"], 2048);
+    // the tools: the registry's, then the local ones, all strict
+    let names: Vec<&str> = seen[0]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut expected: Vec<&str> = astra_mcp::tools::specs().iter().map(|s| s.name).collect();
+    expected.extend(["list_files", "read_file", "apply_edit"]);
+    assert_eq!(names, expected);
+    for tool in seen[0]["tools"].as_array().unwrap() {
+        assert_eq!((tool["type"].as_str(), tool["strict"].as_bool()), (Some("function"), Some(true)), "{tool}");
+        assert_eq!(tool["parameters"]["additionalProperties"], false, "{tool}");
+        assert!(!tool["parameters"].to_string().contains("maxLength"), "{tool}");
+    }
+    assert!(seen[0]["instructions"].as_str().unwrap().contains("<project chars=\"0/2000\">"), "core memory is rendered");
+    // what the tools answered
+    assert!(output_of(&seen[2], "c2").contains("failed"), "the first run fails");
+    assert!(output_of(&seen[3], "c3").contains(OLD), "read_file returns the file");
+    assert_eq!(output_of(&seen[4], "c4"), "edited webapp/settings.py: 1 replacement");
+    let stored = output_of(&seen[6], "c6");
+    assert!(!stored.contains("gate"), "the store passed the gates: {stored}");
+
+    // the fix is in the store, and the run's turns are in conversation memory
+    let found = search(&host, "second allowed origin rejected").await;
+    assert!(found.contains(FIX), "the stored fix is found: {found}");
+    let said = conversation(&host, "origins are stripped tests pass").await;
+    assert!(said.contains("Fixed: origins are stripped"), "the final answer is in conversation memory: {said}");
+    let runs = dir.path().join("runs/alpha-1");
+    let transcript = std::fs::read_to_string(runs.join("transcript.jsonl")).unwrap();
+    assert_eq!(transcript.lines().count(), 7, "one line per request/response pair");
+    let events = std::fs::read_to_string(runs.join("events.jsonl")).unwrap();
+    assert_eq!(events.lines().filter(|l| l.contains("\"tool_call\"")).count(), 6);
+    let ledger = Ledger::new(dir.path().join("ledger.jsonl")).entries();
+    assert_eq!(ledger.len(), 7);
+    assert!(ledger.iter().all(|e| e.run_id == "alpha-1" && e.project == "alpha"));
+}
+
+#[tokio::test]
+async fn a_second_session_on_beta_retrieves_alphas_fix_before_its_first_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    run_alpha(dir.path(), &db).await;
+    let (_guard, workspace) = scenario("scenario_beta");
+    let mocked = mock(vec![
+        step(1, |_| vec![call("b1", "run_tests", json!({}))]),
+        step(2, |_| vec![call("b2", "search_codebase_memory", json!({"query": "configured sink names keep stray whitespace and mixed case", "error_type": null, "top_k": 3}))]),
+        step(3, |_| vec![message("Memory has a matching fix; I would strip and normalise the names.")]),
+    ])
+    .await;
+    let host = host(&db, config("ann", "beta", Some(&workspace), Some(&pytest_command()))).await;
+    let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "beta-1"))
+        .await
+        .unwrap();
+    assert_eq!(report.requests, 3);
+    let seen = mocked.seen.lock().unwrap().clone();
+    assert!(seen[0].get("previous_response_id").is_none(), "beta starts its own chain");
+    let memory = output_of(&seen[2], "b2");
+    assert!(memory.starts_with("Match 1") && memory.contains(FIX), "alpha's fix comes back first: {memory}");
+}
+
+#[tokio::test]
+async fn finishing_before_any_memory_search_is_a_memory_gate_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let mocked = mock(vec![
+        step(1, |_| vec![call("g1", "store_fix_memory", json!({"fix_description": "x", "error_type": "E",
+            "file_paths": ["webapp/settings.py"], "outcome": "made up"}))]),
+        step(2, |_| vec![message("Done.")]),
+    ])
+    .await;
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    let result =
+        astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "g")).await;
+    assert!(matches!(result, Err(DriveError::MemoryGate)), "{result:?}");
+    let seen = mocked.seen.lock().unwrap().clone();
+    let refused = output_of(&seen[1], "g1");
+    assert!(refused.starts_with("memory gate"), "a store before any search goes back refused: {refused}");
+}
+
+#[tokio::test]
+async fn an_edit_after_the_passing_run_and_a_wrong_outcome_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let store = |outcome: &str| {
+        json!({"fix_description": FIX, "error_type": "AssertionError", "file_paths": ["webapp/settings.py"], "outcome": outcome})
+    };
+    let outcome = Arc::new(Mutex::new(String::new()));
+    let (o1, o2) = (outcome.clone(), outcome.clone());
+    let mocked = mock(vec![
+        step(1, |_| vec![call("e1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+        step(2, |_| vec![call("e2", "apply_edit", json!({"path": "webapp/settings.py", "old_text": OLD, "new_text": NEW}))]),
+        step(3, |_| vec![call("e3", "run_tests", json!({}))]),
+        step(4, move |request| {
+            let report = output_of(request, "e3");
+            *o1.lock().unwrap() = report.lines().find_map(|l| l.strip_prefix("confirmed_outcome: ")).unwrap().to_string();
+            vec![call("e4", "store_fix_memory", store("pytest passed, trust me"))]
+        }),
+        step(5, |_| vec![call("e5", "apply_edit", json!({"path": "webapp/settings.py", "old_text": NEW, "new_text": format!("{NEW}  # tidy")}))]),
+        step(6, move |_| vec![call("e6", "store_fix_memory", store(&o2.lock().unwrap()))]),
+        step(7, |_| vec![message("Stopping.")]),
+    ])
+    .await;
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "e"))
+        .await
+        .unwrap();
+    let seen = mocked.seen.lock().unwrap().clone();
+    let wrong = output_of(&seen[4], "e4");
+    assert!(wrong.contains("confirmed-outcome gate"), "an outcome the server did not return: {wrong}");
+    let after_edit = output_of(&seen[6], "e6");
+    assert!(after_edit.contains("gate"), "apply_edit voided the passing run: {after_edit}");
+    assert!(search(&host, "second allowed origin rejected").await.starts_with("No relevant"), "nothing was stored");
+}
+
+#[tokio::test]
+async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let ws = Workspace::open(&workspace).unwrap();
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    let mocked = mock(vec![]).await;
+    let base = drive_config(&mocked, dir.path(), "guard");
+
+    let result = astra_mcp::drive::run(&host, &ws, &DriveConfig { approve_live_cost: false, ..base.clone() }).await;
+    assert!(matches!(&result, Err(DriveError::NotApproved(_))), "{result:?}");
+    assert!(result.unwrap_err().to_string().contains("--approve-live-cost"));
+    let result = astra_mcp::drive::run(&host, &ws, &DriveConfig { api_key: None, ..base.clone() }).await;
+    assert!(matches!(&result, Err(DriveError::NoApiKey)), "{result:?}");
+    assert!(result.unwrap_err().to_string().contains("OPENAI_API_KEY"));
+    // the project has spent its budget in earlier runs
+    Ledger::new(base.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0));
+    let result = astra_mcp::drive::run(&host, &ws, &base).await;
+    assert!(matches!(&result, Err(DriveError::Budget(m)) if m.contains("project `alpha`")), "{result:?}");
+    assert!(mocked.seen.lock().unwrap().is_empty(), "no request reached the API");
+
+    // an API error (here: the script is empty, so the mock answers 500) stops the run with its message
+    let fresh = DriveConfig { ledger: dir.path().join("other-ledger.jsonl"), ..base };
+    let result = astra_mcp::drive::run(&host, &ws, &fresh).await;
+    assert!(matches!(&result, Err(DriveError::Api { status: 500, message }) if message == "script exhausted"), "{result:?}");
+    assert_eq!(mocked.seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn the_command_says_which_of_approval_and_key_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let drive = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+            .args(["drive", "--run-id", "r1", "--db"])
+            .arg(dir.path().join("db"))
+            .arg("--workspace")
+            .arg(&workspace)
+            .args(["--ledger", dir.path().join("l.jsonl").to_str().unwrap()])
+            .args(["--runs-dir", dir.path().join("runs").to_str().unwrap()])
+            .args(extra)
+            .current_dir(dir.path()) // no .env here
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(drive(&[]).contains("pass --approve-live-cost"));
+    assert!(drive(&["--approve-live-cost"]).contains("set OPENAI_API_KEY"));
+}
