@@ -378,4 +378,8 @@ pub struct DriveArgs {
     /// Seconds before a request to the Responses API is abandoned.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub request_timeout: u64,
+    /// Input tokens of a response past which the chain is summarised and a new one started (the
+    /// evicted turns stay searchable with conversation_search).
+    #[arg(long, default_value_t = 120_000, value_name = "TOKENS")]
+    pub context_budget_tokens: u64,
 }

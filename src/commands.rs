@@ -424,6 +424,7 @@ pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
         ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
         runs_dir: args.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
         timeout_secs: args.request_timeout,
+        context_budget_tokens: args.context_budget_tokens,
     };
     let result = astra_mcp::drive::run(&host, &workspace, &config).await;
     hosts.flush().await;

@@ -12,7 +12,11 @@
 //! server's gates; `apply_edit` voids the confirmed outcome.
 //!
 //! MemGPT's main context: the actor's and project's core memory blocks are rendered into the
-//! `instructions` of every request, so a `core_memory_*` edit takes effect on the next turn.
+//! `instructions` of every request, so a `core_memory_*` edit takes effect on the next turn. When a
+//! chain's input passes `context_budget_tokens`, the runner asks the model for a summary (`tool_choice:
+//! "none"`), then starts a new chain seeded with that summary (core memory stays in the instructions);
+//! the evicted turns were written to the session store as they happened, so `conversation_search` finds
+//! them (MemGPT's eviction to recall storage).
 
 mod cost;
 mod functions;
@@ -63,7 +67,14 @@ pub struct DriveConfig {
     pub runs_dir: PathBuf,
     /// Request timeout, seconds.
     pub timeout_secs: u64,
+    /// Input tokens of one response past which the chain is summarised and a new one started.
+    pub context_budget_tokens: u64,
 }
+
+/// What the runner asks for when a chain is full.
+pub const SUMMARY_REQUEST: &str = "The conversation is about to be cut to free context. Summarise the work so far \
+for yourself: the task, what you found (files, errors, memory results), what you changed, the latest test \
+result and confirmed_outcome if any, and what remains. Plain text, at most 300 words; call no tools.";
 
 /// What a finished run reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,8 +86,10 @@ pub struct DriveReport {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
-    /// The first response's id and every `previous_response_id` sent, for the evidence.
+    /// Every response's id, in order.
     pub response_ids: Vec<String>,
+    /// Response chains: 1, plus one per eviction.
+    pub chains: usize,
 }
 
 /// Why a run stopped before the model's final answer.
@@ -193,6 +206,7 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
         output_tokens: 0,
         cost_usd: 0.0,
         response_ids: Vec::new(),
+        chains: 1,
     };
     record_turn(host, &session, &target, Role::User, &config.prompt).await;
     let mut input = vec![json!({"role": "user", "content": config.prompt})];
@@ -249,11 +263,56 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
                 return Err(DriveError::Limit(format!("more than {} tool calls (--max-tool-calls)", config.max_tool_calls)));
             }
             let (text, is_error) = dispatch(host, workspace, &session, &call).await;
+            if local_tools().iter().any(|t| t.name == call.name) {
+                let first = text.lines().next().unwrap_or_default();
+                let shown: String = format!("tool call {}({}): {first}", call.name, call.arguments).chars().take(1_000).collect();
+                record_turn(host, &session, &target, Role::Tool, &shown).await;
+            }
             evidence.event("tool_call", json!({"call_id": call.call_id, "name": call.name, "arguments": call.arguments,
                 "is_error": is_error, "output": text}));
             input.push(json!({"type": "function_call_output", "call_id": call.call_id, "output": text}));
         }
         previous = Some(id.to_string());
+        if input_tokens > config.context_budget_tokens {
+            // Eviction: deliver the outputs with a request for a summary, then start a new chain from it.
+            input.push(json!({"role": "user", "content": SUMMARY_REQUEST}));
+            ledger
+                .check(&config.run_id, &scope.project, config.run_budget_usd, config.project_budget_usd)
+                .map_err(DriveError::Budget)?;
+            let mut body = json!({
+                "model": config.model,
+                "instructions": instructions(host).await,
+                "input": input,
+                "tools": tools,
+                "tool_choice": "none",
+                "max_output_tokens": config.max_output_tokens,
+                "previous_response_id": previous,
+            });
+            if let Some(effort) = &config.reasoning_effort {
+                body["reasoning"] = json!({"effort": effort});
+            }
+            let response = post(&client, &url, &api_key, &body).await?;
+            report.requests += 1;
+            evidence.exchange(&body, &response);
+            let (i, o) = usage(&response);
+            let usd = config.pricing.cost(i, o);
+            (report.input_tokens, report.output_tokens, report.cost_usd) =
+                (report.input_tokens + i, report.output_tokens + o, report.cost_usd + usd);
+            ledger.record(&LedgerEntry::new(&config.run_id, &scope.project, &config.model, i, o, usd));
+            if let Some(id) = response["id"].as_str() {
+                report.response_ids.push(id.to_string());
+            }
+            let summary = output_text(&response);
+            evidence.event("evicted", json!({"input_tokens": input_tokens, "summary": summary}));
+            record_turn(host, &session, &target, Role::Assistant, &format!("Summary of the work so far: {summary}")).await;
+            report.chains += 1;
+            previous = None;
+            input = vec![json!({"role": "user", "content": format!(
+                "{}\n\nSummary of your work on it so far (the earlier turns were evicted from this conversation; \
+conversation_search finds them):\n{summary}\n\nContinue.",
+                config.prompt
+            )})];
+        }
     }
     Err(DriveError::Limit(format!("no final answer within {} requests (--max-turns)", config.max_turns)))
 }

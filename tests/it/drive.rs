@@ -102,6 +102,7 @@ fn drive_config(mocked: &Mocked, dir: &Path, run_id: &str) -> DriveConfig {
         ledger: dir.join("ledger.jsonl"),
         runs_dir: dir.join("runs"),
         timeout_secs: 30,
+        context_budget_tokens: 100_000,
     }
 }
 
@@ -343,4 +344,40 @@ fn the_command_says_which_of_approval_and_key_is_missing() {
     };
     assert!(drive(&[]).contains("pass --approve-live-cost"));
     assert!(drive(&["--approve-live-cost"]).contains("set OPENAI_API_KEY"));
+}
+
+#[tokio::test]
+async fn a_full_chain_is_summarised_and_continued_in_a_new_chain_with_the_old_turns_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let full = |step_no: usize, output: Vec<Value>| {
+        let mut r = response(step_no, output);
+        r["usage"]["input_tokens"] = json!(150_000); // over the 100k budget
+        r
+    };
+    let mocked = mock(vec![
+        step(1, |_| vec![call("s1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+        Box::new(move |_| full(2, vec![call("s2", "read_file", json!({"path": "webapp/settings.py"}))])),
+        step(3, |_| vec![message("Task: fix origins. Read webapp/settings.py: split without strip. Nothing changed yet.")]),
+        step(4, |_| vec![message("Done looking.")]),
+    ])
+    .await;
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    let config = DriveConfig { run_budget_usd: 10.0, ..drive_config(&mocked, dir.path(), "ev") };
+    let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &config).await.unwrap();
+    assert_eq!((report.requests, report.chains), (4, 2));
+    let seen = mocked.seen.lock().unwrap().clone();
+    // the summary request delivers the pending output, asks for a summary, and allows no tool call
+    assert_eq!(seen[2]["previous_response_id"], "resp_2");
+    assert_eq!(seen[2]["tool_choice"], "none");
+    assert_eq!(seen[2]["input"][0]["call_id"], "s2");
+    assert_eq!(seen[2]["input"][1]["content"], astra_mcp::drive::SUMMARY_REQUEST);
+    // the new chain starts without previous_response_id, seeded with the summary
+    assert!(seen[3].get("previous_response_id").is_none(), "{}", seen[3]);
+    let seed = seen[3]["input"][0]["content"].as_str().unwrap();
+    assert!(seed.contains("split without strip") && seed.contains("conversation_search"), "{seed}");
+    assert!(seen[3]["instructions"].as_str().unwrap().contains("Core memory"), "core memory seeds it too");
+    // the evicted turn (the read_file call) is in recall storage
+    let recalled = conversation(&host, "read_file webapp/settings.py").await;
+    assert!(recalled.contains("tool call read_file"), "{recalled}");
 }
