@@ -25,6 +25,9 @@ pub enum Command {
     /// Run the OpenAI Responses API tool loop on this server's tools against a workspace (paid requests:
     /// needs --approve-live-cost and OPENAI_API_KEY).
     Drive(Box<DriveArgs>),
+    /// The cross-session experiment: `drive` fixes scenario_alpha, then scenario_beta in a new session
+    /// must find alpha's fix in memory before its first edit; the untouched acceptance tests decide.
+    SessionDemo(Box<SessionDemoArgs>),
     /// Operator check of the store: `smoke store`, then (after a restart) `smoke verify --memory-id ID`.
     Smoke {
         #[command(subcommand)]
@@ -328,15 +331,22 @@ pub struct DriveArgs {
     /// This run's id: its session id, its evidence folder and its ledger key.
     #[arg(long, value_name = "ID")]
     pub run_id: String,
-    /// Allow paid requests. Without it nothing is sent.
-    #[arg(long)]
-    pub approve_live_cost: bool,
     /// The task (default: fix the workspace's failing tests).
     #[arg(long, conflicts_with = "prompt_file", value_name = "TEXT")]
     pub prompt: Option<String>,
     /// Read the task from this file.
     #[arg(long, value_name = "FILE")]
     pub prompt_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// The Responses API settings of `drive` and `session-demo`: endpoint, limits, prices and budgets.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Allow paid requests. Without it nothing is sent.
+    #[arg(long)]
+    pub approve_live_cost: bool,
     #[arg(long, env = ev::ASTRA_DRIVE_MODEL, default_value = "gpt-6-astra")]
     pub model: String,
     /// Responses API base URL with its version prefix; requests go to `{base_url}/responses`.
@@ -382,4 +392,28 @@ pub struct DriveArgs {
     /// evicted turns stay searchable with conversation_search).
     #[arg(long, default_value_t = 120_000, value_name = "TOKENS")]
     pub context_budget_tokens: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SessionDemoArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The demo projects (`scenario_alpha`, `scenario_beta`), copied fresh for every session.
+    #[arg(long, default_value = "demo_projects", value_name = "DIR")]
+    pub projects: PathBuf,
+    /// Test command of the demo projects.
+    #[arg(long, env = ev::ASTRA_TEST_COMMAND, default_value = "python3 -m pytest -q -p no:cacheprovider", value_name = "CMD")]
+    pub test_command: String,
+    /// Seconds before a test run is killed.
+    #[arg(long, env = ev::ASTRA_TEST_TIMEOUT, default_value_t = 600, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub test_timeout: u64,
+    /// The experiment's id; its sessions are `<ID>-alpha`, `<ID>-beta`, `<ID>-beta-r1`, ….
+    #[arg(long, value_name = "ID")]
+    pub run_id: String,
+    /// Run beta this many more times against alpha's memory alone (what those runs store is removed).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub repeat: usize,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }

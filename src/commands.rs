@@ -361,13 +361,50 @@ pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The key comes from the environment, else from `.env` in the working directory (never a flag).
+fn openai_api_key() -> Option<String> {
+    use astra_mcp::env_vars::OPENAI_API_KEY;
+    std::env::var(OPENAI_API_KEY).ok().filter(|k| !k.is_empty()).or_else(|| {
+        dotenvy::from_path_iter(".env")
+            .ok()?
+            .filter_map(Result::ok)
+            .find_map(|(k, v)| (k == OPENAI_API_KEY).then_some(v))
+    })
+}
+
+/// The drive settings of `args` for run `run_id`.
+fn drive_config(args: &astra_mcp::cli::ModelArgs, run_id: &str, prompt: String) -> astra_mcp::drive::DriveConfig {
+    let data = dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp");
+    astra_mcp::drive::DriveConfig {
+        base_url: args.base_url.clone(),
+        api_key: openai_api_key(),
+        approve_live_cost: args.approve_live_cost,
+        model: args.model.clone(),
+        run_id: run_id.to_string(),
+        prompt,
+        max_turns: args.max_turns,
+        max_tool_calls: args.max_tool_calls,
+        max_output_tokens: args.max_output_tokens,
+        reasoning_effort: args.reasoning_effort.clone(),
+        verbosity: args.verbosity.clone(),
+        pricing: astra_mcp::drive::Pricing {
+            input_per_million_usd: args.input_usd_per_million,
+            output_per_million_usd: args.output_usd_per_million,
+        },
+        run_budget_usd: args.run_budget_usd,
+        project_budget_usd: args.project_budget_usd,
+        ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
+        runs_dir: args.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
+        timeout_secs: args.request_timeout,
+        context_budget_tokens: args.context_budget_tokens,
+    }
+}
+
 /// `astra-mcp drive`: one Responses API run on this server's tools; prints the final text and the
 /// run's counts.
 pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
     use astra_mcp::cli::ServeArgs;
     use astra_mcp::config::ServeSettings;
-    use astra_mcp::drive::{DriveConfig, Pricing};
-    use astra_mcp::env_vars::OPENAI_API_KEY;
 
     let prompt = match (&args.prompt, &args.prompt_file) {
         (Some(text), _) => text.clone(),
@@ -393,51 +430,85 @@ pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
     };
     let settings = ServeSettings::resolve(&serve)?;
     let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;
+    let config = drive_config(&args.model, args.run_id.trim(), prompt);
+    // refuse before opening anything when no request may be sent
+    preflight(&config)?;
     let hosts = settings.open().await?;
     let host = hosts.host(hosts.default_scope())?;
-    // The key comes from the environment, else from `.env` in the working directory (never a flag).
-    let api_key = std::env::var(OPENAI_API_KEY).ok().filter(|k| !k.is_empty()).or_else(|| {
-        dotenvy::from_path_iter(".env")
-            .ok()?
-            .filter_map(Result::ok)
-            .find_map(|(k, v)| (k == OPENAI_API_KEY).then_some(v))
-    });
-    let data = dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp");
-    let config = DriveConfig {
-        base_url: args.base_url.clone(),
-        api_key,
-        approve_live_cost: args.approve_live_cost,
-        model: args.model.clone(),
-        run_id: args.run_id.trim().to_string(),
-        prompt,
-        max_turns: args.max_turns,
-        max_tool_calls: args.max_tool_calls,
-        max_output_tokens: args.max_output_tokens,
-        reasoning_effort: args.reasoning_effort.clone(),
-        verbosity: args.verbosity.clone(),
-        pricing: Pricing {
-            input_per_million_usd: args.input_usd_per_million,
-            output_per_million_usd: args.output_usd_per_million,
-        },
-        run_budget_usd: args.run_budget_usd,
-        project_budget_usd: args.project_budget_usd,
-        ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
-        runs_dir: args.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
-        timeout_secs: args.request_timeout,
-        context_budget_tokens: args.context_budget_tokens,
-    };
     let result = astra_mcp::drive::run(&host, &workspace, &config).await;
     hosts.flush().await;
     let report = result?;
     println!("{}", report.final_text);
     eprintln!(
-        "astra-mcp drive: {} requests, {} tool calls, {} input + {} output tokens, {:.4} USD; evidence in {}",
+        "astra-mcp drive: {} requests in {} chain(s), {} tool calls, {} input + {} output tokens, {:.4} USD; evidence in {}",
         report.requests,
+        report.chains,
         report.tool_calls,
         report.input_tokens,
         report.output_tokens,
         report.cost_usd,
         config.runs_dir.join(&config.run_id).display()
     );
+    Ok(())
+}
+
+/// The approval and the key, checked before anything is opened.
+fn preflight(config: &astra_mcp::drive::DriveConfig) -> anyhow::Result<()> {
+    use astra_mcp::drive::DriveError;
+    if !config.approve_live_cost {
+        return Err(DriveError::NotApproved(format!("{}/responses", config.base_url.trim_end_matches('/'))).into());
+    }
+    if config.api_key.as_deref().is_none_or(|k| k.trim().is_empty()) {
+        return Err(DriveError::NoApiKey.into());
+    }
+    Ok(())
+}
+
+/// `astra-mcp session-demo`: alpha, then beta in a new session (and `--repeat` more betas); prints the
+/// table, and fails when a check does.
+pub async fn session_demo(args: astra_mcp::cli::SessionDemoArgs) -> anyhow::Result<()> {
+    use astra_mcp::drive::demo::{self, DemoSettings};
+
+    anyhow::ensure!(!args.run_id.trim().is_empty(), "--run-id is empty: give the experiment an id");
+    let run_id = args.run_id.trim().to_string();
+    let drive = drive_config(&args.model, &run_id, String::new());
+    preflight(&drive)?;
+    let mut store_args = args.store.clone();
+    if store_args.db.is_none() {
+        // the experiment keeps its own store unless told otherwise
+        store_args.db = Some(drive.runs_dir.join(&run_id).join("db").to_string_lossy().into_owned());
+    }
+    let settings = StoreSettings::resolve(&store_args)?;
+    let store = Arc::new(settings.open_store().await?);
+    let embedder = settings.embedder();
+    embedder.start_loading();
+    let demo = DemoSettings {
+        projects: args.projects.clone(),
+        test_command: args.test_command.clone(),
+        test_timeout: std::time::Duration::from_secs(args.test_timeout),
+        run_id,
+        repeat: args.repeat,
+        actor_id: settings.actor_id.clone(),
+        drive,
+    };
+    let report = demo::run(store, embedder, settings.core_blocks.clone(), &demo).await?;
+    print!("{}", report.table());
+    let mut failed = Vec::new();
+    if report.alpha_fix.is_none() {
+        failed.push("alpha stored no fix".to_string());
+    }
+    for row in &report.rows {
+        if !row.new_chain {
+            failed.push(format!("{}: its first request carried previous_response_id", row.session));
+        }
+        if row.memory_retrieved == Some(false) {
+            failed.push(format!("{}: alpha's fix was not retrieved before the first edit", row.session));
+        }
+        if !row.untouched_tests_passed {
+            failed.push(format!("{}: the untouched acceptance tests fail", row.session));
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "session-demo checks failed: {}", failed.join("; "));
+    eprintln!("astra-mcp session-demo: every check passed (store {})", settings.db);
     Ok(())
 }

@@ -19,6 +19,7 @@
 //! them (MemGPT's eviction to recall storage).
 
 mod cost;
+pub mod demo;
 mod functions;
 mod local_tools;
 
@@ -77,7 +78,7 @@ for yourself: the task, what you found (files, errors, memory results), what you
 result and confirmed_outcome if any, and what remains. Plain text, at most 300 words; call no tools.";
 
 /// What a finished run reports.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct DriveReport {
     pub final_text: String,
     pub requests: usize,
@@ -262,14 +263,14 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
             if report.tool_calls > config.max_tool_calls {
                 return Err(DriveError::Limit(format!("more than {} tool calls (--max-tool-calls)", config.max_tool_calls)));
             }
-            let (text, is_error) = dispatch(host, workspace, &session, &call).await;
+            let (text, is_error, structured) = dispatch(host, workspace, &session, &call).await;
             if local_tools().iter().any(|t| t.name == call.name) {
                 let first = text.lines().next().unwrap_or_default();
                 let shown: String = format!("tool call {}({}): {first}", call.name, call.arguments).chars().take(1_000).collect();
                 record_turn(host, &session, &target, Role::Tool, &shown).await;
             }
             evidence.event("tool_call", json!({"call_id": call.call_id, "name": call.name, "arguments": call.arguments,
-                "is_error": is_error, "output": text}));
+                "is_error": is_error, "output": text, "structured": structured}));
             input.push(json!({"type": "function_call_output", "call_id": call.call_id, "output": text}));
         }
         previous = Some(id.to_string());
@@ -317,24 +318,30 @@ conversation_search finds them):\n{summary}\n\nContinue.",
     Err(DriveError::Limit(format!("no final answer within {} requests (--max-turns)", config.max_turns)))
 }
 
-/// Runs one function call; returns the text for the model and whether it is an error.
-async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState, call: &FunctionCall) -> (String, bool) {
-    let arguments: Value = match serde_json::from_str(&call.arguments) {
-        Ok(Value::Object(map)) => Value::Object(map),
+/// Runs one function call; returns the text for the model, whether it is an error, and the registry
+/// tool's `structuredContent` (for the evidence).
+async fn dispatch(
+    host: &ToolHost,
+    workspace: &Workspace,
+    session: &SessionState,
+    call: &FunctionCall,
+) -> (String, bool, Option<Value>) {
+    let arguments = match serde_json::from_str(&call.arguments) {
+        Ok(Value::Object(map)) => map,
         Ok(_) | Err(_) => {
-            return (format!("{}: the arguments are not a JSON object; call it again with valid JSON", call.name), true);
+            let text = format!("{}: the arguments are not a JSON object; call it again with valid JSON", call.name);
+            return (text, true, None);
         }
     };
-    if let Some(output) = local_tools::call(workspace, &call.name, &arguments) {
+    if let Some(output) = local_tools::call(workspace, &call.name, &Value::Object(arguments.clone())) {
         if output.edited {
             session.revoke_confirmed();
         }
-        return (output.text, output.is_error);
+        return (output.text, output.is_error, None);
     }
-    let Value::Object(arguments) = arguments else { unreachable!("checked above") };
     match host.call(session, &call.name, arguments).await {
-        Ok(output) => (output.text, output.is_error),
-        Err(unknown) => (unknown.to_string(), true),
+        Ok(output) => (output.text, output.is_error, output.structured),
+        Err(unknown) => (unknown.to_string(), true, None),
     }
 }
 

@@ -381,3 +381,69 @@ async fn a_full_chain_is_summarised_and_continued_in_a_new_chain_with_the_old_tu
     let recalled = conversation(&host, "read_file webapp/settings.py").await;
     assert!(recalled.contains("tool call read_file"), "{recalled}");
 }
+
+const BETA_OLD_1: &str = r#"return raw.replace("-", "_")"#;
+const BETA_NEW_1: &str = r#"return raw.strip().lower().replace("-", "_")"#;
+const BETA_OLD_2: &str = r#"for name in raw.split(",") if name]"#;
+const BETA_NEW_2: &str = r#"for name in raw.split(",") if name.strip()]"#;
+
+/// A scripted beta session whose responses are numbered from `first`: search, two edits, a passing
+/// run, a store with the server's outcome, a final answer.
+fn beta_steps(first: usize, tag: &'static str) -> Vec<Step> {
+    let id = move |n: usize| format!("{tag}{n}");
+    vec![
+        step(first, move |_| vec![call(&id(1), "search_codebase_memory", json!({"query": "configured sink names keep stray whitespace and mixed case", "error_type": null, "top_k": 3}))]),
+        step(first + 1, move |_| vec![call(&id(2), "apply_edit", json!({"path": "auditlog/sinks.py", "old_text": BETA_OLD_1, "new_text": BETA_NEW_1}))]),
+        step(first + 2, move |_| vec![call(&id(3), "apply_edit", json!({"path": "auditlog/sinks.py", "old_text": BETA_OLD_2, "new_text": BETA_NEW_2}))]),
+        step(first + 3, move |_| vec![call(&id(4), "run_tests", json!({}))]),
+        step(first + 4, move |request| {
+            let report = output_of(request, &id(4));
+            let outcome = report.lines().find_map(|l| l.strip_prefix("confirmed_outcome: ")).unwrap_or_else(|| panic!("{report}"));
+            vec![call(&id(5), "store_fix_memory", json!({"fix_description": "strip and lower-case sink names before normalising",
+                "error_type": "AssertionError", "file_paths": ["auditlog/sinks.py"], "outcome": outcome}))]
+        }),
+        step(first + 5, |_| vec![message("Fixed with the remembered approach.")]),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut steps = alpha_steps();
+    steps.extend(beta_steps(8, "b"));
+    steps.extend(beta_steps(14, "r"));
+    let mocked = mock(steps).await;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
+    command
+        .args(["session-demo", "--run-id", "demo", "--approve-live-cost", "--repeat", "1"])
+        .arg("--projects")
+        .arg(crate::support::repo().join("demo_projects"))
+        .args(["--test-command", &pytest_command()])
+        .arg("--db")
+        .arg(dir.path().join("db"))
+        .arg("--runs-dir")
+        .arg(dir.path().join("runs"))
+        .arg("--ledger")
+        .arg(dir.path().join("ledger.jsonl"))
+        .args(["--base-url", &format!("{}/v1", mocked.server.uri())])
+        .env("OPENAI_API_KEY", "sk-test-key")
+        .env("ASTRA_LOG", "warn");
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let rows: Vec<&str> = stdout.lines().skip(2).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(rows[0].starts_with("| demo-alpha | - | 7 | 6 | pass |"), "{stdout}");
+    assert!(rows[1].starts_with("| demo-beta | yes | 6 | 5 | pass |"), "{stdout}");
+    assert!(rows[2].starts_with("| demo-beta-r1 | yes | 6 | 5 | pass |"), "{stdout}");
+    let seen = mocked.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 19);
+    for first in [0, 7, 13] {
+        assert!(seen[first].get("previous_response_id").is_none(), "request {first} starts a new chain");
+    }
+    // the repeat saw alpha's fix alone: beta's first fix was removed before it
+    let repeat_search = output_of(&seen[14], "r1");
+    assert!(!repeat_search.contains("strip and lower-case sink names"), "{repeat_search}");
+    assert!(repeat_search.contains(FIX), "{repeat_search}");
+}
