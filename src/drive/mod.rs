@@ -191,7 +191,15 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
     let ledger = Ledger::new(config.ledger.clone());
     let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
     let scope = host.memories().scope.clone();
-    let session = Arc::new(SessionState::new(config.run_id.clone()));
+    // A run id used before continues its session: new turns are numbered after the stored ones.
+    let first_turn = match host.memories().conversation.next_turn(&scope.actor_id, &config.run_id).await {
+        Ok(turn) => turn,
+        Err(e) => {
+            tracing::warn!("cannot read the session's last turn, numbering from 0: {e}");
+            0
+        }
+    };
+    let session = Arc::new(SessionState::starting_at(config.run_id.clone(), first_turn));
     let target = ImportTarget {
         actor_id: scope.actor_id.clone(),
         project: scope.project.clone(),

@@ -127,6 +127,15 @@ impl ConversationMemory {
         Self { store, embedder, fusion }
     }
 
+    /// The turn number after the last stored item of `session_id` (0 for a new session), so a session that
+    /// continues (`drive` with a run id used before) appends instead of colliding with its old turns.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn next_turn(&self, actor_id: &str, session_id: &str) -> Result<i64, MemoryError> {
+        Ok(self.store.last_turn(actor_id, session_id).await?.map_or(0, |t| t + 1))
+    }
+
     /// Stores the items of one session that are not stored yet (ids are derived from the source key, so
     /// a repeated import adds nothing and embeds nothing). Secrets are redacted before anything is
     /// embedded or stored. `items` must be in session order: each is embedded with the one before it.

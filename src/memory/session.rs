@@ -47,6 +47,13 @@ impl SessionState {
         Self { session_id: session_id.into(), gates: Mutex::new(Gates::default()), turns: Default::default() }
     }
 
+    /// A session whose first tool call or turn gets number `turn` (a session continued later).
+    pub fn starting_at(session_id: impl Into<String>, turn: i64) -> Self {
+        let session = Self::new(session_id);
+        session.turns.store(turn, std::sync::atomic::Ordering::Relaxed);
+        session
+    }
+
     /// A session with a fresh random (v4) id.
     pub fn random() -> Self {
         Self::new(uuid::Uuid::new_v4().to_string())

@@ -447,3 +447,22 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
     assert!(!repeat_search.contains("strip and lower-case sink names"), "{repeat_search}");
     assert!(repeat_search.contains(FIX), "{repeat_search}");
 }
+
+#[tokio::test]
+async fn a_run_id_used_again_continues_its_session_instead_of_overwriting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    for answer in ["First visit: the quartz pelican", "Second visit: the cobalt heron"] {
+        let mocked = mock(vec![
+            step(1, |_| vec![call("v1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+            step(2, move |_| vec![message(answer)]),
+        ])
+        .await;
+        astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "same"))
+            .await
+            .unwrap();
+    }
+    assert!(conversation(&host, "quartz pelican").await.contains("First visit"));
+    assert!(conversation(&host, "cobalt heron").await.contains("Second visit"), "the second run's turns are stored too");
+}
