@@ -252,7 +252,7 @@ pub struct ServeArgs {
     pub stdio: bool,
     /// Serve over HTTP on this address instead: streamable HTTP at `/mcp`, legacy HTTP+SSE at `/sse`
     /// (+ `POST /message`). E.g. `127.0.0.1:8765`; port 0 picks a free port. The URL is printed on stdout.
-    #[arg(long, env = ev::ASTRA_HTTP, value_name = "ADDR", conflicts_with = "stdio")]
+    #[arg(long, env = ev::ASTRA_HTTP, value_name = "ADDR", conflicts_with = "stdio", value_parser = parse_http_addr)]
     pub http: Option<std::net::SocketAddr>,
     /// Let `--http` listen on a non-loopback address, where other machines can connect (configure
     /// bearer tokens in the config file).
@@ -416,4 +416,15 @@ pub struct SessionDemoArgs {
     pub repeat: usize,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// `--http`: an IP address and port; `localhost:PORT` means `127.0.0.1:PORT`.
+fn parse_http_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    match text.strip_prefix("localhost:").map(str::parse::<u16>) {
+        Some(Ok(port)) => Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+        _ => Err(format!("`{text}` is not an IP address and port: use e.g. 127.0.0.1:8765 (or localhost:8765)")),
+    }
 }

@@ -176,6 +176,25 @@ impl ConfigFile {
                 t.actor_id
             );
             anyhow::ensure!(seen.insert(t.token.trim()), "token #{n} (actor `{}`) repeats an earlier token", t.actor_id);
+            anyhow::ensure!(
+                !t.token.trim().chars().any(|c| c.is_whitespace() || c.is_control()),
+                "token #{n} (actor `{}`) contains whitespace or control characters, which no client can send in a \
+header",
+                t.actor_id
+            );
+        }
+        for host in &self.allowed_hosts {
+            anyhow::ensure!(
+                !host.is_empty() && !host.chars().any(|c| c == '*' || c == '/' || c.is_whitespace()),
+                "allowed_hosts: `{host}` is not a host name or `name:port` (wildcards are not supported)"
+            );
+        }
+        for origin in &self.allowed_origins {
+            let rest = origin.strip_prefix("https://").or_else(|| origin.strip_prefix("http://"));
+            anyhow::ensure!(
+                rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', ' ']) && !r.starts_with('*')),
+                "allowed_origins: `{origin}` is not `http(s)://host[:port]` (`:*` allows any port; no other wildcard)"
+            );
         }
         Ok(())
     }

@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::McpServer;
-use super::shutdown::{Phase, Shutdown, signal_received};
+use super::shutdown::{Phase, Shutdown, exit_on_second_signal, signal_received};
 use crate::domain::Scope;
 use crate::tools::Hosts;
 
@@ -90,6 +90,8 @@ pub struct Guard {
     tokens: Vec<TokenIdentity>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
+    /// The identity that opened each streamable HTTP session (by `Mcp-Session-Id`).
+    owners: Mutex<HashMap<String, Scope>>,
 }
 
 const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -103,6 +105,7 @@ impl Guard {
             tokens: options.tokens.clone(),
             allowed_hosts: lower(&options.allowed_hosts),
             allowed_origins: lower(&options.allowed_origins),
+            owners: Mutex::default(),
         }
     }
 
@@ -125,11 +128,18 @@ impl Guard {
                 (n, Some(p)) => n == name && port == Some(p),
             });
         if !host_ok {
-            return Err(format!(
-                "Host `{host}` is not allowed (DNS rebinding protection): use http://127.0.0.1:{}/ or add the \
+            return Err(if self.bound.ip().is_loopback() {
+                format!(
+                    "Host `{host}` is not allowed (DNS rebinding protection): use http://127.0.0.1:{}/ or add the \
 name to `allowed_hosts` in the config file",
-                self.bound.port()
-            ));
+                    self.bound.port()
+                )
+            } else {
+                format!(
+                    "Host `{host}` is not allowed (DNS rebinding protection): add `{host}` (or its name without \
+the port) to `allowed_hosts` in the server's config file"
+                )
+            });
         }
         let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
         let origin = origin.to_str().unwrap_or("").trim_end_matches('/').to_ascii_lowercase();
@@ -175,8 +185,9 @@ in `allowed_origins` of the config file may call this server"
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-            .map(str::trim)
+            .and_then(|h| h.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")) // RFC 7235: case-insensitive
+            .map(|(_, token)| token.trim())
             .ok_or("this server requires `Authorization: Bearer <token>` with a token from its config file")?;
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         self.tokens
@@ -214,12 +225,24 @@ async fn parse_error(request: Request) -> Result<Request, Response> {
             &format!("request body over {MAX_BODY_BYTES} bytes: send smaller JSON-RPC messages"),
         ));
     };
-    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!(
-            "parse error: {e}; the body must be one JSON-RPC 2.0 message"
-        )}});
-        return Err((StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string())
-            .into_response());
+    let refuse = |code: i64, id: serde_json::Value, message: String| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    };
+    let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            return Err(refuse(-32700, json!(null), format!("parse error: {e}; the body must be one JSON-RPC 2.0 message")));
+        }
+    };
+    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        let id = value.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64()).cloned().unwrap_or(json!(null));
+        let message = if value.is_array() {
+            "invalid request: JSON-RPC batches are not supported by MCP (since 2025-06-18); send one message".to_string()
+        } else {
+            format!("invalid request: {e}; a message needs \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an \"id\"")
+        };
+        return Err(refuse(-32600, id, message));
     }
     Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
@@ -229,34 +252,84 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
+/// Request headers a browser may send cross-origin, and response headers it may read (CORS).
+const CORS_ALLOW_HEADERS: &str =
+    "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name";
+const CORS_EXPOSE_HEADERS: &str = "mcp-session-id, mcp-protocol-version, www-authenticate";
+
 async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     if let Err(reason) = guard.check_host_and_origin(request.headers()) {
         tracing::warn!(%reason, "request refused");
         return json_error(StatusCode::FORBIDDEN, &reason);
     }
-    let mut request = match parse_error(request).await {
-        Ok(request) => request,
-        Err(response) => return response,
+    // From here on any Origin header is an allowed one: answer CORS for it.
+    let origin = request.headers().get(header::ORIGIN).cloned();
+    let mut response = if request.method() == axum::http::Method::OPTIONS {
+        cors_preflight()
+    } else {
+        authenticated(&guard, request, next).await
     };
-    match guard.authenticate(request.headers()) {
-        Ok(scope) => {
-            request.extensions_mut().insert(scope);
-            let delete = request.method() == axum::http::Method::DELETE;
-            let mut response = next.run(request).await;
-            // rmcp answers a session DELETE with 202; clients (the Python SDK) expect 200 or 204.
-            if delete && response.status() == StatusCode::ACCEPTED {
-                *response.status_mut() = StatusCode::NO_CONTENT;
-            }
-            response
-        }
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(CORS_EXPOSE_HEADERS));
+        headers.insert(header::VARY, HeaderValue::from_static("origin"));
+    }
+    response
+}
+
+fn cors_preflight() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, DELETE"));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(CORS_ALLOW_HEADERS));
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    response
+}
+
+/// Authentication, then the session's owner, then the body's shape, then the route.
+async fn authenticated(guard: &Guard, request: Request, next: Next) -> Response {
+    let scope = match guard.authenticate(request.headers()) {
+        Ok(scope) => scope,
         Err(reason) => {
             let mut response = json_error(StatusCode::UNAUTHORIZED, reason);
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"astra-mcp\""));
-            response
+            return response;
+        }
+    };
+    // A streamable HTTP session belongs to the identity that opened it, for every method (POST, the
+    // GET stream, DELETE).
+    let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(id) = &session
+        && guard.owners.lock().unwrap_or_else(|p| p.into_inner()).get(id).is_some_and(|owner| *owner != scope)
+    {
+        return json_error(StatusCode::FORBIDDEN, "this MCP session was opened with another bearer token");
+    }
+    let mut request = match parse_error(request).await {
+        Ok(request) => request,
+        Err(response) => return response,
+    };
+    request.extensions_mut().insert(scope.clone());
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    let mut owners = guard.owners.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(new) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+        && session.is_none()
+    {
+        owners.insert(new.to_string(), scope);
+    }
+    if delete {
+        if let Some(id) = &session {
+            owners.remove(id);
+        }
+        // rmcp answers a session DELETE with 202; clients (the Python SDK) expect 200 or 204.
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
         }
     }
+    response
 }
 
 /// The open legacy SSE sessions: where each one's POSTed messages go, and whose it is.
@@ -420,16 +493,35 @@ pub async fn serve(
     let guard = Guard::new(&options, bound, hosts.default_scope().clone());
     let stop = CancellationToken::new();
     let app = router(hosts, guard, shutdown.clone(), stop.clone());
-    on_bound(bound);
+    // A wildcard bind is reached under other names: say so, and print a URL that works here.
+    let shown = if bound.ip().is_unspecified() {
+        if options.allowed_hosts.is_empty() {
+            tracing::warn!(
+                "listening on all interfaces: clients on other machines send the name or address they use as \
+`Host`; list those in `allowed_hosts` of the config file, or they get 403"
+            );
+        }
+        let loopback: std::net::IpAddr =
+            if bound.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() };
+        SocketAddr::new(loopback, bound.port())
+    } else {
+        bound
+    };
+    on_bound(shown);
     tracing::info!(
         "serving MCP over HTTP: streamable HTTP at http://{bound}/mcp, legacy SSE at http://{bound}/sse ({})",
-        if options.tokens.is_empty() { "no tokens".to_string() } else { format!("{} tokens", options.tokens.len()) }
+        match options.tokens.len() {
+            0 => "no bearer tokens".to_string(),
+            1 => "1 bearer token".to_string(),
+            n => format!("{n} bearer tokens"),
+        }
     );
     let draining = {
         let shutdown = shutdown.clone();
         async move {
             signal_received().await;
-            tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining");
+            tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining (a second signal exits at once)");
+            tokio::spawn(exit_on_second_signal());
             let abandoned = shutdown.drain(options.grace).await;
             if abandoned > 0 {
                 tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");

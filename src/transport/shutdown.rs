@@ -100,6 +100,14 @@ impl Shutdown {
 /// handed to the transport) is written out.
 pub const FLUSH_PAUSE: Duration = Duration::from_millis(250);
 
+/// Exits the process on the next SIGTERM or SIGINT (the impatient second Ctrl-C). Acknowledged writes
+/// are durable already; calls in flight are cut off.
+pub async fn exit_on_second_signal() {
+    signal_received().await;
+    tracing::warn!("second signal: exiting without waiting for calls in flight");
+    std::process::exit(130);
+}
+
 /// Resolves on the first SIGTERM or SIGINT (never, when the handlers cannot be installed).
 pub async fn signal_received() {
     use tokio::signal::unix::{SignalKind, signal};

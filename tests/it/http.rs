@@ -141,9 +141,29 @@ async fn with_tokens_a_request_needs_one_and_a_session_keeps_its_owner() {
     let session = open_session(&server.url, &[("authorization", &alice)]).await;
     let insert = call(1, "archival_memory_insert", json!({"text": "alice's own note", "tags": []}));
     let (status, _, body) = post(&server.url, &[("authorization", &bob)], Some(&session), insert).await;
-    assert_eq!(status, 200);
+    assert_eq!(status, 403, "{body:?}");
     let message = body[0]["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("opened with another bearer token"), "bob cannot use alice's session: {body:?}");
+    // nor listen on it, nor end it
+    let client = reqwest::Client::new();
+    let listen = client
+        .get(&server.url)
+        .header("authorization", &bob)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listen.status().as_u16(), 403, "bob's GET stream on alice's session");
+    let end = client.delete(&server.url).header("authorization", &bob).header("mcp-session-id", &session).send().await;
+    assert_eq!(end.unwrap().status().as_u16(), 403, "bob's DELETE of alice's session");
+    // the scheme is case-insensitive (RFC 7235), and alice's session is still alive
+    let shouting = format!("BEARER {ALICE}");
+    let (status, _, body) = post(&server.url, &[("authorization", &shouting)], Some(&session), json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})).await;
+    assert_eq!((status, &body[0]["result"]), (200, &json!({})), "{body:?}");
+    // authentication comes before the body is read: garbage without a token is a 401, not a parse error
+    let garbage = client.post(&server.url).header("content-type", "application/json").body("{oops").send().await.unwrap();
+    assert_eq!(garbage.status().as_u16(), 401);
     let (_, _, body) = post(
         &server.url,
         &[("authorization", &alice)],
@@ -204,17 +224,29 @@ fn a_non_loopback_address_needs_allow_remote() {
 fn a_bad_config_file_is_named_with_what_to_fix() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, "[[tokens]]\ntoken = \"short\"\nactor_id = \"a\"\n").unwrap();
-    let output = Command::new(BIN)
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--db")
-        .arg(dir.path().join("db"))
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("shorter than 16 characters") && stderr.contains("config.toml"), "{stderr}");
+    let cases = [
+        ("[[tokens]]\ntoken = \"short\"\nactor_id = \"a\"\n", "shorter than 16 characters"),
+        ("[[tokens]]\ntoken = \"0123456789abcdef\\n0123\"\nactor_id = \"a\"\n", "whitespace or control"),
+        ("allowed_hosts = [\"*\"]\n", "wildcards are not supported"),
+        ("allowed_origins = [\"app.example.com\"]\n", "is not `http(s)://host[:port]`"),
+        ("tokens = []\nmystery = 1\n", "unknown field `mystery`"),
+    ];
+    for (text, expected) in cases {
+        std::fs::write(&config, text).unwrap();
+        let output = Command::new(BIN)
+            .args(["serve", "--http", "localhost:0", "--config"])
+            .arg(&config)
+            .arg("--db")
+            .arg(dir.path().join("db"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected) && stderr.contains("config.toml"), "{text}: {stderr}");
+    }
+    let output = Command::new(BIN).args(["serve", "--http", "my-laptop:8765"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("use e.g. 127.0.0.1:8765"));
 }
 
 #[tokio::test]
@@ -321,4 +353,45 @@ async fn a_body_that_is_not_json_gets_a_json_rpc_parse_error() {
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], -32700, "{url}: {body}");
     }
+    // JSON that is not one MCP message: a batch, or a request without "jsonrpc": "2.0"
+    for (body, id) in [(json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]), json!(null)), (json!({"id": 4, "method": "ping"}), json!(4))] {
+        let (status, _, reply) = post(&server.url, &[], None, body).await;
+        assert_eq!(status, 400);
+        assert_eq!((&reply[0]["error"]["code"], &reply[0]["id"]), (&json!(-32600), &id), "{reply:?}");
+    }
+}
+
+#[tokio::test]
+async fn browsers_at_allowed_origins_get_cors_answers_and_others_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "allowed_origins = [\"https://app.example.com\"]\n").unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--config", config.to_str().unwrap()]);
+    let client = reqwest::Client::new();
+    let preflight = |origin: &'static str| {
+        client
+            .request(reqwest::Method::OPTIONS, &server.url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type, mcp-session-id")
+            .send()
+    };
+    let ok = preflight("https://app.example.com").await.unwrap();
+    assert_eq!(ok.status().as_u16(), 204);
+    assert_eq!(ok.headers()["access-control-allow-origin"], "https://app.example.com");
+    assert!(ok.headers()["access-control-allow-headers"].to_str().unwrap().contains("mcp-session-id"));
+    assert_eq!(preflight("https://evil.example").await.unwrap().status().as_u16(), 403);
+    let (status, _, _) = post(&server.url, &[("origin", "https://app.example.com")], None, initialize()).await;
+    assert_eq!(status, 200);
+    let response = client
+        .post(&server.url)
+        .header("origin", "https://app.example.com")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["access-control-allow-origin"], "https://app.example.com");
+    assert!(response.headers()["access-control-expose-headers"].to_str().unwrap().contains("mcp-session-id"));
 }
