@@ -466,3 +466,44 @@ async fn a_run_id_used_again_continues_its_session_instead_of_overwriting_it() {
     assert!(conversation(&host, "quartz pelican").await.contains("First visit"));
     assert!(conversation(&host, "cobalt heron").await.contains("Second visit"), "the second run's turns are stored too");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .and(wiremock::matchers::header("authorization", "Bearer sk-from-dotenv"))
+        .respond_with(Script {
+            steps: vec![
+                step(1, |_| vec![call("k1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+                step(2, |_| vec![message("Nothing to fix from here.")]),
+            ],
+            seen: seen.clone(),
+        })
+        .mount(&server)
+        .await;
+    std::fs::write(dir.path().join(".env"), "# local secrets\nOPENAI_API_KEY=sk-from-dotenv\n").unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
+    command
+        .args(["drive", "--run-id", "dotenv", "--approve-live-cost", "--db"])
+        .arg(dir.path().join("db"))
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["--ledger", dir.path().join("l.jsonl").to_str().unwrap()])
+        .args(["--runs-dir", dir.path().join("runs").to_str().unwrap()])
+        .args(["--base-url", &format!("{}/v1", server.uri())])
+        .current_dir(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env("ASTRA_LOG", "warn");
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "Nothing to fix from here.");
+    assert!(stderr.contains("2 requests in 1 chain(s), 1 tool calls"), "{stderr}");
+    assert_eq!(seen.lock().unwrap().len(), 2, "both requests carried the key from .env");
+    let transcript = std::fs::read_to_string(dir.path().join("runs/dotenv/transcript.jsonl")).unwrap();
+    assert!(!transcript.contains("sk-from-dotenv"), "the key never reaches the evidence");
+}
