@@ -188,9 +188,17 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
         .timeout(std::time::Duration::from_secs(config.timeout_secs))
         .build()
         .map_err(|e| DriveError::Transport { url: url.clone(), message: e.to_string() })?;
-    let ledger = Ledger::new(config.ledger.clone());
-    let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
     let scope = host.memories().scope.clone();
+    let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
+    let requests = Requests {
+        client,
+        url,
+        api_key,
+        config,
+        ledger: Ledger::new(config.ledger.clone()),
+        project: scope.project.clone(),
+        tools: function_tools(),
+    };
     // A run id used before continues its session: new turns are numbered after the stored ones.
     let first_turn = match host.memories().conversation.next_turn(&scope.actor_id, &config.run_id).await {
         Ok(turn) => turn,
@@ -206,7 +214,6 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
         session_id: config.run_id.clone(),
         source: "drive".into(),
     };
-    let tools = function_tools();
     let mut report = DriveReport {
         final_text: String::new(),
         requests: 0,
@@ -221,36 +228,9 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
     let mut input = vec![json!({"role": "user", "content": config.prompt})];
     let mut previous: Option<String> = None;
     for _turn in 0..config.max_turns {
-        ledger
-            .check(&config.run_id, &scope.project, config.run_budget_usd, config.project_budget_usd)
-            .map_err(DriveError::Budget)?;
-        let mut body = json!({
-            "model": config.model,
-            "instructions": instructions(host).await,
-            "input": input,
-            "tools": tools,
-            "max_output_tokens": config.max_output_tokens,
-        });
-        if let Some(id) = &previous {
-            body["previous_response_id"] = json!(id);
-        }
-        if let Some(effort) = &config.reasoning_effort {
-            body["reasoning"] = json!({"effort": effort});
-        }
-        if let Some(verbosity) = &config.verbosity {
-            body["text"] = json!({"verbosity": verbosity});
-        }
-        let response = post(&client, &url, &api_key, &body).await?;
-        report.requests += 1;
-        evidence.exchange(&body, &response);
-        let (input_tokens, output_tokens) = usage(&response);
-        let usd = config.pricing.cost(input_tokens, output_tokens);
-        report.input_tokens += input_tokens;
-        report.output_tokens += output_tokens;
-        report.cost_usd += usd;
-        ledger.record(&LedgerEntry::new(&config.run_id, &scope.project, &config.model, input_tokens, output_tokens, usd));
-        let id = response["id"].as_str().ok_or_else(|| DriveError::Protocol("a response without `id`".into()))?;
-        report.response_ids.push(id.to_string());
+        let (response, input_tokens) =
+            requests.send(host, &input, previous.as_deref(), false, &mut report, &mut evidence).await?;
+        let id = report.response_ids.last().cloned().unwrap_or_default();
         let calls = function_calls(&response)?;
         if calls.is_empty() {
             report.final_text = output_text(&response);
@@ -281,36 +261,11 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
                 "is_error": is_error, "output": text, "structured": structured}));
             input.push(json!({"type": "function_call_output", "call_id": call.call_id, "output": text}));
         }
-        previous = Some(id.to_string());
+        previous = Some(id);
         if input_tokens > config.context_budget_tokens {
             // Eviction: deliver the outputs with a request for a summary, then start a new chain from it.
             input.push(json!({"role": "user", "content": SUMMARY_REQUEST}));
-            ledger
-                .check(&config.run_id, &scope.project, config.run_budget_usd, config.project_budget_usd)
-                .map_err(DriveError::Budget)?;
-            let mut body = json!({
-                "model": config.model,
-                "instructions": instructions(host).await,
-                "input": input,
-                "tools": tools,
-                "tool_choice": "none",
-                "max_output_tokens": config.max_output_tokens,
-                "previous_response_id": previous,
-            });
-            if let Some(effort) = &config.reasoning_effort {
-                body["reasoning"] = json!({"effort": effort});
-            }
-            let response = post(&client, &url, &api_key, &body).await?;
-            report.requests += 1;
-            evidence.exchange(&body, &response);
-            let (i, o) = usage(&response);
-            let usd = config.pricing.cost(i, o);
-            (report.input_tokens, report.output_tokens, report.cost_usd) =
-                (report.input_tokens + i, report.output_tokens + o, report.cost_usd + usd);
-            ledger.record(&LedgerEntry::new(&config.run_id, &scope.project, &config.model, i, o, usd));
-            if let Some(id) = response["id"].as_str() {
-                report.response_ids.push(id.to_string());
-            }
+            let (response, _) = requests.send(host, &input, previous.as_deref(), true, &mut report, &mut evidence).await?;
             let summary = output_text(&response);
             evidence.event("evicted", json!({"input_tokens": input_tokens, "summary": summary}));
             record_turn(host, &session, &target, Role::Assistant, &format!("Summary of the work so far: {summary}")).await;
@@ -324,6 +279,68 @@ conversation_search finds them):\n{summary}\n\nContinue.",
         }
     }
     Err(DriveError::Limit(format!("no final answer within {} requests (--max-turns)", config.max_turns)))
+}
+
+/// Sends the run's requests: the budget is checked first; the exchange, its tokens, cost and response id
+/// then go to the report, the ledger and the evidence.
+struct Requests<'a> {
+    client: reqwest::Client,
+    url: String,
+    api_key: String,
+    config: &'a DriveConfig,
+    ledger: Ledger,
+    project: String,
+    tools: Vec<Value>,
+}
+
+impl Requests<'_> {
+    /// One request continuing `previous` (a new chain when `None`); `summary` forbids tool calls.
+    /// Returns the response and its input tokens.
+    async fn send(
+        &self,
+        host: &ToolHost,
+        input: &[Value],
+        previous: Option<&str>,
+        summary: bool,
+        report: &mut DriveReport,
+        evidence: &mut Evidence,
+    ) -> Result<(Value, u64), DriveError> {
+        let config = self.config;
+        self.ledger
+            .check(&config.run_id, &self.project, config.run_budget_usd, config.project_budget_usd)
+            .map_err(DriveError::Budget)?;
+        let mut body = json!({
+            "model": config.model,
+            "instructions": instructions(host).await,
+            "input": input,
+            "tools": self.tools,
+            "max_output_tokens": config.max_output_tokens,
+        });
+        if let Some(id) = previous {
+            body["previous_response_id"] = json!(id);
+        }
+        if summary {
+            body["tool_choice"] = json!("none");
+        }
+        if let Some(effort) = &config.reasoning_effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        if let Some(verbosity) = &config.verbosity {
+            body["text"] = json!({"verbosity": verbosity});
+        }
+        let response = post(&self.client, &self.url, &self.api_key, &body).await?;
+        report.requests += 1;
+        evidence.exchange(&body, &response);
+        let (input_tokens, output_tokens) = usage(&response);
+        let usd = config.pricing.cost(input_tokens, output_tokens);
+        report.input_tokens += input_tokens;
+        report.output_tokens += output_tokens;
+        report.cost_usd += usd;
+        self.ledger.record(&LedgerEntry::new(&config.run_id, &self.project, &config.model, input_tokens, output_tokens, usd));
+        let id = response["id"].as_str().ok_or_else(|| DriveError::Protocol("a response without `id`".into()))?;
+        report.response_ids.push(id.to_string());
+        Ok((response, input_tokens))
+    }
 }
 
 /// Runs one function call; returns the text for the model, whether it is an error, and the registry
