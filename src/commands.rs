@@ -473,6 +473,15 @@ pub async fn session_demo(args: astra_mcp::cli::SessionDemoArgs) -> anyhow::Resu
     let run_id = args.run_id.trim().to_string();
     let drive = drive_config(&args.model, &run_id, String::new());
     preflight(&drive)?;
+    // The checks read the evidence of this experiment's runs: an id used before would mix in old ones.
+    let used = [run_id.clone(), format!("{run_id}-alpha"), format!("{run_id}-beta")]
+        .into_iter()
+        .any(|name| drive.runs_dir.join(name).exists());
+    anyhow::ensure!(
+        !used,
+        "--run-id `{run_id}` was used before (evidence under {}): give this experiment a new id",
+        drive.runs_dir.display()
+    );
     let mut store_args = args.store.clone();
     if store_args.db.is_none() {
         // the experiment keeps its own store unless told otherwise

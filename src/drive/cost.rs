@@ -58,31 +58,53 @@ impl Ledger {
         Self { path }
     }
 
-    /// Every entry (unreadable lines are skipped with a warning).
-    pub fn entries(&self) -> Vec<LedgerEntry> {
-        let Ok(file) = std::fs::File::open(&self.path) else { return Vec::new() };
-        std::io::BufReader::new(file)
-            .lines()
-            .map_while(Result::ok)
-            .filter(|l| !l.trim().is_empty())
-            .filter_map(|l| {
-                serde_json::from_str(&l)
-                    .map_err(|e| tracing::warn!(path = %self.path.display(), "ledger line skipped: {e}"))
-                    .ok()
-            })
-            .collect()
+    /// Every entry (none when the file does not exist yet).
+    ///
+    /// # Errors
+    /// An unreadable file or a line that is not an entry: the guard cannot count what was spent, so it
+    /// refuses rather than guess.
+    pub fn entries(&self) -> Result<Vec<LedgerEntry>, String> {
+        let file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("cannot read the cost ledger {}: {e}", self.path.display())),
+        };
+        let mut entries = Vec::new();
+        for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|e| format!("cannot read the cost ledger {}: {e}", self.path.display()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let entry: LedgerEntry = serde_json::from_str(&line).map_err(|e| {
+                format!(
+                    "line {} of the cost ledger {} is not a ledger entry ({e}): fix or move the file; nothing is sent \
+until the spending can be counted",
+                    n + 1,
+                    self.path.display()
+                )
+            })?;
+            if !entry.usd.is_finite() || entry.usd < 0.0 {
+                return Err(format!("line {} of the cost ledger {} has an invalid cost", n + 1, self.path.display()));
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
     }
 
     /// USD spent by `run_id` and by `project`.
-    pub fn spent(&self, run_id: &str, project: &str) -> (f64, f64) {
-        self.entries().iter().fold((0.0, 0.0), |(run, proj), e| {
+    ///
+    /// # Errors
+    /// As [`Self::entries`].
+    pub fn spent(&self, run_id: &str, project: &str) -> Result<(f64, f64), String> {
+        Ok(self.entries()?.iter().fold((0.0, 0.0), |(run, proj), e| {
             (run + if e.run_id == run_id { e.usd } else { 0.0 }, proj + if e.project == project { e.usd } else { 0.0 })
-        })
+        }))
     }
 
-    /// `Err` with the reason when the run or the project has spent its budget.
+    /// `Err` with the reason when the run or the project has spent its budget, or the ledger cannot be
+    /// read.
     pub fn check(&self, run_id: &str, project: &str, run_budget: f64, project_budget: f64) -> Result<(), String> {
-        let (run, proj) = self.spent(run_id, project);
+        let (run, proj) = self.spent(run_id, project)?;
         if run >= run_budget {
             return Err(format!("run `{run_id}` spent {run:.4} USD of its {run_budget:.4} USD (--run-budget-usd)"));
         }
@@ -95,18 +117,27 @@ impl Ledger {
         Ok(())
     }
 
-    /// Appends `entry` (a failure is logged: the request has been paid for either way).
-    pub fn record(&self, entry: &LedgerEntry) {
+    /// Appends `entry` on a line of its own (after a newline when the file's last line lacks one).
+    ///
+    /// # Errors
+    /// The file cannot be written: the runner then stops, since it could no longer count.
+    pub fn record(&self, entry: &LedgerEntry) -> Result<(), String> {
+        use std::io::{Read, Seek, SeekFrom};
         let write = || -> std::io::Result<()> {
-            if let Some(dir) = self.path.parent() {
+            if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
             }
-            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-            writeln!(file, "{}", serde_json::to_string(entry).expect("ledger entries serialize"))
+            let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.path)?;
+            let len = file.metadata()?.len();
+            let mut last = [b'\n'];
+            if len > 0 {
+                file.seek(SeekFrom::Start(len - 1))?;
+                file.read_exact(&mut last)?;
+            }
+            let separator = if last[0] == b'\n' { "" } else { "\n" };
+            writeln!(file, "{separator}{}", serde_json::to_string(entry).expect("ledger entries serialize"))
         };
-        if let Err(e) = write() {
-            tracing::error!(path = %self.path.display(), "cannot write the cost ledger: {e}");
-        }
+        write().map_err(|e| format!("cannot write the cost ledger {}: {e}", self.path.display()))
     }
 }
 
@@ -125,11 +156,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::new(dir.path().join("ledger.jsonl"));
         assert!(ledger.check("r1", "p", 0.05, 0.10).is_ok());
-        ledger.record(&LedgerEntry::new("r1", "p", "m", 1000, 1000, 0.06));
+        ledger.record(&LedgerEntry::new("r1", "p", "m", 1000, 1000, 0.06)).unwrap();
         assert!(ledger.check("r1", "p", 0.05, 0.10).unwrap_err().contains("run `r1` spent 0.0600"));
         assert!(ledger.check("r2", "p", 0.05, 0.10).is_ok(), "another run of the project still has budget");
-        ledger.record(&LedgerEntry::new("r2", "p", "m", 1000, 1000, 0.05));
+        ledger.record(&LedgerEntry::new("r2", "p", "m", 1000, 1000, 0.05)).unwrap();
         assert!(ledger.check("r3", "p", 0.05, 0.10).unwrap_err().contains("project `p` spent 0.1100"));
         assert!(ledger.check("r3", "q", 0.05, 0.10).is_ok());
+    }
+
+    #[test]
+    fn a_ledger_that_cannot_be_read_or_written_stops_the_runner() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        // a truncated last line: the guard refuses to guess, and a new entry does not glue onto it
+        std::fs::write(&path, "{\"time\":\"t\",\"run_id\":\"old\",\"pro").unwrap();
+        let ledger = Ledger::new(path.clone());
+        assert!(ledger.check("r", "p", 1.0, 1.0).unwrap_err().contains("line 1 of the cost ledger"));
+        ledger.record(&LedgerEntry::new("r", "p", "m", 1, 1, 0.5)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.lines().nth(1).unwrap().starts_with("{\"time\""), "{text}");
+        assert!(Ledger::new(dir.path().to_path_buf()).record(&LedgerEntry::new("r", "p", "m", 1, 1, 0.5)).is_err());
     }
 }

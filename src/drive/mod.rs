@@ -109,6 +109,9 @@ pub enum DriveError {
 not accepted (prompt it to search memory first)"
     )]
     MemoryGate,
+    /// `--run-id` names a session of another actor.
+    #[error("{0}")]
+    Permission(String),
     #[error("the Responses API refused the request ({status}): {message}")]
     Api { status: u16, message: String },
     #[error("cannot reach the Responses API at {url}: {message}")]
@@ -117,6 +120,41 @@ not accepted (prompt it to search memory first)"
     Protocol(String),
     #[error("cannot write the run's evidence under {path}: {message}")]
     Evidence { path: String, message: String },
+    #[error("the response did not complete ({0}); nothing more is sent")]
+    Incomplete(String),
+    #[error("invalid settings: {0}")]
+    Settings(String),
+}
+
+/// Checks what the flags cannot: a run id usable as a folder name, finite non-negative money.
+///
+/// # Errors
+/// [`DriveError::Settings`] naming the setting.
+pub fn validate(config: &DriveConfig) -> Result<(), DriveError> {
+    let id = &config.run_id;
+    let ok_id = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !ok_id {
+        return Err(DriveError::Settings(format!(
+            "--run-id `{id}`: use letters, digits, `.`, `_`, `-` (at most 128, not starting with `.`)"
+        )));
+    }
+    for (name, value) in [
+        ("--input-usd-per-million", config.pricing.input_per_million_usd),
+        ("--output-usd-per-million", config.pricing.output_per_million_usd),
+        ("--run-budget-usd", config.run_budget_usd),
+        ("--project-budget-usd", config.project_budget_usd),
+    ] {
+        if !value.is_finite() || value < 0.0 {
+            return Err(DriveError::Settings(format!("{name} must be a finite amount of USD, 0 or more; got {value}")));
+        }
+    }
+    if config.max_output_tokens == 0 {
+        return Err(DriveError::Settings("--max-output-tokens must be at least 1".into()));
+    }
+    Ok(())
 }
 
 /// The instructions of every request: the server's instructions, then core memory (re-read each turn).
@@ -143,16 +181,21 @@ struct Evidence {
 }
 
 impl Evidence {
+    /// Opens the run's files for appending, readable by the owner only (they quote tool outputs).
     fn open(dir: &std::path::Path) -> Result<Self, DriveError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let fail = |e: std::io::Error| DriveError::Evidence { path: dir.display().to_string(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(fail)?;
-        let append = |name: &str| std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name));
+        let append =
+            |name: &str| std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
         Ok(Self { transcript: append("transcript.jsonl").map_err(fail)?, events: append("events.jsonl").map_err(fail)? })
     }
 
+    /// One JSON line, secrets redacted (a tool may print a key; design.md §4's redaction applies here too).
     fn write(file: &mut std::fs::File, value: &Value) {
         use std::io::Write;
-        if let Err(e) = writeln!(file, "{value}") {
+        let line = value.to_string();
+        if let Err(e) = writeln!(file, "{}", crate::memory::redact::redact(&line)) {
             tracing::warn!("cannot write run evidence: {e}");
         }
     }
@@ -179,6 +222,7 @@ struct FunctionCall {
 /// [`DriveError`]: missing approval or key (before any request), budget, limits, the memory gate, and
 /// transport or API failures.
 pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -> Result<DriveReport, DriveError> {
+    validate(config)?;
     let url = format!("{}/responses", config.base_url.trim_end_matches('/'));
     if !config.approve_live_cost {
         return Err(DriveError::NotApproved(url));
@@ -189,7 +233,11 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
         .build()
         .map_err(|e| DriveError::Transport { url: url.clone(), message: e.to_string() })?;
     let scope = host.memories().scope.clone();
-    let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
+    // A run id names a session: one that belongs to another actor is refused before anything is sent.
+    host.memories().conversation.check_owner(&scope.actor_id, &config.run_id).await.map_err(|e| match e {
+        crate::memory::MemoryError::Refused(message) => DriveError::Permission(message),
+        other => DriveError::Protocol(format!("cannot check the session's owner: {other}")),
+    })?;
     let requests = Requests {
         client,
         url,
@@ -199,6 +247,25 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
         project: scope.project.clone(),
         tools: function_tools(),
     };
+    let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
+    evidence.event("start", json!({"model": config.model, "base_url": config.base_url, "prompt": config.prompt}));
+    let result = run_loop(host, workspace, config, requests, &mut evidence, &scope).await;
+    match &result {
+        Ok(report) => evidence.event("finished", json!({"requests": report.requests, "tool_calls": report.tool_calls,
+            "cost_usd": report.cost_usd})),
+        Err(e) => evidence.event("stopped", json!({"error": e.to_string()})),
+    }
+    result
+}
+
+async fn run_loop(
+    host: &ToolHost,
+    workspace: &Workspace,
+    config: &DriveConfig,
+    requests: Requests<'_>,
+    evidence: &mut Evidence,
+    scope: &crate::domain::Scope,
+) -> Result<DriveReport, DriveError> {
     // A run id used before continues its session: new turns are numbered after the stored ones.
     let first_turn = match host.memories().conversation.next_turn(&scope.actor_id, &config.run_id).await {
         Ok(turn) => turn,
@@ -229,11 +296,14 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
     let mut previous: Option<String> = None;
     for _turn in 0..config.max_turns {
         let (response, input_tokens) =
-            requests.send(host, &input, previous.as_deref(), false, &mut report, &mut evidence).await?;
+            requests.send(host, &input, previous.as_deref(), false, &mut report, evidence).await?;
         let id = report.response_ids.last().cloned().unwrap_or_default();
         let calls = function_calls(&response)?;
         if calls.is_empty() {
             report.final_text = output_text(&response);
+            if report.final_text.trim().is_empty() {
+                return Err(DriveError::Protocol("the model answered with neither text nor a function call".into()));
+            }
             evidence.event("final", json!({"text": report.final_text}));
             record_turn(host, &session, &target, Role::Assistant, &report.final_text).await;
             if !session.has_searched() {
@@ -265,7 +335,7 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
         if input_tokens > config.context_budget_tokens {
             // Eviction: deliver the outputs with a request for a summary, then start a new chain from it.
             input.push(json!({"role": "user", "content": SUMMARY_REQUEST}));
-            let (response, _) = requests.send(host, &input, previous.as_deref(), true, &mut report, &mut evidence).await?;
+            let (response, _) = requests.send(host, &input, previous.as_deref(), true, &mut report, evidence).await?;
             let summary = output_text(&response);
             evidence.event("evicted", json!({"input_tokens": input_tokens, "summary": summary}));
             record_turn(host, &session, &target, Role::Assistant, &format!("Summary of the work so far: {summary}")).await;
@@ -328,15 +398,31 @@ impl Requests<'_> {
         if let Some(verbosity) = &config.verbosity {
             body["text"] = json!({"verbosity": verbosity});
         }
-        let response = post(&self.client, &self.url, &self.api_key, &body).await?;
         report.requests += 1;
+        let response = match post(&self.client, &self.url, &self.api_key, &body).await {
+            Ok(response) => response,
+            Err(e) => {
+                evidence.exchange(&body, &json!({"error": e.to_string()}));
+                return Err(e);
+            }
+        };
         evidence.exchange(&body, &response);
-        let (input_tokens, output_tokens) = usage(&response);
+        // Without a usable `usage` the guard could not count the cost: stop rather than run blind.
+        let (input_tokens, output_tokens) = usage(&response)?;
         let usd = config.pricing.cost(input_tokens, output_tokens);
         report.input_tokens += input_tokens;
         report.output_tokens += output_tokens;
         report.cost_usd += usd;
-        self.ledger.record(&LedgerEntry::new(&config.run_id, &self.project, &config.model, input_tokens, output_tokens, usd));
+        self.ledger
+            .record(&LedgerEntry::new(&config.run_id, &self.project, &config.model, input_tokens, output_tokens, usd))
+            .map_err(DriveError::Budget)?;
+        if let Some(status) = response["status"].as_str().filter(|s| *s != "completed") {
+            let reason = response["incomplete_details"]["reason"]
+                .as_str()
+                .or_else(|| response["error"]["message"].as_str())
+                .unwrap_or("no reason given");
+            return Err(DriveError::Incomplete(format!("status `{status}`: {reason}")));
+        }
         let id = response["id"].as_str().ok_or_else(|| DriveError::Protocol("a response without `id`".into()))?;
         report.response_ids.push(id.to_string());
         Ok((response, input_tokens))
@@ -408,10 +494,17 @@ async fn post(client: &reqwest::Client, url: &str, api_key: &str, body: &Value) 
     Ok(value)
 }
 
-/// `usage.input_tokens` and `usage.output_tokens` (0 when absent).
-fn usage(response: &Value) -> (u64, u64) {
-    let get = |k: &str| response["usage"][k].as_u64().unwrap_or(0);
-    (get("input_tokens"), get("output_tokens"))
+/// `usage.input_tokens` and `usage.output_tokens`.
+///
+/// # Errors
+/// [`DriveError::Protocol`] when either is missing or not a plausible token count (0 to 10^9).
+fn usage(response: &Value) -> Result<(u64, u64), DriveError> {
+    let get = |k: &str| {
+        response["usage"][k].as_u64().filter(|n| *n <= 1_000_000_000).ok_or_else(|| {
+            DriveError::Protocol(format!("a response without a usable `usage.{k}`: the cost guard cannot count it"))
+        })
+    };
+    Ok((get("input_tokens")?, get("output_tokens")?))
 }
 
 fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
@@ -430,11 +523,13 @@ fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
 
 /// The text of the response's `message` items (`output_text` parts), joined by newlines.
 fn output_text(response: &Value) -> String {
-    let mut parts = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
     for item in response["output"].as_array().into_iter().flatten().filter(|i| i["type"] == "message") {
-        for part in item["content"].as_array().into_iter().flatten().filter(|p| p["type"] == "output_text") {
-            if let Some(text) = part["text"].as_str() {
-                parts.push(text);
+        for part in item["content"].as_array().into_iter().flatten() {
+            match (part["type"].as_str(), part["text"].as_str(), part["refusal"].as_str()) {
+                (Some("output_text"), Some(text), _) => parts.push(text.to_string()),
+                (Some("refusal"), _, Some(refusal)) => parts.push(format!("Refusal: {refusal}")),
+                _ => {}
             }
         }
     }

@@ -127,6 +127,19 @@ impl ConversationMemory {
         Self { store, embedder, fusion }
     }
 
+    /// Refuses a session that belongs to another actor: a session's owner is the actor of its first item.
+    ///
+    /// # Errors
+    /// [`MemoryError::Refused`] naming the session (never the other actor); store failures.
+    pub async fn check_owner(&self, actor_id: &str, session_id: &str) -> Result<(), MemoryError> {
+        match self.store.session_owner(session_id).await? {
+            Some(owner) if owner != actor_id => Err(MemoryError::refused(format!(
+                "permission denied: session `{session_id}` belongs to another actor; use another session id"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The turn number after the last stored item of `session_id` (0 for a new session), so a session that
     /// continues (`drive` with a run id used before) appends instead of colliding with its old turns.
     ///
@@ -139,7 +152,12 @@ impl ConversationMemory {
     /// Stores the items of one session that are not stored yet (ids are derived from the source key, so
     /// a repeated import adds nothing and embeds nothing). Secrets are redacted before anything is
     /// embedded or stored. `items` must be in session order: each is embedded with the one before it.
+    ///
+    /// # Errors
+    /// [`MemoryError::Refused`] when the session belongs to another actor (its owner is fixed by its first
+    /// item); store and embedding failures.
     pub async fn import(&self, target: &ImportTarget, items: &[NewItem]) -> Result<ImportCounts, MemoryError> {
+        self.check_owner(&target.actor_id, &target.session_id).await?;
         let now = Utc::now();
         let items: Vec<NewItem> = items
             .iter()

@@ -90,6 +90,8 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         .current_dir(cwd)
         .env("COLUMNS", "200")
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        // the runner's Responses API key is not the project's business (a test could print it)
+        .env_remove(crate::env_vars::OPENAI_API_KEY)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -145,6 +145,8 @@ pub trait SessionStore: Send + Sync {
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<std::collections::HashSet<Uuid>, StoreError>;
     /// Which of `ids` were forgotten (they must not be stored again, nor quoted in other items' context).
     async fn forgotten_item_ids(&self, ids: &[Uuid]) -> Result<std::collections::HashSet<Uuid>, StoreError>;
+    /// The actor whose items a session holds (the one who created it), if it has any.
+    async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError>;
     /// The highest turn stored for a session of `actor_id`, if any.
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
     /// Both rankings of a hybrid search.

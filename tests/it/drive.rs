@@ -212,7 +212,7 @@ async fn a_scripted_session_fixes_alpha_for_real_and_every_request_is_well_forme
     assert_eq!(transcript.lines().count(), 7, "one line per request/response pair");
     let events = std::fs::read_to_string(runs.join("events.jsonl")).unwrap();
     assert_eq!(events.lines().filter(|l| l.contains("\"tool_call\"")).count(), 6);
-    let ledger = Ledger::new(dir.path().join("ledger.jsonl")).entries();
+    let ledger = Ledger::new(dir.path().join("ledger.jsonl")).entries().unwrap();
     assert_eq!(ledger.len(), 7);
     assert!(ledger.iter().all(|e| e.run_id == "alpha-1" && e.project == "alpha"));
 }
@@ -310,7 +310,7 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     assert!(matches!(&result, Err(DriveError::NoApiKey)), "{result:?}");
     assert!(result.unwrap_err().to_string().contains("OPENAI_API_KEY"));
     // the project has spent its budget in earlier runs
-    Ledger::new(base.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0));
+    Ledger::new(base.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0)).unwrap();
     let result = astra_mcp::drive::run(&host, &ws, &base).await;
     assert!(matches!(&result, Err(DriveError::Budget(m)) if m.contains("project `alpha`")), "{result:?}");
     assert!(mocked.seen.lock().unwrap().is_empty(), "no request reached the API");
@@ -428,10 +428,14 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
         .args(["--base-url", &format!("{}/v1", mocked.server.uri())])
         .env("OPENAI_API_KEY", "sk-test-key")
         .env("ASTRA_LOG", "warn");
-    let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    let (output, again) = tokio::task::spawn_blocking(move || (command.output().unwrap(), command.output().unwrap()))
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(again.status.code(), Some(1), "the same experiment id twice");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("was used before"));
     let rows: Vec<&str> = stdout.lines().skip(2).collect();
     assert_eq!(rows.len(), 3, "{stdout}");
     assert!(rows[0].starts_with("| demo-alpha | - | 7 | 6 | pass |"), "{stdout}");
@@ -506,4 +510,109 @@ async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token()
     assert_eq!(seen.lock().unwrap().len(), 2, "both requests carried the key from .env");
     let transcript = std::fs::read_to_string(dir.path().join("runs/dotenv/transcript.jsonl")).unwrap();
     assert!(!transcript.contains("sk-from-dotenv"), "the key never reaches the evidence");
+}
+
+#[tokio::test]
+async fn unfinished_or_uncountable_responses_stop_the_run_and_the_evidence_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    let ws = Workspace::open(&workspace).unwrap();
+    let cases: Vec<(&str, Step, &str)> = vec![
+        ("incomplete", Box::new(|_| {
+            let mut r = response(1, vec![]);
+            r["status"] = json!("incomplete");
+            r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+            r
+        }), "status `incomplete`: max_output_tokens"),
+        ("no-usage", Box::new(|_| {
+            let mut r = response(1, vec![message("hi")]);
+            r.as_object_mut().unwrap().remove("usage");
+            r
+        }), "usable `usage.input_tokens`"),
+        ("empty", Box::new(|_| response(1, vec![])), "neither text nor a function call"),
+    ];
+    for (run_id, play, expected) in cases {
+        let mocked = mock(vec![play]).await;
+        let result = astra_mcp::drive::run(&host, &ws, &drive_config(&mocked, dir.path(), run_id)).await;
+        let error = result.expect_err(run_id).to_string();
+        assert!(error.contains(expected), "{run_id}: {error}");
+        let events = std::fs::read_to_string(dir.path().join("runs").join(run_id).join("events.jsonl")).unwrap();
+        let last: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+        assert_eq!(last["event"], "stopped", "{run_id}");
+        assert!(last["detail"]["error"].as_str().unwrap().contains(expected), "{run_id}: {last}");
+    }
+    // a run id that is not a plain name never becomes a path
+    let mocked = mock(vec![]).await;
+    let result = astra_mcp::drive::run(&host, &ws, &drive_config(&mocked, dir.path(), "../escape")).await;
+    assert!(matches!(&result, Err(DriveError::Settings(m)) if m.contains("--run-id")), "{result:?}");
+    assert!(!dir.path().join("escape").exists());
+}
+
+#[tokio::test]
+async fn secrets_printed_by_tools_are_redacted_in_the_evidence_and_hard_links_are_not_edited() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let secret = "sk-proj-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234";
+    std::fs::write(workspace.join("notes.txt"), format!("OPENAI_API_KEY={secret}\n")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("target.txt"), "outside\n").unwrap();
+    std::fs::hard_link(outside.path().join("target.txt"), workspace.join("linked.txt")).unwrap();
+    let mocked = mock(vec![
+        step(1, |_| vec![call("h1", "read_file", json!({"path": "notes.txt"}))]),
+        step(2, |_| vec![call("h2", "apply_edit", json!({"path": "linked.txt", "old_text": "outside", "new_text": "PWNED"}))]),
+        step(3, |_| vec![call("h3", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))]),
+        step(4, |_| vec![message("done")]),
+    ])
+    .await;
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "sec"))
+        .await
+        .unwrap();
+    let seen = mocked.seen.lock().unwrap().clone();
+    assert!(output_of(&seen[2], "h2").contains("hard links"), "{}", output_of(&seen[2], "h2"));
+    assert_eq!(std::fs::read_to_string(outside.path().join("target.txt")).unwrap(), "outside\n");
+    for file in ["transcript.jsonl", "events.jsonl"] {
+        let path = dir.path().join("runs/sec").join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(secret), "{file} quotes the key");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o077, 0, "{file} is private to its owner");
+    }
+}
+
+#[tokio::test]
+async fn a_session_belongs_to_the_actor_that_created_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let ws = Workspace::open(&workspace).unwrap();
+    let alice = alpha_host(&db, &workspace).await;
+    let mocked = mock(vec![
+        step(1, |_| vec![call("o1", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))]),
+        step(2, |_| vec![message("ok")]),
+    ])
+    .await;
+    astra_mcp::drive::run(&alice, &ws, &drive_config(&mocked, dir.path(), "owned")).await.unwrap();
+    let bob = host(&db, config("bob", "alpha", Some(&workspace), Some(&pytest_command()))).await;
+    let result = astra_mcp::drive::run(&bob, &ws, &drive_config(&mocked, dir.path(), "owned")).await;
+    assert!(matches!(&result, Err(DriveError::Permission(m)) if m.contains("belongs to another actor")), "{result:?}");
+    assert_eq!(mocked.seen.lock().unwrap().len(), 2, "bob's run sent nothing");
+    let target = astra_mcp::memory::ImportTarget {
+        actor_id: "bob".into(),
+        project: "alpha".into(),
+        session_id: "owned".into(),
+        source: "claude-code".into(),
+    };
+    let item = astra_mcp::memory::NewItem {
+        source_key: "x".into(),
+        turn: 99,
+        role: astra_mcp::domain::Role::User,
+        speaker: None,
+        text: "bob writes into alice's session".into(),
+        timestamp: None,
+        date_label: None,
+    };
+    let imported = bob.memories().conversation.import(&target, &[item]).await;
+    assert!(imported.unwrap_err().to_string().contains("permission denied"), "imports are refused too");
 }

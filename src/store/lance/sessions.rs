@@ -161,6 +161,12 @@ impl SessionStore for LanceStore {
         self.ids_present(super::FORGOTTEN_TABLE, &ids).await
     }
 
+    async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+        let filter = format!("session_id = {}", sql_literal(session_id));
+        let batches = self.select(SESSION_ITEMS_TABLE, &filter, Some(1)).await?;
+        Ok(batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next()).map(|(item, _)| item.actor_id))
+    }
+
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError> {
         use futures::TryStreamExt;
         use lancedb::query::{ExecutableQuery, QueryBase, Select};
