@@ -4,10 +4,11 @@
 //! every request to the previous response. Every `function_call` item is dispatched — memory tools and
 //! `run_tests` through the same [`ToolHost`] the MCP server uses, the local coding tools of
 //! [`local_tools`] in the workspace — and its result goes back as a `function_call_output` item with the
-//! same `call_id`. Tool failures are outputs the model reads; only transport, authentication, budget and
-//! limit failures stop the run ([`DriveError`]).
+//! same `call_id`. Tool failures are outputs the model reads; what stops the run is a [`DriveError`]:
+//! transport, authentication or API failures, the budget (the cost guard fails closed), limits, a response
+//! that did not complete or cannot be counted, and the memory gate.
 //!
-//! The seed's order is enforced in the loop too: a final answer (a response without function calls)
+//! The gates' order is enforced in the loop too: a final answer (a response without function calls)
 //! before a memory search result was delivered is [`DriveError::MemoryGate`]; stores go through the
 //! server's gates; `apply_edit` voids the confirmed outcome.
 //!
