@@ -350,8 +350,9 @@ pub struct ModelArgs {
     #[arg(long, env = ev::ASTRA_DRIVE_MODEL, default_value = "gpt-6-astra")]
     pub model: String,
     /// Responses API base URL with its version prefix; requests go to `{base_url}/responses`.
-    #[arg(long, env = ev::OPENAI_BASE_URL, default_value = "https://api.openai.com/v1", value_name = "URL")]
-    pub base_url: String,
+    /// Default: `OPENAI_BASE_URL` from the environment or `.env`, else `https://api.openai.com/v1`.
+    #[arg(long, env = ev::OPENAI_BASE_URL, value_name = "URL")]
+    pub base_url: Option<String>,
     /// Most requests in the run.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub max_turns: usize,

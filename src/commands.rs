@@ -361,22 +361,29 @@ pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `name` from the environment, else from `.env` in the working directory.
+fn env_or_dotenv(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty()).or_else(|| {
+        dotenvy::from_path_iter(".env").ok()?.filter_map(Result::ok).find_map(|(k, v)| (k == name).then_some(v))
+    })
+}
+
 /// The key comes from the environment, else from `.env` in the working directory (never a flag).
 fn openai_api_key() -> Option<String> {
-    use astra_mcp::env_vars::OPENAI_API_KEY;
-    std::env::var(OPENAI_API_KEY).ok().filter(|k| !k.is_empty()).or_else(|| {
-        dotenvy::from_path_iter(".env")
-            .ok()?
-            .filter_map(Result::ok)
-            .find_map(|(k, v)| (k == OPENAI_API_KEY).then_some(v))
-    })
+    env_or_dotenv(astra_mcp::env_vars::OPENAI_API_KEY)
 }
 
 /// The drive settings of `args` for run `run_id`.
 fn drive_config(args: &astra_mcp::cli::ModelArgs, run_id: &str, prompt: String) -> astra_mcp::drive::DriveConfig {
     let data = dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp");
     astra_mcp::drive::DriveConfig {
-        base_url: args.base_url.clone(),
+        // flag > environment > `.env` > the OpenAI endpoint (a base URL in `.env` must not be ignored
+        // while its key is used)
+        base_url: args
+            .base_url
+            .clone()
+            .or_else(|| env_or_dotenv(astra_mcp::env_vars::OPENAI_BASE_URL))
+            .unwrap_or_else(|| "https://api.openai.com/v1".to_string()),
         api_key: openai_api_key(),
         approve_live_cost: args.approve_live_cost,
         model: args.model.clone(),

@@ -295,6 +295,7 @@ async fn run_loop(
     record_turn(host, &session, &target, Role::User, &config.prompt).await;
     let mut input = vec![json!({"role": "user", "content": config.prompt})];
     let mut previous: Option<String> = None;
+    let mut responses_in_chain = 0usize;
     for _turn in 0..config.max_turns {
         let (response, input_tokens) =
             requests.send(host, &input, previous.as_deref(), false, &mut report, evidence).await?;
@@ -317,7 +318,11 @@ async fn run_loop(
             record_turn(host, &session, &target, Role::Assistant, &said).await;
         }
         input = Vec::new();
+        let mut answered = std::collections::HashSet::new();
         for call in calls {
+            if !answered.insert(call.call_id.clone()) {
+                return Err(DriveError::Protocol(format!("call_id `{}` appears twice in one response", call.call_id)));
+            }
             report.tool_calls += 1;
             if report.tool_calls > config.max_tool_calls {
                 return Err(DriveError::Limit(format!("more than {} tool calls (--max-tool-calls)", config.max_tool_calls)));
@@ -333,7 +338,10 @@ async fn run_loop(
             input.push(json!({"type": "function_call_output", "call_id": call.call_id, "output": text}));
         }
         previous = Some(id);
-        if input_tokens > config.context_budget_tokens {
+        responses_in_chain += 1;
+        // A new chain that is over the budget at once (its seed alone is too big) is not summarised again.
+        if input_tokens > config.context_budget_tokens && responses_in_chain > 1 {
+            responses_in_chain = 0;
             // Eviction: deliver the outputs with a request for a summary, then start a new chain from it.
             input.push(json!({"role": "user", "content": SUMMARY_REQUEST}));
             let (response, _) = requests.send(host, &input, previous.as_deref(), true, &mut report, evidence).await?;
@@ -453,7 +461,7 @@ async fn dispatch(
     }
     match host.call(session, &call.name, arguments).await {
         Ok(output) => (output.text, output.is_error, output.structured),
-        Err(unknown) => (unknown.to_string(), true, None),
+        Err(unknown) => (format!("unknown function `{}`: call one of the functions offered", unknown.0), true, None),
     }
 }
 

@@ -489,7 +489,8 @@ async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token()
         })
         .mount(&server)
         .await;
-    std::fs::write(dir.path().join(".env"), "# local secrets\nOPENAI_API_KEY=sk-from-dotenv\n").unwrap();
+    let dotenv = format!("# local secrets\nOPENAI_API_KEY=sk-from-dotenv\nOPENAI_BASE_URL={}/v1\n", server.uri());
+    std::fs::write(dir.path().join(".env"), dotenv).unwrap();
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
     command
         .args(["drive", "--run-id", "dotenv", "--approve-live-cost", "--db"])
@@ -498,9 +499,9 @@ async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token()
         .arg(&workspace)
         .args(["--ledger", dir.path().join("l.jsonl").to_str().unwrap()])
         .args(["--runs-dir", dir.path().join("runs").to_str().unwrap()])
-        .args(["--base-url", &format!("{}/v1", server.uri())])
-        .current_dir(dir.path())
+        .current_dir(dir.path()) // the base URL comes from .env too
         .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
         .env("ASTRA_LOG", "warn");
     let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -531,6 +532,7 @@ async fn unfinished_or_uncountable_responses_stop_the_run_and_the_evidence_says_
             r
         }), "usable `usage.input_tokens`"),
         ("empty", Box::new(|_| response(1, vec![])), "neither text nor a function call"),
+        ("twice", Box::new(|_| response(1, vec![call("d1", "list_files", json!({"path": null})), call("d1", "list_files", json!({"path": null}))])), "appears twice"),
     ];
     for (run_id, play, expected) in cases {
         let mocked = mock(vec![play]).await;
@@ -615,4 +617,29 @@ async fn a_session_belongs_to_the_actor_that_created_it() {
     };
     let imported = bob.memories().conversation.import(&target, &[item]).await;
     assert!(imported.unwrap_err().to_string().contains("permission denied"), "imports are refused too");
+}
+
+#[tokio::test]
+async fn a_chain_over_the_budget_from_its_first_response_is_not_summarised_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let over = |n: usize, output: Vec<Value>| {
+        let mut r = response(n, output);
+        r["usage"]["input_tokens"] = json!(150_000);
+        r
+    };
+    let mocked = mock(vec![
+        Box::new(move |_| over(1, vec![call("t1", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))])),
+        Box::new(move |_| over(2, vec![call("t2", "read_file", json!({"path": "webapp/settings.py"}))])),
+        step(3, |_| vec![message("Summary: read settings.py.")]),
+        Box::new(move |_| over(4, vec![call("t4", "list_files", json!({"path": null}))])),
+        step(5, |_| vec![message("Done.")]),
+    ])
+    .await;
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+    let config = DriveConfig { run_budget_usd: 10.0, ..drive_config(&mocked, dir.path(), "thrash") };
+    let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &config).await.unwrap();
+    assert_eq!((report.requests, report.chains), (5, 2), "one summary, not one per turn");
+    let seen = mocked.seen.lock().unwrap().clone();
+    assert_eq!(seen[4]["previous_response_id"], "resp_4", "the new chain goes on after its first response");
 }
