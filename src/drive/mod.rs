@@ -73,6 +73,9 @@ pub struct DriveConfig {
     pub context_budget_tokens: u64,
 }
 
+/// Largest Responses API answer read, in bytes.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
 /// What the runner asks for when a chain is full.
 pub const SUMMARY_REQUEST: &str = "The conversation is about to be cut to free context. Summarise the work so far \
 for yourself: the task, what you found (files, errors, memory results), what you changed, the latest test \
@@ -491,7 +494,18 @@ async fn post(client: &reqwest::Client, url: &str, api_key: &str, body: &Value) 
         .await
         .map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?;
     let status = response.status();
-    let text = response.text().await.map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?;
+    // Read at most MAX_RESPONSE_BYTES: a runaway answer must not take the memory (or the evidence) with it.
+    let mut response = response;
+    let mut bytes = Vec::new();
+    while let Some(chunk) =
+        response.chunk().await.map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?
+    {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > MAX_RESPONSE_BYTES {
+            return Err(DriveError::Protocol(format!("a response over {MAX_RESPONSE_BYTES} bytes")));
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     if !status.is_success() {
         let message = value["error"]["message"].as_str().map_or_else(|| text.chars().take(500).collect(), str::to_string);

@@ -532,6 +532,7 @@ async fn unfinished_or_uncountable_responses_stop_the_run_and_the_evidence_says_
             r
         }), "usable `usage.input_tokens`"),
         ("empty", Box::new(|_| response(1, vec![])), "neither text nor a function call"),
+        ("huge", Box::new(|_| response(1, vec![message(&"x".repeat(17 * 1024 * 1024))])), "a response over 16777216 bytes"),
         ("twice", Box::new(|_| response(1, vec![call("d1", "list_files", json!({"path": null})), call("d1", "list_files", json!({"path": null}))])), "appears twice"),
     ];
     for (run_id, play, expected) in cases {

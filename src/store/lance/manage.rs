@@ -106,9 +106,12 @@ fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
         .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
 }
 
-/// One line of text, at most `max` characters (an ellipsis marks a cut).
+/// One line of text, at most `max` characters (an ellipsis marks a cut). Control characters are shown
+/// escaped (`\u{1b}`), so stored text cannot drive the operator's terminal.
 fn preview(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line: String =
+        line.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect();
     if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
 }
 
@@ -531,5 +534,14 @@ async fn reembed_batch(
 impl crate::store::ForgetStore for LanceStore {
     async fn forget(&self, actor_id: &str, id: uuid::Uuid) -> Result<Option<&'static str>, StoreError> {
         self.delete_row(actor_id, &id.to_string()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn previews_escape_control_characters() {
+        assert_eq!(super::preview("a\u{1b}[31mred\u{0}", 100), "a\\u{1b}[31mred\\u{0}");
+        assert_eq!(super::preview("one\ntwo   three", 100), "one two three");
     }
 }
