@@ -283,10 +283,10 @@ pub struct ServeArgs {
     #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES, value_parser = clap::builder::BoolishValueParser::new())]
     pub trust_client_outcomes: bool,
     /// Cosine floor: matches below it are dropped unless they also matched by keyword.
-    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = 0.10, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::config::DEFAULT_MIN_SCORE, value_name = "COSINE")]
     pub min_score: f32,
     /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one.
-    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = 0.95, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::config::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE")]
     pub near_duplicate_cosine: f32,
 }
 

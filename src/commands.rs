@@ -432,8 +432,8 @@ pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
         test_command: args.test_command.clone(),
         test_timeout: args.test_timeout,
         trust_client_outcomes: false,
-        min_score: 0.10,
-        near_duplicate_cosine: 0.95,
+        min_score: astra_mcp::config::DEFAULT_MIN_SCORE,
+        near_duplicate_cosine: astra_mcp::config::DEFAULT_NEAR_DUPLICATE_COSINE,
     };
     let settings = ServeSettings::resolve(&serve)?;
     let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;

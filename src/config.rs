@@ -20,6 +20,11 @@ use crate::store::lance::LanceStore;
 use crate::tools::{Hosts, Memories};
 use crate::transport::http::{HttpOptions, TokenIdentity};
 
+/// Default of `--min-score`: the cosine floor of matches without a keyword hit.
+pub const DEFAULT_MIN_SCORE: f32 = 0.10;
+/// Default of `--near-duplicate-cosine`.
+pub const DEFAULT_NEAR_DUPLICATE_COSINE: f32 = 0.95;
+
 /// Project label used when there is neither `--project` nor a workspace.
 pub const DEFAULT_PROJECT: &str = "default";
 

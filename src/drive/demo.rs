@@ -153,9 +153,9 @@ async fn one_session(
         test_command: Some(settings.test_command.clone()),
         test_timeout: settings.test_timeout,
         trust_client_outcomes: false,
-        min_score: 0.10,
+        min_score: crate::config::DEFAULT_MIN_SCORE,
     };
-    let host = ToolHost::new(crate::config::memories(store.clone(), embedder.clone(), fixes, blocks.to_vec(), 0.95));
+    let host = ToolHost::new(crate::config::memories(store.clone(), embedder.clone(), fixes, blocks.to_vec(), crate::config::DEFAULT_NEAR_DUPLICATE_COSINE));
     let config = DriveConfig { run_id: session.run_id.clone(), prompt: DEMO_PROMPT.to_string(), ..settings.drive.clone() };
     let result = super::run(&host, &Workspace::open(&copy)?, &config).await;
     host.flush().await;
@@ -170,12 +170,15 @@ async fn one_session(
     let new_chain = transcript.first().is_some_and(|t| t["request"].get("previous_response_id").is_none());
     let untouched_tests_passed = untouched_tests_pass(&original, &copy, &scratch.join(format!("{}-check", session.run_id)), settings).await?;
     let memory_retrieved = alpha_fix.map(|id| retrieved_before_first_edit(&events, id));
+    // a run that stopped early has no report: count from its evidence
+    let (requests, tool_calls) =
+        if stopped.is_some() { count(&events, &transcript) } else { (report.requests, report.tool_calls) };
     Ok((
         DemoRow {
             session: session.run_id.clone(),
             memory_retrieved,
-            requests: if stopped.is_some() { count(&events, &transcript).0 } else { report.requests },
-            tool_calls: if stopped.is_some() { count(&events, &transcript).1 } else { report.tool_calls },
+            requests,
+            tool_calls,
             untouched_tests_passed,
             cost_usd: report.cost_usd,
             stopped,

@@ -330,8 +330,8 @@ async fn run_loop(
             if report.tool_calls > config.max_tool_calls {
                 return Err(DriveError::Limit(format!("more than {} tool calls (--max-tool-calls)", config.max_tool_calls)));
             }
-            let (text, is_error, structured) = dispatch(host, workspace, &session, &call).await;
-            if local_tools().iter().any(|t| t.name == call.name) {
+            let Dispatched { text, is_error, structured, local } = dispatch(host, workspace, &session, &call).await;
+            if local {
                 let first = text.lines().next().unwrap_or_default();
                 let shown: String = format!("tool call {}({}): {first}", call.name, call.arguments).chars().take(1_000).collect();
                 record_turn(host, &session, &target, Role::Tool, &shown).await;
@@ -441,30 +441,36 @@ impl Requests<'_> {
     }
 }
 
-/// Runs one function call; returns the text for the model, whether it is an error, and the registry
-/// tool's `structuredContent` (for the evidence).
-async fn dispatch(
-    host: &ToolHost,
-    workspace: &Workspace,
-    session: &SessionState,
-    call: &FunctionCall,
-) -> (String, bool, Option<Value>) {
+/// What one function call produced.
+struct Dispatched {
+    /// The `function_call_output` text.
+    text: String,
+    is_error: bool,
+    /// A registry tool's `structuredContent` (for the evidence).
+    structured: Option<Value>,
+    /// It was one of the local coding tools.
+    local: bool,
+}
+
+/// Runs one function call: a local coding tool, else a registry tool.
+async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState, call: &FunctionCall) -> Dispatched {
+    let failed = |text: String| Dispatched { text, is_error: true, structured: None, local: false };
     let arguments = match serde_json::from_str(&call.arguments) {
-        Ok(Value::Object(map)) => map,
+        Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) | Err(_) => {
-            let text = format!("{}: the arguments are not a JSON object; call it again with valid JSON", call.name);
-            return (text, true, None);
+            return failed(format!("{}: the arguments are not a JSON object; call it again with valid JSON", call.name));
         }
     };
-    if let Some(output) = local_tools::call(workspace, &call.name, &Value::Object(arguments.clone())) {
+    if let Some(output) = local_tools::call(workspace, &call.name, &arguments) {
         if output.edited {
             session.revoke_confirmed();
         }
-        return (output.text, output.is_error, None);
+        return Dispatched { text: output.text, is_error: output.is_error, structured: None, local: true };
     }
+    let Value::Object(arguments) = arguments else { unreachable!("an object, checked above") };
     match host.call(session, &call.name, arguments).await {
-        Ok(output) => (output.text, output.is_error, output.structured),
-        Err(unknown) => (format!("unknown function `{}`: call one of the functions offered", unknown.0), true, None),
+        Ok(output) => Dispatched { text: output.text, is_error: output.is_error, structured: output.structured, local: false },
+        Err(unknown) => failed(format!("unknown function `{}`: call one of the functions offered", unknown.0)),
     }
 }
 

@@ -229,13 +229,15 @@ async fn parse_error(request: Request) -> Result<Request, Response> {
         let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
         (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
     };
-    let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            return Err(refuse(-32700, json!(null), format!("parse error: {e}; the body must be one JSON-RPC 2.0 message")));
-        }
-    };
-    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    // The common case parses once here (rmcp parses again); only a refused body is looked at twice.
+    if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(value) => value,
+            Err(e) => {
+                let message = format!("parse error: {e}; the body must be one JSON-RPC 2.0 message");
+                return Err(refuse(-32700, json!(null), message));
+            }
+        };
         let id = value.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64()).cloned().unwrap_or(json!(null));
         let message = if value.is_array() {
             "invalid request: JSON-RPC batches are not supported by MCP (since 2025-06-18); send one message".to_string()
@@ -320,10 +322,13 @@ async fn authenticated(guard: &Guard, request: Request, next: Next) -> Response 
     {
         owners.insert(new.to_string(), scope);
     }
+    // an ended session (deleted, or expired after rmcp's idle timeout: 404) has no owner any more
+    if (delete || response.status() == StatusCode::NOT_FOUND)
+        && let Some(id) = &session
+    {
+        owners.remove(id);
+    }
     if delete {
-        if let Some(id) = &session {
-            owners.remove(id);
-        }
         // rmcp answers a session DELETE with 202; clients (the Python SDK) expect 200 or 204.
         if response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;

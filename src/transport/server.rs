@@ -54,8 +54,8 @@ enum Binding {
     /// legacy SSE stream (the identity its `GET /sse` authenticated as).
     Connection(Scope),
     /// Streamable HTTP: each request carries the identity its bearer token maps to (an [`http`
-    /// extension](crate::transport::http) set before rmcp sees the request). After `initialize` the
-    /// session keeps its own gate state and is bound to the identity that opened it; without
+    /// extension](crate::transport::http) set before rmcp sees the request; the HTTP guard also keeps a session
+    /// to the identity that opened it). After `initialize` the session keeps its own gate state; without
     /// `initialize` (protocol 2026-07-28, no sessions) the gate state is the host's sessionless one, per
     /// actor, project and workspace (design.md §3).
     StreamableHttp,
@@ -70,8 +70,6 @@ pub struct McpServer {
     session: Arc<SessionState>,
     /// `initialize` was handled here: this value serves a session, not a single stateless request.
     initialized: Arc<AtomicBool>,
-    /// The identity of the first request of a streamable HTTP session; later requests must match it.
-    bound: Arc<Mutex<Option<Scope>>>,
     tools: Arc<Vec<Tool>>,
     shutdown: Arc<Shutdown>,
     /// URIs this session subscribed to with `resources/subscribe`, and whether the forwarder runs.
@@ -107,7 +105,6 @@ impl McpServer {
             binding,
             session,
             initialized: Arc::default(),
-            bound: Arc::default(),
             tools: Arc::new(tools),
             shutdown: Shutdown::new(),
             subscriptions: Arc::default(),
@@ -132,23 +129,9 @@ impl McpServer {
                     .cloned()
                     .ok_or_else(|| internal("the HTTP request carries no identity"))?;
                 let host = self.hosts.host(&scope).map_err(internal)?;
-                if !self.initialized.load(Ordering::Acquire) {
-                    let sessionless = host.sessionless();
-                    return Ok((host, sessionless));
-                }
-                let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
-                match bound.as_ref() {
-                    Some(owner) if *owner != scope => Err(McpError::invalid_request(
-                        "this MCP session was opened with another bearer token; start a new session (initialize) \
-with this token",
-                        None,
-                    )),
-                    Some(_) => Ok((host, self.session.clone())),
-                    None => {
-                        *bound = Some(scope);
-                        Ok((host, self.session.clone()))
-                    }
-                }
+                let session =
+                    if self.initialized.load(Ordering::Acquire) { self.session.clone() } else { host.sessionless() };
+                Ok((host, session))
             }
         }
     }
@@ -237,9 +220,8 @@ impl ServerHandler for McpServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        // From here on this value serves a session; the identity of `initialize` owns it.
+        // From here on this value serves a session (the HTTP guard keeps it to the identity of `initialize`).
         self.initialized.store(true, Ordering::Release);
-        self.resolve(&context.extensions)?;
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }

@@ -176,17 +176,18 @@ fn classify(frame: &[u8]) -> Classified {
     if text.is_empty() {
         return Classified::Blank;
     }
-    let value: Value = match serde_json::from_str(text) {
-        Ok(value) => value,
-        Err(e) => {
-            return Classified::Reply(error_reply(Value::Null, PARSE_ERROR, format!(
-                "parse error: {e}; send one JSON-RPC 2.0 message per line"
-            )));
-        }
-    };
-    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    // Well-formed messages parse once; only a refused frame is parsed again, to classify it.
+    match serde_json::from_str::<ClientJsonRpcMessage>(text) {
         Ok(message) => Classified::Message(Box::new(message)),
         Err(e) => {
+            let value: Value = match serde_json::from_str(text) {
+                Ok(value) => value,
+                Err(e) => {
+                    return Classified::Reply(error_reply(Value::Null, PARSE_ERROR, format!(
+                        "parse error: {e}; send one JSON-RPC 2.0 message per line"
+                    )));
+                }
+            };
             let Some(object) = value.as_object() else {
                 return Classified::Reply(error_reply(Value::Null, INVALID_REQUEST, invalid_message(&value, &e)));
             };
