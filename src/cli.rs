@@ -28,6 +28,9 @@ pub enum Command {
     /// The cross-session experiment: `drive` fixes scenario_alpha, then scenario_beta in a new session
     /// must find alpha's fix in memory before its first edit; the untouched acceptance tests decide.
     SessionDemo(Box<SessionDemoArgs>),
+    /// Distil the actor's stored conversations into durable archival memories, merging them with what
+    /// is stored (paid requests: needs --approve-live-cost and OPENAI_API_KEY); `distill status` lists runs.
+    Distill(Box<DistillArgs>),
     /// Operator check of the store: `smoke store`, then (after a restart) `smoke verify --memory-id ID`.
     Smoke {
         #[command(subcommand)]
@@ -339,9 +342,11 @@ pub struct DriveArgs {
     pub prompt_file: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub tool_loop: LoopArgs,
 }
 
-/// The Responses API settings of `drive` and `session-demo`: endpoint, limits, prices and budgets.
+/// The Responses API settings of `drive`, `session-demo` and `distill`: endpoint, prices and budgets.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
     /// Allow paid requests. Without it nothing is sent.
@@ -353,21 +358,12 @@ pub struct ModelArgs {
     /// Default: `OPENAI_BASE_URL` from the environment or `.env`, else `https://api.openai.com/v1`.
     #[arg(long, env = ev::OPENAI_BASE_URL, value_name = "URL")]
     pub base_url: Option<String>,
-    /// Most requests in the run.
-    #[arg(long, default_value_t = 30, value_name = "N")]
-    pub max_turns: usize,
-    /// Most tool calls in the run.
-    #[arg(long, default_value_t = 80, value_name = "N")]
-    pub max_tool_calls: usize,
     /// `max_output_tokens` of each request.
     #[arg(long, default_value_t = 8192, value_name = "TOKENS")]
     pub max_output_tokens: u32,
     /// `reasoning.effort` (e.g. `low`, `medium`, `high`); default: the model's.
     #[arg(long, value_name = "EFFORT")]
     pub reasoning_effort: Option<String>,
-    /// `text.verbosity` (`low`, `medium`, `high`); default: the model's.
-    #[arg(long, value_name = "LEVEL")]
-    pub verbosity: Option<String>,
     /// USD per million input tokens.
     #[arg(long, default_value_t = 10.0, value_name = "USD")]
     pub input_usd_per_million: f64,
@@ -377,22 +373,85 @@ pub struct ModelArgs {
     /// Budget of this run, USD (checked before every request).
     #[arg(long, default_value_t = 2.0, value_name = "USD")]
     pub run_budget_usd: f64,
-    /// Budget of the project across runs (summed from the ledger), USD.
+    /// Budget across runs, summed from the ledger, USD: of the project for `drive`, of the actor's
+    /// runs for `distill`.
     #[arg(long, default_value_t = 20.0, value_name = "USD")]
     pub project_budget_usd: f64,
     /// Cost ledger (JSON Lines). Default: `<data dir>/astra-mcp/ledger.jsonl`.
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
-    /// Where each run's `transcript.jsonl` and `events.jsonl` go. Default: `<data dir>/astra-mcp/runs`.
-    #[arg(long, value_name = "DIR")]
-    pub runs_dir: Option<PathBuf>,
     /// Seconds before a request to the Responses API is abandoned.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub request_timeout: u64,
+}
+
+/// The tool loop's settings of `drive` and `session-demo`: limits, evidence, context.
+#[derive(Debug, Clone, Args)]
+pub struct LoopArgs {
+    /// Most requests in the run.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub max_turns: usize,
+    /// Most tool calls in the run.
+    #[arg(long, default_value_t = 80, value_name = "N")]
+    pub max_tool_calls: usize,
+    /// `text.verbosity` (`low`, `medium`, `high`); default: the model's.
+    #[arg(long, value_name = "LEVEL")]
+    pub verbosity: Option<String>,
+    /// Where each run's `transcript.jsonl` and `events.jsonl` go. Default: `<data dir>/astra-mcp/runs`.
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
     /// Input tokens of a response past which the chain is summarised and a new one started (the
     /// evicted turns stay searchable with conversation_search).
     #[arg(long, default_value_t = 120_000, value_name = "TOKENS")]
     pub context_budget_tokens: u64,
+}
+
+/// `astra-mcp distill`: a run for one actor, or `distill status`.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct DistillArgs {
+    #[command(subcommand)]
+    pub command: Option<DistillCommand>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Read only items said at or after this time (RFC 3339, or a date `YYYY-MM-DD`). Default: every
+    /// item no earlier run of the actor has read.
+    #[arg(long, value_name = "TIME", value_parser = parse_time_flag)]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Extra extraction instructions, e.g. "only build and deployment facts".
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum DistillCommand {
+    /// List distill runs, oldest first: state (RUNNING, SUCCEEDED, FAILED), counts, cost, error.
+    Status {
+        /// LanceDB directory. Default: `<data dir>/astra-mcp/db`.
+        #[arg(long, env = ev::ASTRA_DB, value_name = "PATH")]
+        db: Option<String>,
+        /// Only this actor's runs (default: every actor's).
+        #[arg(long, value_name = "ID")]
+        actor: Option<String>,
+        /// One JSON object per run, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parses RFC 3339 or a date (`YYYY-MM-DD`, its start, UTC).
+pub fn parse_time_flag(value: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let value = value.trim();
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(value) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| format!("`{value}` is not a time: give RFC 3339 (`2026-11-30T09:00:00Z`) or a date (`2026-11-30`)"))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -417,6 +476,8 @@ pub struct SessionDemoArgs {
     pub repeat: usize,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub tool_loop: LoopArgs,
 }
 
 /// `--http`: an IP address and port; `localhost:PORT` means `127.0.0.1:PORT`.

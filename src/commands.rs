@@ -373,27 +373,40 @@ fn openai_api_key() -> Option<String> {
     env_or_dotenv(astra_mcp::env_vars::OPENAI_API_KEY)
 }
 
+/// `<data dir>/astra-mcp`: the default home of the ledger and the runs' evidence.
+fn data_dir() -> std::path::PathBuf {
+    dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp")
+}
+
+/// The Responses API base URL: flag > environment > `.env` > the OpenAI endpoint (a base URL in `.env`
+/// must not be ignored while its key is used).
+fn base_url(args: &astra_mcp::cli::ModelArgs) -> String {
+    args.base_url
+        .clone()
+        .or_else(|| env_or_dotenv(astra_mcp::env_vars::OPENAI_BASE_URL))
+        .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+}
+
 /// The drive settings of `args` for run `run_id`.
-fn drive_config(args: &astra_mcp::cli::ModelArgs, run_id: &str, prompt: String) -> astra_mcp::drive::DriveConfig {
-    let data = dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp");
+fn drive_config(
+    args: &astra_mcp::cli::ModelArgs,
+    tool_loop: &astra_mcp::cli::LoopArgs,
+    run_id: &str,
+    prompt: String,
+) -> astra_mcp::drive::DriveConfig {
+    let data = data_dir();
     astra_mcp::drive::DriveConfig {
-        // flag > environment > `.env` > the OpenAI endpoint (a base URL in `.env` must not be ignored
-        // while its key is used)
-        base_url: args
-            .base_url
-            .clone()
-            .or_else(|| env_or_dotenv(astra_mcp::env_vars::OPENAI_BASE_URL))
-            .unwrap_or_else(|| "https://api.openai.com/v1".to_string()),
+        base_url: base_url(args),
         api_key: openai_api_key(),
         approve_live_cost: args.approve_live_cost,
         model: args.model.clone(),
         run_id: run_id.to_string(),
         prompt,
-        max_turns: args.max_turns,
-        max_tool_calls: args.max_tool_calls,
+        max_turns: tool_loop.max_turns,
+        max_tool_calls: tool_loop.max_tool_calls,
         max_output_tokens: args.max_output_tokens,
         reasoning_effort: args.reasoning_effort.clone(),
-        verbosity: args.verbosity.clone(),
+        verbosity: tool_loop.verbosity.clone(),
         pricing: astra_mcp::drive::Pricing {
             input_per_million_usd: args.input_usd_per_million,
             output_per_million_usd: args.output_usd_per_million,
@@ -401,9 +414,9 @@ fn drive_config(args: &astra_mcp::cli::ModelArgs, run_id: &str, prompt: String) 
         run_budget_usd: args.run_budget_usd,
         project_budget_usd: args.project_budget_usd,
         ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
-        runs_dir: args.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
+        runs_dir: tool_loop.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
         timeout_secs: args.request_timeout,
-        context_budget_tokens: args.context_budget_tokens,
+        context_budget_tokens: tool_loop.context_budget_tokens,
     }
 }
 
@@ -437,7 +450,7 @@ pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
     };
     let settings = ServeSettings::resolve(&serve)?;
     let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;
-    let config = drive_config(&args.model, args.run_id.trim(), prompt);
+    let config = drive_config(&args.model, &args.tool_loop, args.run_id.trim(), prompt);
     // refuse before opening anything when no request may be sent
     preflight(&config)?;
     let hosts = settings.open().await?;
@@ -478,7 +491,7 @@ pub async fn session_demo(args: astra_mcp::cli::SessionDemoArgs) -> anyhow::Resu
 
     anyhow::ensure!(!args.run_id.trim().is_empty(), "--run-id is empty: give the experiment an id");
     let run_id = args.run_id.trim().to_string();
-    let drive = drive_config(&args.model, &run_id, String::new());
+    let drive = drive_config(&args.model, &args.tool_loop, &run_id, String::new());
     preflight(&drive)?;
     // The checks read the evidence of this experiment's runs: an id used before would mix in old ones.
     let used = [run_id.clone(), format!("{run_id}-alpha"), format!("{run_id}-beta")]
@@ -527,4 +540,122 @@ pub async fn session_demo(args: astra_mcp::cli::SessionDemoArgs) -> anyhow::Resu
     anyhow::ensure!(failed.is_empty(), "session-demo checks failed: {}", failed.join("; "));
     eprintln!("astra-mcp session-demo: every check passed (store {})", settings.db);
     Ok(())
+}
+
+/// `astra-mcp distill`: one run for the actor, or `distill status`.
+pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
+    use astra_mcp::cli::DistillCommand;
+    use astra_mcp::distill::{DistillConfig, Distiller};
+
+    if let Some(DistillCommand::Status { db, actor, json }) = args.command {
+        let db = db.unwrap_or_else(|| astra_mcp::config::default_db_path().to_string_lossy().into_owned());
+        let store_args = astra_mcp::cli::StoreArgs { db: Some(db), ..args.store.clone() };
+        let settings = StoreSettings::resolve(&store_args)?;
+        let store = Arc::new(open_existing(&settings).await?);
+        let runs = Distiller::new(store, settings.embedder()).status(actor.as_deref()).await?;
+        print_runs(&runs, json);
+        return Ok(());
+    }
+    let settings = StoreSettings::resolve(&args.store)?;
+    let model = &args.model;
+    let config = DistillConfig {
+        actor_id: settings.actor_id.clone(),
+        since: args.since,
+        instructions: args.instructions.clone(),
+        base_url: base_url(model),
+        api_key: openai_api_key(),
+        approve_live_cost: model.approve_live_cost,
+        model: model.model.clone(),
+        max_output_tokens: model.max_output_tokens,
+        reasoning_effort: model.reasoning_effort.clone(),
+        pricing: astra_mcp::drive::Pricing {
+            input_per_million_usd: model.input_usd_per_million,
+            output_per_million_usd: model.output_usd_per_million,
+        },
+        run_budget_usd: model.run_budget_usd,
+        actor_budget_usd: model.project_budget_usd,
+        ledger: model.ledger.clone().unwrap_or_else(|| data_dir().join("ledger.jsonl")),
+        timeout_secs: model.request_timeout,
+    };
+    // refuse before opening anything when no request may be sent
+    if !config.approve_live_cost {
+        let url = format!("{}/responses", config.base_url.trim_end_matches('/'));
+        return Err(astra_mcp::drive::DriveError::NotApproved(url).into());
+    }
+    if config.api_key.as_deref().is_none_or(|k| k.trim().is_empty()) {
+        return Err(astra_mcp::drive::DriveError::NoApiKey.into());
+    }
+    let store = Arc::new(open_existing(&settings).await?);
+    let run = Distiller::new(store, settings.embedder()).run(&config).await?;
+    println!(
+        "distill run {} {}: {} items read; {} added, {} updated, {} superseded, {} unchanged, {} rejected; \
+{} requests, {} input + {} output tokens, {:.4} USD",
+        run.run_id,
+        run.state.as_str(),
+        run.items_read,
+        run.added,
+        run.updated,
+        run.superseded,
+        run.unchanged,
+        run.rejected,
+        run.requests,
+        run.input_tokens,
+        run.output_tokens,
+        run.cost_usd
+    );
+    for change in &run.changes {
+        let field = |k: &str| change[k].as_str().unwrap_or_default().to_string();
+        let line = match field("action").as_str() {
+            "add" => format!("  + {} {}", field("memory_id"), field("text")),
+            "update" => format!("  ~ {} {} (was: {})", field("memory_id"), field("text"), field("previous_text")),
+            "supersede" => {
+                format!("  ! {} {} (supersedes {}: {})", field("memory_id"), field("text"), field("target_id"), field("previous_text"))
+            }
+            _ => format!("  = {} {}", field("memory_id"), field("text")),
+        };
+        println!("{}", astra_mcp::store::lance::manage::preview(&line, 2_000));
+    }
+    Ok(())
+}
+
+/// `distill status`: a table, or JSON lines.
+fn print_runs(runs: &[astra_mcp::distill::RunStatus], json: bool) {
+    if json {
+        for status in runs {
+            let mut value = serde_json::to_value(&status.run).expect("runs serialize");
+            value["interrupted"] = serde_json::json!(status.interrupted);
+            println!("{value}");
+        }
+        return;
+    }
+    if runs.is_empty() {
+        println!("no distill runs");
+        return;
+    }
+    println!(
+        "{:<36} {:<16} {:<10} {:<20} {:>5} {:>5} {:>7} {:>10} {:>8}  ERROR",
+        "RUN", "ACTOR", "STATE", "STARTED", "READ", "ADDED", "UPDATED", "SUPERSEDED", "USD"
+    );
+    for status in runs {
+        let r = &status.run;
+        let state = if status.interrupted { "RUNNING*" } else { r.state.as_str() };
+        let error = r.error.clone().unwrap_or_default();
+        let line = format!(
+            "{:<36} {:<16} {:<10} {:<20} {:>5} {:>5} {:>7} {:>10} {:>8.4}  {}",
+            r.run_id,
+            r.actor_id,
+            state,
+            r.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            r.items_read,
+            r.added,
+            r.updated,
+            r.superseded,
+            r.cost_usd,
+            error.chars().take(200).collect::<String>()
+        );
+        println!("{}", astra_mcp::store::lance::manage::preview(&line, 2_000));
+    }
+    if runs.iter().any(|s| s.interrupted) {
+        println!("* interrupted: no process holds the run's lock; the actor's next run closes it");
+    }
 }

@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod distill;
 pub mod domain;
 pub mod drive;
 pub mod embed;

@@ -105,6 +105,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Drive(args) => commands::drive(*args).await.map(|()| ExitCode::SUCCESS),
         Command::SessionDemo(args) => commands::session_demo(*args).await.map(|()| ExitCode::SUCCESS),
+        Command::Distill(args) => commands::distill(*args).await.map(|()| ExitCode::SUCCESS),
         Command::Sessions { command } => commands::sessions(command).await.map(|()| ExitCode::SUCCESS),
         Command::Hook { command } => commands::hook(command).await.map(|()| ExitCode::SUCCESS),
         Command::Memory { command } => commands::memory(command).await.map(|()| ExitCode::SUCCESS),

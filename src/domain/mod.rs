@@ -192,6 +192,78 @@ pub struct CoreBlockVersion {
     pub created_at: DateTime<Utc>,
 }
 
+/// The state of a distillation run (`astra-mcp distill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunState {
+    /// Started and not finished; while its process lives, other runs of the actor are refused.
+    Running,
+    /// Finished: its changes are committed and its items count as distilled.
+    Succeeded,
+    /// Stopped by an error or interrupted: nothing it planned was written; its items stay pending.
+    Failed,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "RUNNING",
+            RunState::Succeeded => "SUCCEEDED",
+            RunState::Failed => "FAILED",
+        }
+    }
+
+    /// Parses `RUNNING`, `SUCCEEDED` or `FAILED`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "RUNNING" => Some(RunState::Running),
+            "SUCCEEDED" => Some(RunState::Succeeded),
+            "FAILED" => Some(RunState::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// One distillation run of one actor (the `distill_runs` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DistillRun {
+    pub run_id: String,
+    pub actor_id: String,
+    pub state: RunState,
+    pub started_at: DateTime<Utc>,
+    /// When it reached SUCCEEDED or FAILED.
+    pub finished_at: Option<DateTime<Utc>>,
+    pub model: String,
+    /// `--since`: only items said at or after this time were read.
+    pub since: Option<DateTime<Utc>>,
+    /// User and assistant items read.
+    pub items_read: u64,
+    /// New archival memories written.
+    pub added: u64,
+    /// Stored memories rewritten because a new one restated them.
+    pub updated: u64,
+    /// Stored memories marked superseded because a new one contradicted them.
+    pub superseded: u64,
+    /// Extracted memories that were already stored (identical, or judged covered): nothing written.
+    pub unchanged: u64,
+    /// Extracted memories dropped as unusable (blank, or citing no item that was read).
+    pub rejected: u64,
+    /// Responses API requests sent.
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// What the requests cost, USD, at the run's prices.
+    pub cost_usd: f64,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The session items it read: once it succeeded they count as distilled, and no later run reads
+    /// them again.
+    pub item_ids: Vec<Uuid>,
+    /// What it changed, one JSON object per change (`action`, `memory_id`, `text`, `previous_text`,
+    /// `target_id`, `session_id`, `turn`): the audit trail of updates and supersessions.
+    pub changes: Vec<serde_json::Value>,
+}
+
 /// Characters of an item's text kept in a later item's search text (its context line).
 pub const CONTEXT_CHARS: usize = 600;
 /// Items before a conversation item whose context lines its search text includes.

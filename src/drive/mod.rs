@@ -23,6 +23,7 @@ mod cost;
 pub mod demo;
 mod functions;
 mod local_tools;
+pub(crate) mod responses;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::memory::workspace::Workspace;
 use crate::memory::{ImportTarget, NewItem, SessionState};
 use crate::tools::ToolHost;
 use crate::transport::{render_core_memory, server::INSTRUCTIONS};
+use responses::{output_text, post, usage};
 
 /// Everything one run needs besides the tool host.
 #[derive(Debug, Clone)]
@@ -428,13 +430,7 @@ impl Requests<'_> {
         self.ledger
             .record(&LedgerEntry::new(&config.run_id, &self.project, &config.model, input_tokens, output_tokens, usd))
             .map_err(DriveError::Budget)?;
-        if let Some(status) = response["status"].as_str().filter(|s| *s != "completed") {
-            let reason = response["incomplete_details"]["reason"]
-                .as_str()
-                .or_else(|| response["error"]["message"].as_str())
-                .unwrap_or("no reason given");
-            return Err(DriveError::Incomplete(format!("status `{status}`: {reason}")));
-        }
+        responses::check_completed(&response)?;
         let id = response["id"].as_str().ok_or_else(|| DriveError::Protocol("a response without `id`".into()))?;
         report.response_ids.push(id.to_string());
         Ok((response, input_tokens))
@@ -491,51 +487,6 @@ async fn record_turn(host: &ToolHost, session: &SessionState, target: &ImportTar
     }
 }
 
-async fn post(client: &reqwest::Client, url: &str, api_key: &str, body: &Value) -> Result<Value, DriveError> {
-    let response = client
-        .post(url)
-        .bearer_auth(api_key)
-        .json(body)
-        .send()
-        .await
-        .map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?;
-    let status = response.status();
-    // Read at most MAX_RESPONSE_BYTES: a runaway answer must not take the memory (or the evidence) with it.
-    let mut response = response;
-    let mut bytes = Vec::new();
-    while let Some(chunk) =
-        response.chunk().await.map_err(|e| DriveError::Transport { url: url.to_string(), message: e.to_string() })?
-    {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > MAX_RESPONSE_BYTES {
-            return Err(DriveError::Protocol(format!("a response over {MAX_RESPONSE_BYTES} bytes")));
-        }
-    }
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if !status.is_success() {
-        let message = value["error"]["message"].as_str().map_or_else(|| text.chars().take(500).collect(), str::to_string);
-        return Err(DriveError::Api { status: status.as_u16(), message });
-    }
-    if value.is_null() {
-        return Err(DriveError::Protocol(format!("the body is not JSON: {}", text.chars().take(200).collect::<String>())));
-    }
-    Ok(value)
-}
-
-/// `usage.input_tokens` and `usage.output_tokens`.
-///
-/// # Errors
-/// [`DriveError::Protocol`] when either is missing or not a plausible token count (0 to 10^9).
-fn usage(response: &Value) -> Result<(u64, u64), DriveError> {
-    let get = |k: &str| {
-        response["usage"][k].as_u64().filter(|n| *n <= 1_000_000_000).ok_or_else(|| {
-            DriveError::Protocol(format!("a response without a usable `usage.{k}`: the cost guard cannot count it"))
-        })
-    };
-    Ok((get("input_tokens")?, get("output_tokens")?))
-}
-
 fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
     let items = response["output"].as_array().ok_or_else(|| DriveError::Protocol("a response without `output`".into()))?;
     items
@@ -550,17 +501,3 @@ fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
         .collect()
 }
 
-/// The text of the response's `message` items (`output_text` parts), joined by newlines.
-fn output_text(response: &Value) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for item in response["output"].as_array().into_iter().flatten().filter(|i| i["type"] == "message") {
-        for part in item["content"].as_array().into_iter().flatten() {
-            match (part["type"].as_str(), part["text"].as_str(), part["refusal"].as_str()) {
-                (Some("output_text"), Some(text), _) => parts.push(text.to_string()),
-                (Some("refusal"), _, Some(refusal)) => parts.push(format!("Refusal: {refusal}")),
-                _ => {}
-            }
-        }
-    }
-    parts.join("\n")
-}

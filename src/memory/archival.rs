@@ -48,6 +48,8 @@ pub struct PassageSearch {
     pub top_k: usize,
     pub start: Option<DateTime<Utc>>,
     pub end: Option<DateTime<Utc>>,
+    /// Also rank passages a later memory superseded.
+    pub include_superseded: bool,
 }
 
 /// The archival memory service of one actor and project.
@@ -156,6 +158,7 @@ impl ArchivalMemory {
                     tags_any: normalize_tags(&request.tags_any),
                     start: request.start,
                     end: request.end,
+                    include_superseded: request.include_superseded,
                     ..Default::default()
                 },
                 vector,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{CoreBlockVersion, FixRecord, Passage, Role, SessionItem};
+use crate::domain::{CoreBlockVersion, DistillRun, FixRecord, Passage, Role, SessionItem};
 
 /// Store failures. Messages name the setting that fixes them where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +134,38 @@ pub trait ArchivalStore: Send + Sync {
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
     /// Both rankings of a hybrid search.
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError>;
+    /// Writes a distillation run's changes in one commit: all of them or none. `new` rows are inserted
+    /// (a row with the same id stored meanwhile keeps its creation time, and gains the new tags);
+    /// `changed` rows replace stored rows of the same id (with their stored vector when given `None`),
+    /// keeping tags added meanwhile, and are skipped when their row is gone (forgotten since it was read:
+    /// never resurrected). Durable on return.
+    async fn apply_passages(
+        &self,
+        new: &[(Passage, Vec<f32>)],
+        changed: &[(Passage, Option<Vec<f32>>)],
+    ) -> Result<AppliedPassages, StoreError>;
+    /// How many passages of `actor_id` have exactly this `source`.
+    async fn count_by_source(&self, actor_id: &str, source: &str) -> Result<usize, StoreError>;
+}
+
+/// What [`ArchivalStore::apply_passages`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppliedPassages {
+    /// New rows inserted.
+    pub inserted: usize,
+    /// Stored rows replaced (changed rows, and new rows whose id was stored meanwhile).
+    pub replaced: usize,
+    /// Changed rows skipped because their row was gone.
+    pub skipped: usize,
+}
+
+/// The `distill_runs` table: the state of every distillation run.
+#[async_trait]
+pub trait DistillRunStore: Send + Sync {
+    /// Writes `run`, replacing the row of the same run id. Durable on return.
+    async fn put_run(&self, run: &DistillRun) -> Result<(), StoreError>;
+    /// The runs of `actor_id` (every actor's when `None`), oldest first.
+    async fn runs(&self, actor_id: Option<&str>) -> Result<Vec<DistillRun>, StoreError>;
 }
 
 /// The `session_items` table (MemGPT recall storage: every stored conversation item).
@@ -147,6 +179,14 @@ pub trait SessionStore: Send + Sync {
     async fn forgotten_item_ids(&self, ids: &[Uuid]) -> Result<std::collections::HashSet<Uuid>, StoreError>;
     /// The actor whose items a session holds (the one who created it), if it has any.
     async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError>;
+    /// Every item of `actor_id` said by one of `roles`, at or after `since` when given, ordered by
+    /// session and turn (what a distillation run reads).
+    async fn actor_items(
+        &self,
+        actor_id: &str,
+        roles: &[Role],
+        since: Option<DateTime<Utc>>,
+    ) -> Result<Vec<SessionItem>, StoreError>;
     /// The highest turn stored for a session of `actor_id`, if any.
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
     /// Both rankings of a hybrid search.

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::rows::{self, Rows};
 use super::{LanceStore, backend, filter_sql, sql_literal};
 use crate::domain::Passage;
-use crate::store::{ArchivalStore, Candidates, StoreError, TextQuery};
+use crate::store::{AppliedPassages, ArchivalStore, Candidates, StoreError, TextQuery};
 
 /// Name of the archival memory table.
 pub const ARCHIVAL_TABLE: &str = "archival";
@@ -133,6 +133,74 @@ impl ArchivalStore for LanceStore {
             self.upsert_batch(ARCHIVAL_TABLE, to_batch(&[(passage.clone(), vector)])?).await?;
         }
         Ok(Some(passage))
+    }
+
+    async fn apply_passages(
+        &self,
+        new: &[(Passage, Vec<f32>)],
+        changed: &[(Passage, Option<Vec<f32>>)],
+    ) -> Result<AppliedPassages, StoreError> {
+        use std::collections::HashMap;
+        if new.is_empty() && changed.is_empty() {
+            return Ok(AppliedPassages::default());
+        }
+        // Read, merge and write under the table's lock, so no tag added meanwhile is lost.
+        let _lock = super::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let ids: Vec<String> =
+            new.iter().map(|(p, _)| p.id.to_string()).chain(changed.iter().map(|(p, _)| p.id.to_string())).collect();
+        let mut stored: HashMap<Uuid, (Passage, Vec<f32>)> = HashMap::new();
+        for chunk in ids.chunks(500) {
+            let filter = super::in_list("id", chunk.iter().map(String::as_str));
+            for batch in self.select(ARCHIVAL_TABLE, &filter, None).await? {
+                stored.extend(from_batch(&batch)?.into_iter().map(|(p, v)| (p.id, (p, v))));
+            }
+        }
+        let mut applied = AppliedPassages::default();
+        let mut rows_out: Vec<(Passage, Vec<f32>)> = Vec::with_capacity(ids.len());
+        let merge_tags = |mut ours: Passage, theirs: &Passage| {
+            for tag in &theirs.tags {
+                if !ours.tags.contains(tag) {
+                    ours.tags.push(tag.clone());
+                }
+            }
+            ours.tags.sort();
+            ours
+        };
+        for (passage, vector) in new {
+            match stored.get(&passage.id) {
+                Some((existing, _)) if existing.actor_id == passage.actor_id => {
+                    let mut merged = merge_tags(passage.clone(), existing);
+                    merged.created_at = existing.created_at;
+                    applied.replaced += 1;
+                    rows_out.push((merged, vector.clone()));
+                }
+                Some(_) => return Err(StoreError::Backend(format!("passage {} belongs to another actor", passage.id))),
+                None => {
+                    applied.inserted += 1;
+                    rows_out.push((passage.clone(), vector.clone()));
+                }
+            }
+        }
+        for (passage, vector) in changed {
+            match stored.get(&passage.id) {
+                Some((existing, stored_vector)) if existing.actor_id == passage.actor_id => {
+                    applied.replaced += 1;
+                    let vector = vector.clone().unwrap_or_else(|| stored_vector.clone());
+                    rows_out.push((merge_tags(passage.clone(), existing), vector));
+                }
+                _ => applied.skipped += 1,
+            }
+        }
+        if !rows_out.is_empty() {
+            // one merge-insert: one commit, so the run's changes land together or not at all
+            self.upsert_batch(ARCHIVAL_TABLE, to_batch(&rows_out)?).await?;
+        }
+        Ok(applied)
+    }
+
+    async fn count_by_source(&self, actor_id: &str, source: &str) -> Result<usize, StoreError> {
+        let filter = format!("actor_id = {} AND source = {}", sql_literal(actor_id), sql_literal(source));
+        Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
     }
 
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {

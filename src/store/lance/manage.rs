@@ -108,7 +108,7 @@ fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
 
 /// One line of text, at most `max` characters (an ellipsis marks a cut). Control characters are shown
 /// escaped (`\u{1b}`), so stored text cannot drive the operator's terminal.
-fn preview(text: &str, max: usize) -> String {
+pub fn preview(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let line: String =
         line.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect();

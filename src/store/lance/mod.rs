@@ -16,6 +16,7 @@
 
 mod archival;
 mod core_blocks;
+mod distill;
 mod fixes;
 pub mod manage;
 mod rows;
@@ -35,6 +36,7 @@ use super::StoreError;
 use crate::embed::{DIMENSION, MODEL_ID};
 
 pub use archival::ARCHIVAL_TABLE;
+pub use distill::DISTILL_RUNS_TABLE;
 pub use core_blocks::CORE_BLOCKS_TABLE;
 pub use fixes::FIXES_TABLE;
 pub use sessions::SESSION_ITEMS_TABLE;
@@ -67,6 +69,7 @@ pub struct LanceStore {
     session_items: Table,
     core_blocks: Table,
     forgotten: Table,
+    distill_runs: Table,
     /// Searchable tables whose full-text index is known to exist.
     fts_ready: Arc<tokio::sync::Mutex<std::collections::HashSet<(&'static str, &'static str)>>>,
     /// Writes committed through this handle per table, for background upkeep every
@@ -120,6 +123,8 @@ impl LanceStore {
         let core_blocks =
             open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
         let forgotten = open_or_create(&conn, FORGOTTEN_TABLE, forgotten_schema()).await.map_err(|e| open_err(&e))?;
+        let distill_runs =
+            open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
         let store = Self {
             path: path.to_string(),
             conn,
@@ -128,6 +133,7 @@ impl LanceStore {
             session_items,
             core_blocks,
             forgotten,
+            distill_runs,
             fts_ready: Arc::default(),
             writes: Arc::default(),
         };
@@ -154,6 +160,7 @@ impl LanceStore {
             SESSION_ITEMS_TABLE => &self.session_items,
             CORE_BLOCKS_TABLE => &self.core_blocks,
             FORGOTTEN_TABLE => &self.forgotten,
+            DISTILL_RUNS_TABLE => &self.distill_runs,
             other => unreachable!("no table {other}"),
         }
     }

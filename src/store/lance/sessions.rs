@@ -167,6 +167,25 @@ impl SessionStore for LanceStore {
         Ok(batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next()).map(|(item, _)| item.actor_id))
     }
 
+    async fn actor_items(
+        &self,
+        actor_id: &str,
+        roles: &[Role],
+        since: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<Vec<SessionItem>, StoreError> {
+        let filter = crate::store::SearchFilter {
+            actor_id: actor_id.to_string(),
+            roles: roles.to_vec(),
+            start: since,
+            ..Default::default()
+        };
+        let batches = self.select(SESSION_ITEMS_TABLE, &filter_sql(&filter, false, true), None).await?;
+        let mut items: Vec<SessionItem> =
+            batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|(i, _)| i).collect();
+        items.sort_by(|a, b| (&a.session_id, a.turn, &a.source_key).cmp(&(&b.session_id, b.turn, &b.source_key)));
+        Ok(items)
+    }
+
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError> {
         use futures::TryStreamExt;
         use lancedb::query::{ExecutableQuery, QueryBase, Select};

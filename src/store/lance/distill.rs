@@ -1,0 +1,73 @@
+//! The `distill_runs` table: one row per distillation run (its state, counts, cost, the items it read
+//! and what it changed), rewritten as the run advances. The run itself is kept as JSON in `record`;
+//! `actor_id`, `state` and `started_at` are columns so runs can be filtered and ordered.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+
+use super::rows::{self, Rows};
+use super::{LanceStore, backend, sql_literal};
+use crate::domain::DistillRun;
+use crate::store::{DistillRunStore, StoreError};
+
+/// Name of the distillation run table.
+pub const DISTILL_RUNS_TABLE: &str = "distill_runs";
+
+/// Arrow schema of `distill_runs`.
+pub(super) fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
+        Field::new("started_at", rows::timestamp_type(), false),
+        Field::new("record", DataType::Utf8, false),
+    ]))
+}
+
+fn to_batch(run: &DistillRun) -> Result<RecordBatch, StoreError> {
+    let record = serde_json::to_string(run).map_err(backend)?;
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            rows::strings([run.run_id.as_str()]),
+            rows::strings([run.actor_id.as_str()]),
+            rows::strings([run.state.as_str()]),
+            rows::times([run.started_at]),
+            rows::strings([record.as_str()]),
+        ],
+    )
+    .map_err(backend)
+}
+
+fn from_batch(batch: &RecordBatch) -> Result<Vec<DistillRun>, StoreError> {
+    let r = Rows::new(batch, DISTILL_RUNS_TABLE);
+    r.strs("record")?
+        .iter()
+        .map(|json| {
+            serde_json::from_str(json).map_err(|e| StoreError::Corrupt {
+                table: DISTILL_RUNS_TABLE,
+                column: "record",
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[async_trait]
+impl DistillRunStore for LanceStore {
+    async fn put_run(&self, run: &DistillRun) -> Result<(), StoreError> {
+        self.upsert_batch(DISTILL_RUNS_TABLE, to_batch(run)?).await
+    }
+
+    async fn runs(&self, actor_id: Option<&str>) -> Result<Vec<DistillRun>, StoreError> {
+        let filter = actor_id.map_or_else(|| "TRUE".to_string(), |a| format!("actor_id = {}", sql_literal(a)));
+        let batches = self.select(DISTILL_RUNS_TABLE, &filter, None).await?;
+        let mut runs: Vec<DistillRun> =
+            batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
+        runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.run_id.cmp(&b.run_id)));
+        Ok(runs)
+    }
+}

@@ -1,0 +1,476 @@
+//! `astra-mcp distill` against a local mock of the Responses API (wiremock) that returns scripted
+//! extractions and consolidation decisions and records every request; the store (LanceDB in a temp dir)
+//! and the model are real. The requests are asserted: extraction sees only the user and assistant
+//! messages of new items, consolidation sees the candidate memories retrieved from the store.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use astra_mcp::distill::{DistillConfig, DistillError, Distiller};
+use astra_mcp::domain::{DistillRun, Passage, Role, RunState, Scope};
+use astra_mcp::drive::{DriveError, Ledger, Pricing};
+use astra_mcp::memory::{ArchivalConfig, ArchivalMemory, ConversationMemory, Fusion, ImportTarget, NewItem, PassageSearch};
+use astra_mcp::store::lance::LanceStore;
+use astra_mcp::store::{ArchivalStore, DistillRunStore};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::support::embedder;
+
+type Step = Box<dyn Fn(&Value) -> ResponseTemplate + Send + Sync>;
+
+/// The model's answers, one per request, and every request received.
+struct Script {
+    steps: Vec<Step>,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Respond for Script {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).expect("requests are JSON");
+        let mut seen = self.seen.lock().unwrap();
+        let step = seen.len();
+        seen.push(body.clone());
+        match self.steps.get(step) {
+            Some(play) => play(&body),
+            None => ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "script exhausted"}})),
+        }
+    }
+}
+
+/// A completed response whose `output_text` is `answer` (JSON), 2000 input and 150 output tokens.
+fn answer(answer: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "resp_1", "object": "response", "status": "completed",
+        "output": [{"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": answer.to_string()}]}],
+        "usage": {"input_tokens": 2000, "output_tokens": 150, "total_tokens": 2150}}))
+}
+
+/// What one request at 10/50 USD per million tokens costs.
+const REQUEST_USD: f64 = 0.0275;
+
+fn step(play: impl Fn(&Value) -> ResponseTemplate + Send + Sync + 'static) -> Step {
+    Box::new(play)
+}
+
+fn memories(list: Value) -> Step {
+    step(move |_| answer(json!({"memories": list})))
+}
+
+struct Mocked {
+    server: MockServer,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Mocked {
+    fn requests(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn mock(steps: Vec<Step>) -> Mocked {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(Script { steps, seen: seen.clone() })
+        .mount(&server)
+        .await;
+    Mocked { server, seen }
+}
+
+fn config(mocked: &Mocked, dir: &Path, actor: &str) -> DistillConfig {
+    DistillConfig {
+        actor_id: actor.into(),
+        since: None,
+        instructions: None,
+        base_url: format!("{}/v1", mocked.server.uri()),
+        api_key: Some("sk-test-key".into()),
+        approve_live_cost: true,
+        model: "gpt-6-astra".into(),
+        max_output_tokens: 4096,
+        reasoning_effort: None,
+        pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
+        run_budget_usd: 1.0,
+        actor_budget_usd: 5.0,
+        ledger: dir.join("ledger.jsonl"),
+        timeout_secs: 30,
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    store: Arc<LanceStore>,
+    distiller: Distiller,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap());
+    let distiller = Distiller::new(store.clone(), embedder());
+    Fixture { dir, store, distiller }
+}
+
+/// Stores a conversation of `actor` (turns numbered from 0).
+async fn converse(store: &Arc<LanceStore>, actor: &str, session: &str, items: &[(Role, &str)]) {
+    let memory = ConversationMemory::new(store.clone(), embedder(), Fusion::default());
+    let target = ImportTarget {
+        actor_id: actor.into(),
+        project: "shop".into(),
+        session_id: session.into(),
+        source: "claude-code".into(),
+    };
+    let items: Vec<NewItem> = items
+        .iter()
+        .enumerate()
+        .map(|(turn, (role, text))| NewItem {
+            source_key: format!("{session}:{turn}"),
+            turn: turn as i64,
+            role: *role,
+            speaker: None,
+            text: (*text).to_string(),
+            timestamp: None,
+            date_label: None,
+        })
+        .collect();
+    memory.import(&target, &items).await.unwrap();
+}
+
+/// Hybrid archival search of `actor` (current memories only unless `include_superseded`).
+async fn search(store: &Arc<LanceStore>, actor: &str, query: &str, include_superseded: bool) -> Vec<Passage> {
+    let archival = ArchivalMemory::new(
+        store.clone(),
+        embedder(),
+        ArchivalConfig {
+            scope: Scope { actor_id: actor.into(), project: "shop".into() },
+            near_duplicate_cosine: 0.95,
+            fusion: Fusion::default(),
+        },
+    );
+    let request = PassageSearch { query: query.into(), top_k: 10, include_superseded, ..Default::default() };
+    archival.search(&request).await.unwrap().into_iter().map(|h| h.row).collect()
+}
+
+/// The JSON document a request sends as its user input.
+fn input_document(request: &Value) -> Value {
+    let text = request["input"][0]["content"].as_str().unwrap_or_else(|| panic!("no input text in {request}"));
+    serde_json::from_str(text).unwrap()
+}
+
+fn schema_name(request: &Value) -> &str {
+    request["text"]["format"]["name"].as_str().unwrap_or_default()
+}
+
+const TABS: &str = "I always indent Python with tabs, never spaces. Please remember that.";
+const NOTED: &str = "Noted: tabs for Python indentation from now on.";
+const TOOL_OUTPUT: &str = "tool call run_tests({}): 3 passed in 0.02s TOOLTRACE-7731";
+const DEPLOY: &str = "Our shop deploys to Fly.io, region ams.";
+const BOB_SECRET: &str = "Bob's project codename is HELIOTROPE.";
+
+const TABS_MEMORY: &str = "The user indents Python code with tabs, never spaces.";
+const DEPLOY_MEMORY: &str = "The user's shop deploys to Fly.io in region ams.";
+
+/// Ann's first session: a preference, an acknowledgement, a tool result, a fact.
+async fn ann_first_session(store: &Arc<LanceStore>) {
+    converse(store, "ann", "s1", &[(Role::User, TABS), (Role::Assistant, NOTED), (Role::Tool, TOOL_OUTPUT), (Role::User, DEPLOY)])
+        .await;
+}
+
+fn ann_first_extraction() -> Step {
+    memories(json!([
+        {"kind": "preference", "text": TABS_MEMORY, "item": 1},
+        {"kind": "fact", "text": DEPLOY_MEMORY, "item": 3}
+    ]))
+}
+
+fn runs_of(runs: Vec<DistillRun>, state: RunState) -> usize {
+    runs.iter().filter(|r| r.state == state).count()
+}
+
+#[tokio::test]
+async fn a_run_distils_user_and_assistant_messages_with_provenance_and_a_rerun_adds_nothing() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    converse(&f.store, "bob", "b1", &[(Role::User, BOB_SECRET)]).await;
+    let mocked = mock(vec![ann_first_extraction()]).await;
+    let run = f.distiller.run(&config(&mocked, f.dir.path(), "ann")).await.unwrap();
+
+    // one extraction request: the user and assistant messages of ann's new items, nothing else
+    let requests = mocked.requests();
+    assert_eq!(requests.len(), 1, "no candidates were stored, so no consolidation request: {requests:#?}");
+    let request = &requests[0];
+    assert_eq!(schema_name(request), "durable_memories");
+    assert_eq!(request["text"]["format"]["type"], "json_schema");
+    assert_eq!(request["text"]["format"]["strict"], true);
+    assert_eq!(request["store"], false);
+    assert_eq!(request["model"], "gpt-6-astra");
+    assert!(request.get("previous_response_id").is_none());
+    let items = input_document(request)["items"].as_array().unwrap().clone();
+    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, vec![TABS, NOTED, DEPLOY], "tool items and other actors' items are never sent");
+    assert_eq!(items[2]["session_id"], "s1");
+    assert_eq!(items[2]["turn"], 3);
+    assert_eq!(items[2]["role"], "user");
+    assert!(!request.to_string().contains("TOOLTRACE-7731") && !request.to_string().contains("HELIOTROPE"));
+
+    // the memories are stored with the session and turn each came from
+    assert_eq!(run.state, RunState::Succeeded);
+    assert_eq!((run.items_read, run.added, run.updated, run.superseded), (3, 2, 0, 0));
+    assert_eq!(run.requests, 1);
+    assert!((run.cost_usd - REQUEST_USD).abs() < 1e-9, "{}", run.cost_usd);
+    let found = search(&f.store, "ann", "which hosting region do we deploy to", false).await;
+    let deploy = found.iter().find(|p| p.text == DEPLOY_MEMORY).expect("the fact is found");
+    assert_eq!((deploy.session_id.as_str(), deploy.turn), ("s1", Some(3)));
+    assert_eq!(deploy.source, format!("distill:{}", run.run_id));
+    assert_eq!(deploy.tags, vec!["distilled".to_string(), "fact".to_string()]);
+    let tabs = search(&f.store, "ann", "tabs or spaces for indentation", false).await;
+    assert_eq!(tabs.first().map(|p| (p.text.as_str(), p.turn)), Some((TABS_MEMORY, Some(0))));
+    // the ledger counts it under the actor's distill budget
+    let entries = Ledger::new(f.dir.path().join("ledger.jsonl")).entries().unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!((entries[0].run_id.as_str(), entries[0].project.as_str()), (run.run_id.as_str(), "distill:ann"));
+
+    // a second run over the same sessions reads nothing, sends nothing, adds nothing
+    let again = f.distiller.run(&config(&mocked, f.dir.path(), "ann")).await.unwrap();
+    assert_eq!((again.items_read, again.added, again.requests), (0, 0, 0));
+    assert_eq!(mocked.requests().len(), 1);
+    assert_eq!(search(&f.store, "ann", "tabs indentation Fly.io", false).await.len(), 2);
+
+    // bob's run reads bob's items only and writes into bob's memory only
+    let bob_mock = mock(vec![memories(json!([{"kind": "fact", "text": "Bob's project is code-named HELIOTROPE.", "item": 1}]))]).await;
+    let bob = f.distiller.run(&config(&bob_mock, f.dir.path(), "bob")).await.unwrap();
+    assert_eq!((bob.items_read, bob.added), (1, 1));
+    let bob_request = bob_mock.requests()[0].to_string();
+    assert!(bob_request.contains("HELIOTROPE") && !bob_request.contains("Fly.io") && !bob_request.contains("tabs"));
+    assert!(search(&f.store, "ann", "project codename HELIOTROPE", false).await.iter().all(|p| !p.text.contains("HELIOTROPE")));
+    assert_eq!(search(&f.store, "bob", "project codename", false).await[0].actor_id, "bob");
+    let statuses = f.distiller.status(None).await.unwrap();
+    assert_eq!(statuses.len(), 3);
+    assert_eq!(f.distiller.status(Some("bob")).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let first = mock(vec![ann_first_extraction()]).await;
+    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
+    let before = search(&f.store, "ann", "tabs Fly.io", false).await;
+    let tabs_id = before.iter().find(|p| p.text == TABS_MEMORY).unwrap().id;
+    let deploy_id = before.iter().find(|p| p.text == DEPLOY_MEMORY).unwrap().id;
+
+    converse(&f.store, "ann", "s2", &[
+        (Role::User, "Reminder: tabs for indentation in all Python code, shown 4 wide."),
+        (Role::User, "We moved the shop's deploys from Fly.io to Render last week."),
+    ])
+    .await;
+    const MERGED: &str = "The user indents Python code with tabs (displayed 4 wide), never spaces.";
+    const RENDER: &str = "The user's shop deploys to Render (it moved away from Fly.io).";
+    let second = mock(vec![
+        memories(json!([
+            {"kind": "preference", "text": "The user indents Python with tabs, displayed 4 wide.", "item": 1},
+            {"kind": "fact", "text": "The user's shop now deploys to Render, not Fly.io.", "item": 2}
+        ])),
+        // the consolidation: update the tabs memory, supersede the deploy memory, by the candidates' ids
+        step(move |request| {
+            let doc = input_document(request);
+            let candidate_of = |index: usize, needle: &str| -> String {
+                let memory = &doc["new_memories"][index];
+                memory["candidates"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["text"].as_str().unwrap().contains(needle))
+                    .unwrap_or_else(|| panic!("no candidate with `{needle}` for {memory}"))["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            };
+            answer(json!({"decisions": [
+                {"index": 1, "action": "update", "target_id": candidate_of(0, "tabs"), "text": MERGED},
+                {"index": 2, "action": "supersede", "target_id": candidate_of(1, "Fly.io"), "text": RENDER}
+            ]}))
+        }),
+    ])
+    .await;
+    let run = f.distiller.run(&config(&second, f.dir.path(), "ann")).await.unwrap();
+
+    // the consolidation request carried the stored memories as candidates, with their ids
+    let requests = second.requests();
+    assert_eq!(requests.len(), 2);
+    let extraction = input_document(&requests[0]);
+    let sent: Vec<&str> = extraction["items"].as_array().unwrap().iter().map(|i| i["text"].as_str().unwrap()).collect();
+    assert_eq!(sent.len(), 2, "only the new session's items: {sent:?}");
+    assert!(!requests[0].to_string().contains(TABS), "items distilled before are not sent again");
+    assert_eq!(schema_name(&requests[1]), "memory_decisions");
+    let doc = input_document(&requests[1]);
+    let candidates_of = |i: usize| -> Vec<String> {
+        doc["new_memories"][i]["candidates"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(candidates_of(0).contains(&tabs_id.to_string()), "{doc}");
+    assert!(candidates_of(1).contains(&deploy_id.to_string()), "{doc}");
+
+    assert_eq!((run.added, run.updated, run.superseded), (1, 1, 1), "{:#?}", run.changes);
+    // the restatement rewrote the same memory (same id) with the session that restated it
+    let tabs = f.store.get_passage("ann", tabs_id).await.unwrap().unwrap();
+    assert_eq!(tabs.text, MERGED);
+    assert_eq!((tabs.session_id.as_str(), tabs.turn, tabs.superseded_by), ("s2", Some(0), None));
+    let update = run.changes.iter().find(|c| c["action"] == "update").unwrap();
+    assert_eq!(update["previous_text"], TABS_MEMORY, "the audit keeps the old text");
+    // the contradiction: the old memory is kept, marked, and hidden from default searches
+    let current = search(&f.store, "ann", "where does the shop deploy", false).await;
+    let render = current.iter().find(|p| p.text == RENDER).expect("the new fact is current");
+    assert!(current.iter().all(|p| p.id != deploy_id), "superseded memories are hidden by default");
+    let old = f.store.get_passage("ann", deploy_id).await.unwrap().expect("never deleted");
+    assert_eq!(old.superseded_by, Some(render.id));
+    assert_eq!(old.text, DEPLOY_MEMORY);
+    let all = search(&f.store, "ann", "where does the shop deploy", true).await;
+    assert!(all.iter().any(|p| p.id == deploy_id && p.superseded_by == Some(render.id)));
+    // a restatement found by the search embeds the merged text
+    let by_new_words = search(&f.store, "ann", "displayed 4 wide", false).await;
+    assert_eq!(by_new_words.first().map(|p| p.id), Some(tabs_id));
+}
+
+#[tokio::test]
+async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_same_items() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let first = mock(vec![ann_first_extraction()]).await;
+    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
+    converse(&f.store, "ann", "s2", &[(Role::User, "Deploys moved from Fly.io to Render."), (Role::User, "I use ruff for linting.")])
+        .await;
+    let before = search(&f.store, "ann", "deploy Fly.io Render ruff tabs", true).await;
+
+    // extraction answers; the consolidation request fails with a server error
+    let failing = mock(vec![
+        memories(json!([
+            {"kind": "fact", "text": "The user's shop deploys to Render.", "item": 1},
+            {"kind": "preference", "text": "The user lints Python with ruff.", "item": 2}
+        ])),
+        step(|_| ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "upstream overloaded"}}))),
+    ])
+    .await;
+    let error = f.distiller.run(&config(&failing, f.dir.path(), "ann")).await.unwrap_err();
+    let DistillError::Failed { run_id, source } = &error else { panic!("{error}") };
+    assert!(matches!(**source, DistillError::Request(DriveError::Api { status: 500, .. })), "{source}");
+    assert!(error.to_string().contains("no memory was changed"), "{error}");
+    assert_eq!(failing.requests().len(), 2);
+
+    // nothing changed: the ruff memory (no candidates, planned as an add) was not written either
+    let after = search(&f.store, "ann", "deploy Fly.io Render ruff tabs", true).await;
+    assert_eq!(after, before);
+    let runs = f.store.runs(Some("ann")).await.unwrap();
+    let failed = runs.iter().find(|r| &r.run_id == run_id).unwrap();
+    assert_eq!(failed.state, RunState::Failed);
+    assert!(failed.error.as_deref().unwrap().contains("upstream overloaded"), "{failed:?}");
+    assert!((failed.cost_usd - REQUEST_USD).abs() < 1e-9, "the answered request's cost is recorded");
+    assert_eq!(failed.items_read, 2);
+
+    // the next run reads the same two items again and succeeds
+    let retry = mock(vec![
+        memories(json!([
+            {"kind": "fact", "text": "The user's shop deploys to Render.", "item": 1},
+            {"kind": "preference", "text": "The user lints Python with ruff.", "item": 2}
+        ])),
+        step(|request| {
+            let doc = input_document(request);
+            let decisions: Vec<Value> = doc["new_memories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| json!({"index": m["index"], "action": "add", "target_id": null, "text": m["text"]}))
+                .collect();
+            answer(json!({"decisions": decisions}))
+        }),
+    ])
+    .await;
+    let run = f.distiller.run(&config(&retry, f.dir.path(), "ann")).await.unwrap();
+    let retried: Vec<String> = input_document(&retry.requests()[0])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["text"].as_str().unwrap().to_string())
+        .collect();
+    let failed_items: Vec<String> = input_document(&failing.requests()[0])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(retried, failed_items);
+    assert_eq!(run.items_read, 2);
+    assert_eq!(run.added, 2, "{:#?}", run.changes);
+    let runs = f.store.runs(Some("ann")).await.unwrap();
+    assert_eq!((runs_of(runs.clone(), RunState::Succeeded), runs_of(runs, RunState::Failed)), (2, 1));
+}
+
+#[tokio::test]
+async fn a_second_run_of_an_actor_is_refused_while_one_runs_and_an_interrupted_run_is_closed() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    converse(&f.store, "bob", "b1", &[(Role::User, BOB_SECRET)]).await;
+    let slow = mock(vec![step(|_| {
+        answer(json!({"memories": [{"kind": "preference", "text": TABS_MEMORY, "item": 1}]}))
+            .set_delay(std::time::Duration::from_secs(3))
+    })])
+    .await;
+    let distiller = f.distiller.clone();
+    let slow_config = config(&slow, f.dir.path(), "ann");
+    let first = tokio::spawn(async move { distiller.run(&slow_config).await });
+    while slow.requests().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let other = mock(vec![ann_first_extraction()]).await;
+    let refused = f.distiller.run(&config(&other, f.dir.path(), "ann")).await.unwrap_err();
+    let DistillError::Busy { actor, running } = &refused else { panic!("{refused}") };
+    assert_eq!(actor, "ann");
+    let first_id = f.store.runs(Some("ann")).await.unwrap()[0].run_id.clone();
+    assert!(running.contains(&first_id), "the refusal names the running run: {refused}");
+    assert!(other.requests().is_empty(), "the refused run sent nothing");
+    // another actor is not blocked
+    let bob_mock = mock(vec![memories(json!([]))]).await;
+    assert_eq!(f.distiller.run(&config(&bob_mock, f.dir.path(), "bob")).await.unwrap().state, RunState::Succeeded);
+    let finished = first.await.unwrap().unwrap();
+    assert_eq!((finished.run_id, finished.added), (first_id, 1));
+
+    // a run left RUNNING by a process that died (nothing of it committed): listed as interrupted, then
+    // closed FAILED by the next run, which reads the pending items
+    converse(&f.store, "ann", "s3", &[(Role::User, "I prefer small pull requests.")]).await;
+    let mut stale = f.store.runs(Some("ann")).await.unwrap()[0].clone();
+    stale.run_id = "distill-crashed".into();
+    stale.state = RunState::Running;
+    stale.finished_at = None;
+    f.store.put_run(&stale).await.unwrap();
+    let status = f.distiller.status(Some("ann")).await.unwrap();
+    assert!(status.iter().any(|s| s.run.run_id == "distill-crashed" && s.interrupted));
+    let next = mock(vec![memories(json!([]))]).await;
+    let run = f.distiller.run(&config(&next, f.dir.path(), "ann")).await.unwrap();
+    assert_eq!(run.items_read, 1);
+    let closed = f.store.runs(Some("ann")).await.unwrap().into_iter().find(|r| r.run_id == "distill-crashed").unwrap();
+    assert_eq!(closed.state, RunState::Failed);
+    assert!(closed.error.unwrap().contains("interrupted"));
+}
+
+#[tokio::test]
+async fn nothing_is_sent_or_recorded_without_approval_a_key_or_budget() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let mocked = mock(vec![ann_first_extraction()]).await;
+    let mut unapproved = config(&mocked, f.dir.path(), "ann");
+    unapproved.approve_live_cost = false;
+    let e = f.distiller.run(&unapproved).await.unwrap_err();
+    assert!(matches!(e, DistillError::Request(DriveError::NotApproved(_))), "{e}");
+    let mut keyless = config(&mocked, f.dir.path(), "ann");
+    keyless.api_key = None;
+    assert!(matches!(f.distiller.run(&keyless).await.unwrap_err(), DistillError::Request(DriveError::NoApiKey)));
+    assert!(f.store.runs(None).await.unwrap().is_empty());
+
+    let mut broke = config(&mocked, f.dir.path(), "ann");
+    broke.run_budget_usd = 0.0;
+    let e = f.distiller.run(&broke).await.unwrap_err();
+    assert!(e.to_string().contains("budget reached"), "{e}");
+    assert!(mocked.requests().is_empty(), "the budget is checked before the request");
+    assert_eq!(f.store.runs(Some("ann")).await.unwrap()[0].state, RunState::Failed);
+}
