@@ -331,6 +331,68 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
     // a restatement found by the search embeds the merged text
     let by_new_words = search(&f.store, "ann", "displayed 4 wide", false).await;
     assert_eq!(by_new_words.first().map(|p| p.id), Some(tabs_id));
+
+    // through the tool: hidden by default, shown and marked with `include_superseded`
+    let host = crate::support::host(&f.dir.path().join("db"), crate::support::config("ann", "shop", None, None)).await;
+    let session = astra_mcp::memory::SessionState::new("reader");
+    let query = |include: Value| {
+        crate::support::args(json!({"query": "where does the shop deploy", "tags": null, "top_k": 10, "start": null,
+            "end": null, "include_superseded": include}))
+    };
+    let default = host.call(&session, "archival_memory_search", query(Value::Null)).await.unwrap();
+    assert!(!default.is_error && !default.text.contains(DEPLOY_MEMORY), "{}", default.text);
+    let shown = host.call(&session, "archival_memory_search", query(json!(true))).await.unwrap();
+    let results = shown.structured.as_ref().unwrap()["results"].as_array().unwrap().clone();
+    let old_result = results.iter().find(|r| r["id"] == deploy_id.to_string()).expect("shown on request");
+    assert_eq!(old_result["superseded_by"], render.id.to_string());
+    assert!(shown.text.contains(&format!("SUPERSEDED by {}", render.id)), "{}", shown.text);
+    assert!(results.iter().any(|r| r["id"] == render.id.to_string() && r["superseded_by"].is_null()));
+}
+
+/// The command line: a run against the mock prints its counts and changes; `distill status` lists it;
+/// without approval nothing is opened or sent.
+#[tokio::test]
+async fn the_distill_command_runs_and_lists_runs() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let mocked = mock(vec![ann_first_extraction()]).await;
+    let db = f.dir.path().join("db");
+    let bin = env!("CARGO_BIN_EXE_astra-mcp");
+    let run = |args: Vec<String>| {
+        let mut command = std::process::Command::new(bin);
+        command.args(&args).env("OPENAI_API_KEY", "sk-test-key").env_remove("OPENAI_BASE_URL").current_dir(f.dir.path());
+        tokio::task::spawn_blocking(move || command.output().unwrap())
+    };
+    let db_arg = db.to_str().unwrap().to_string();
+    let base = format!("{}/v1", mocked.server.uri());
+    let ledger = f.dir.path().join("ledger.jsonl").to_str().unwrap().to_string();
+    let refused = run(vec!["distill".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()]).await.unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --approve-live-cost"), "{refused:?}");
+    assert!(mocked.requests().is_empty());
+
+    let out = run(vec![
+        "distill".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into(), "--approve-live-cost".into(),
+        "--base-url".into(), base, "--ledger".into(), ledger,
+    ])
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("SUCCEEDED: 3 items read; 2 added, 0 updated, 0 superseded"), "{stdout}");
+    assert!(stdout.contains(&format!(" {DEPLOY_MEMORY}")) && stdout.contains("0.0275 USD"), "{stdout}");
+    assert_eq!(mocked.requests().len(), 1);
+
+    let status = run(vec!["distill".into(), "status".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()])
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&status.stdout);
+    let row = table.lines().find(|l| l.starts_with("distill-")).unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[1..9], &["ann", "SUCCEEDED", cells[3], "3", "2", "0", "0", "0.0275"], "{table}");
+    let json = run(vec!["distill".into(), "status".into(), "--db".into(), db_arg, "--json".into()]).await.unwrap();
+    let line: Value = serde_json::from_str(String::from_utf8_lossy(&json.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!((line["state"].as_str(), line["added"].as_u64()), (Some("SUCCEEDED"), Some(2)));
 }
 
 #[tokio::test]
