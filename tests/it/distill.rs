@@ -347,6 +347,16 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
     assert_eq!(old_result["superseded_by"], render.id.to_string());
     assert!(shown.text.contains(&format!("SUPERSEDED by {}", render.id)), "{}", shown.text);
     assert!(results.iter().any(|r| r["id"] == render.id.to_string() && r["superseded_by"].is_null()));
+
+    // forgetting a distilled memory leaves no copy of its text in the runs' change lists
+    let forgot = host
+        .call(&session, "memory_forget", crate::support::args(json!({"id": tabs_id.to_string()})))
+        .await
+        .unwrap();
+    assert!(!forgot.is_error, "{}", forgot.text);
+    let audit = serde_json::to_string(&f.store.runs(Some("ann")).await.unwrap()).unwrap();
+    assert!(!audit.contains("displayed 4 wide") && !audit.contains(TABS_MEMORY), "{audit}");
+    assert!(audit.contains(&tabs_id.to_string()) && audit.contains(RENDER), "ids and other memories stay: {audit}");
 }
 
 /// The command line: a run against the mock prints its counts and changes; `distill status` lists it;

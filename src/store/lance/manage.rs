@@ -245,6 +245,9 @@ impl LanceStore {
             }
             let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
             if result.num_deleted_rows > 0 {
+                if name == super::ARCHIVAL_TABLE {
+                    self.scrub_distill_changes(actor, id).await?;
+                }
                 return Ok(Some(name));
             }
         }
@@ -252,6 +255,29 @@ impl LanceStore {
         let table = self.table(CORE_BLOCKS_TABLE);
         let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
         Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
+    }
+
+    /// After archival memory `id` was forgotten: its texts are removed from the change lists of the
+    /// actor's distill runs (the ids and actions stay), so no copy of it is left there.
+    async fn scrub_distill_changes(&self, actor: &str, id: &str) -> Result<(), StoreError> {
+        use crate::store::DistillRunStore;
+        for mut run in self.runs(Some(actor)).await? {
+            let mut touched = false;
+            for change in &mut run.changes {
+                if change["memory_id"] == id || change["target_id"] == id {
+                    for key in ["text", "previous_text"] {
+                        if change.get(key).is_some() {
+                            change[key] = Value::String("[forgotten]".into());
+                            touched = true;
+                        }
+                    }
+                }
+            }
+            if touched {
+                self.put_run(&run).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Rows, size, fragments, indexes and versions of every table.
