@@ -58,10 +58,55 @@ pub enum Command {
         #[command(subcommand)]
         command: CoreCommand,
     },
+    /// Benchmark helpers (BENCHMARKS.md; the harness is `bench/run`): embedder throughput, bulk
+    /// loading of large stores, recall of the vector index.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Retrieval evaluations on public benchmark data.
     Eval {
         #[command(subcommand)]
         command: EvalCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Texts per second of the embedder at each batch size, over the texts of FILE (one per line).
+    Embed {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long, value_name = "FILE")]
+        texts: PathBuf,
+        /// Batch sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_name = "N,...")]
+        batch: Vec<usize>,
+        /// Sort the texts by length first (less padding per batch).
+        #[arg(long)]
+        sort_by_length: bool,
+    },
+    /// Append ROWS archival passages built from the texts of FILE (one per line; each text embedded for
+    /// real, further rows get its vector plus seeded noise), then build the indexes. For a fresh store.
+    Populate {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long, value_name = "FILE")]
+        texts: PathBuf,
+        #[arg(long, value_name = "N")]
+        rows: usize,
+        #[arg(long, default_value_t = 42, value_name = "N")]
+        seed: u64,
+    },
+    /// Recall@K of the archival vector search through its index against exact search, for the
+    /// queries of FILE (one per line), with both latencies (store only).
+    Recall {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long, value_name = "FILE")]
+        queries: PathBuf,
+        #[arg(long, default_value_t = 10, value_name = "K")]
+        k: usize,
     },
 }
 

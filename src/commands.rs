@@ -659,3 +659,83 @@ fn print_runs(runs: &[astra_mcp::distill::RunStatus], json: bool) {
         println!("* interrupted: no process holds the run's lock; the actor's next run closes it");
     }
 }
+
+/// Lines of a text file, blank ones skipped.
+fn lines_of(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let lines: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
+    anyhow::ensure!(!lines.is_empty(), "{} has no text lines", path.display());
+    Ok(lines)
+}
+
+/// `astra-mcp bench`: one JSON object per measurement on stdout.
+pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> {
+    use astra_mcp::cli::BenchCommand;
+    use serde_json::json;
+    let machine = json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)});
+    match command {
+        BenchCommand::Embed { store, texts, batch, sort_by_length } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let embedder = settings.embedder();
+            let mut texts = lines_of(&texts)?;
+            if sort_by_length {
+                texts.sort_by_key(|t| t.chars().count());
+            }
+            for size in batch {
+                let per_second = astra_mcp::bench::embed_throughput(&embedder, &texts, size).await?;
+                println!("{}", json!({"bench": "embed", "batch": size, "texts": texts.len(), "sorted": sort_by_length,
+                    "texts_per_second": per_second, "machine": machine}));
+            }
+        }
+        BenchCommand::Populate { store, texts, rows, seed } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let project = cli_project(&settings);
+            let lance = settings.open_store().await?;
+            let texts = lines_of(&texts)?;
+            let bar = progress_bar(rows as u64, "rows");
+            let report = astra_mcp::bench::populate(
+                &lance,
+                &settings.embedder(),
+                &settings.actor_id,
+                &project,
+                &texts,
+                rows,
+                seed,
+                &|done| bar.set_position(done as u64),
+            )
+            .await?;
+            bar.finish_and_clear();
+            let started = std::time::Instant::now();
+            lance.ensure_indexes().await?;
+            let fts_seconds = started.elapsed().as_secs_f64();
+            let started = std::time::Instant::now();
+            let indexed = lance.ensure_vector_index(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            println!("{}", json!({"bench": "populate", "rows": report.rows, "embedded": report.embedded,
+                "write_seconds": report.write_seconds, "fts_index_seconds": fts_seconds, "vector_index": indexed,
+                "vector_index_seconds": started.elapsed().as_secs_f64(), "machine": machine}));
+        }
+        BenchCommand::Recall { store, queries, k } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let lance = open_existing(&settings).await?;
+            let queries = lines_of(&queries)?;
+            let r = astra_mcp::bench::recall(&lance, &settings.embedder(), &settings.actor_id, &queries, k).await?;
+            println!("{}", json!({"bench": "recall", "queries": r.queries, "k": r.k, "recall": r.recall, "indexed": r.indexed,
+                "indexed_p50_ms": r.indexed_p50_ms, "indexed_p99_ms": r.indexed_p99_ms,
+                "exact_p50_ms": r.exact_p50_ms, "exact_p99_ms": r.exact_p99_ms, "machine": machine}));
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar on stderr when it is a terminal; hidden otherwise (logs and CI stay clean).
+fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    let template = format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -6,6 +6,7 @@
 //! `embed` (the seams to LanceDB and ONNX Runtime). `domain` holds the plain types they share.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod distill;

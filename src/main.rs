@@ -111,6 +111,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Memory { command } => commands::memory(command).await.map(|()| ExitCode::SUCCESS),
         Command::Core { command } => commands::core(command).await.map(|()| ExitCode::SUCCESS),
         Command::Eval { command } => commands::eval(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Bench { command } => commands::bench(command).await.map(|()| ExitCode::SUCCESS),
         Command::Schemas(args) => {
             let mut drift = Vec::new();
             if !args.check {

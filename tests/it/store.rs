@@ -169,3 +169,37 @@ async fn concurrent_writers_on_one_directory_lose_nothing() {
         assert!(fresh.get_fix("ann", id).await.unwrap().is_some(), "acknowledged write {id} is missing");
     }
 }
+
+/// Past `ANN_MIN_ROWS` rows, upkeep builds the vector index; indexed searches agree with exact ones
+/// (recall@10) and the hybrid search still ranks an exact text first.
+#[tokio::test]
+async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
+    use astra_mcp::store::lance::{ANN_MIN_ROWS, ARCHIVAL_TABLE};
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
+    let texts: Vec<String> = (0..40)
+        .map(|i| format!("Runbook {i}: the service-{i} deploy needs the flag --region-{} and a warm cache of {} entries", i * 7, i * 131))
+        .collect();
+    let embedder = crate::support::embedder();
+    astra_mcp::bench::populate(&store, &embedder, "ann", "p", &texts, ANN_MIN_ROWS - 1, 7, &|_| {}).await.unwrap();
+    assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "below the threshold: flat search");
+    astra_mcp::bench::populate(&store, &embedder, "ann", "q", &texts[..1], 1, 8, &|_| {}).await.unwrap();
+    assert!(store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "at the threshold the index is built");
+    assert!(store.has_vector_index(ARCHIVAL_TABLE).await.unwrap());
+    assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "not rebuilt before the table doubles");
+    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
+    let measured = astra_mcp::bench::recall(&store, &embedder, "ann", &queries, 10).await.unwrap();
+    assert!(measured.indexed && measured.recall >= 0.95, "{measured:?}");
+    let archival = astra_mcp::memory::ArchivalMemory::new(
+        std::sync::Arc::new(store),
+        embedder,
+        astra_mcp::memory::ArchivalConfig {
+            scope: astra_mcp::domain::Scope { actor_id: "ann".into(), project: "p".into() },
+            near_duplicate_cosine: 0.95,
+            fusion: astra_mcp::memory::Fusion::default(),
+        },
+    );
+    let request = astra_mcp::memory::PassageSearch { query: texts[3].clone(), top_k: 5, ..Default::default() };
+    let hits = archival.search(&request).await.unwrap();
+    assert!(hits[0].row.text.starts_with(&format!("{} (#", texts[3])), "{:?}", hits[0].row.text);
+}

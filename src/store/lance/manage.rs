@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::rows::{self, Rows};
 use super::{
-    CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect, retry,
+    ANN_MIN_ROWS, CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect, retry,
     sql_literal,
 };
 use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
@@ -257,6 +257,89 @@ impl LanceStore {
         Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
     }
 
+    /// Builds the ANN index on `vector` (IVF-HNSW-SQ, cosine) once the table has [`ANN_MIN_ROWS`] rows,
+    /// and rebuilds it when the table has doubled since (so its partitions follow the data); rows added
+    /// in between are folded in by the index optimisation of upkeep, and until then searched flat.
+    /// Returns whether an index was (re)built.
+    pub async fn ensure_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
+        let table = self.table(name);
+        let rows = table.count_rows(None).await.map_err(backend)?;
+        if rows < ANN_MIN_ROWS {
+            return Ok(false);
+        }
+        let indices = table.list_indices().await.map_err(backend)?;
+        let existing = indices.iter().find(|ix| ix.columns.iter().any(|c| c == "vector"));
+        let build = match existing {
+            None => true,
+            Some(ix) => table
+                .index_stats(&ix.name)
+                .await
+                .map_err(backend)?
+                .is_some_and(|stats| stats.num_indexed_rows.saturating_mul(2) <= rows),
+        };
+        if !build {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        let params = lancedb::index::vector::IvfHnswSqIndexBuilder::default().distance_type(lancedb::DistanceType::Cosine);
+        table
+            .create_index(&["vector"], lancedb::index::Index::IvfHnswSq(params))
+            .replace(true)
+            .execute()
+            .await
+            .map_err(backend)?;
+        tracing::info!(table = name, rows, ms = started.elapsed().as_millis() as u64, "vector index built");
+        Ok(true)
+    }
+
+    /// Whether `name` has an index on `vector`.
+    pub async fn has_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
+        let indices = self.table(name).list_indices().await.map_err(backend)?;
+        Ok(indices.iter().any(|ix| ix.columns.iter().any(|c| c == "vector")))
+    }
+
+    /// Ids of the `k` rows of `actor` nearest to `vector` by cosine, through the vector index (as the
+    /// searches run) or, with `exact`, by a flat scan (the ground truth of a recall measurement).
+    pub async fn nearest_ids(
+        &self,
+        name: &'static str,
+        actor: &str,
+        vector: &[f32],
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<String>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let mut query = self
+            .table(name)
+            .query()
+            .nearest_to(vector)
+            .map_err(backend)?
+            .distance_type(lancedb::DistanceType::Cosine)
+            .ef(super::ANN_EF.max(4 * k))
+            .refine_factor(super::ANN_REFINE_FACTOR)
+            .only_if(format!("actor_id = {}", sql_literal(actor)))
+            .select(Select::columns(&["id", "_distance"]))
+            .limit(k);
+        if exact {
+            query = query.bypass_vector_index();
+        }
+        let mut ids = Vec::new();
+        for batch in collect(&query).await.map_err(backend)? {
+            ids.extend(Rows::new(&batch, name).strs("id")?);
+        }
+        Ok(ids)
+    }
+
+    /// Appends passages without the insert-if-absent check (benchmark loading into a fresh store).
+    pub async fn append_passages(&self, rows_in: &[(crate::domain::Passage, Vec<f32>)]) -> Result<(), StoreError> {
+        let batch = super::archival::to_batch(rows_in)?;
+        let table = self.table(super::ARCHIVAL_TABLE);
+        retry(|| table.add(batch.clone()).execute())
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
     /// After archival memory `id` was forgotten: its texts are removed from the change lists of the
     /// actor's distill runs (the ids and actions stay), so no copy of it is left there.
     async fn scrub_distill_changes(&self, actor: &str, id: &str) -> Result<(), StoreError> {
@@ -320,6 +403,7 @@ impl LanceStore {
         // fragments it does not, so compacting before would leave two groups.
         if SEARCHABLE_TABLES.contains(&name) {
             self.ensure_fts(name).await?;
+            self.ensure_vector_index(name).await?;
             retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
         }
         retry(|| {
