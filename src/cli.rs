@@ -466,6 +466,9 @@ pub struct DistillArgs {
     /// Extra extraction instructions, e.g. "only build and deployment facts".
     #[arg(long, value_name = "TEXT")]
     pub instructions: Option<String>,
+    /// Read at most N pending items, the oldest first (bounds a run's cost; the rest stay pending).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_items: Option<u64>,
     #[command(flatten)]
     pub model: ModelArgs,
 }

@@ -561,6 +561,7 @@ pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
     let config = DistillConfig {
         actor_id: settings.actor_id.clone(),
         since: args.since,
+        max_items: args.max_items.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         instructions: args.instructions.clone(),
         base_url: base_url(model),
         api_key: openai_api_key(),
@@ -613,9 +614,19 @@ pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
             }
             _ => format!("  = {} {}", field("memory_id"), field("text")),
         };
-        println!("{}", astra_mcp::store::lance::manage::preview(&line, 2_000));
+        println!("{}", escape_controls(&astra_mcp::store::lance::manage::preview(&line, 2_000)));
     }
     Ok(())
+}
+
+/// `text` with control characters and bidirectional overrides escaped (`\u{1b}`), spacing kept.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
+            if c.is_control() || bidi { c.escape_unicode().to_string() } else { c.to_string() }
+        })
+        .collect()
 }
 
 /// `distill status`: a table, or JSON lines.
@@ -653,7 +664,7 @@ fn print_runs(runs: &[astra_mcp::distill::RunStatus], json: bool) {
             r.cost_usd,
             error.chars().take(200).collect::<String>()
         );
-        println!("{}", astra_mcp::store::lance::manage::preview(&line, 2_000));
+        println!("{}", escape_controls(&line));
     }
     if runs.iter().any(|s| s.interrupted) {
         println!("* interrupted: no process holds the run's lock; the actor's next run closes it");

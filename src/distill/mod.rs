@@ -59,6 +59,8 @@ pub struct DistillConfig {
     pub actor_id: String,
     /// Read only items said at or after this time.
     pub since: Option<DateTime<Utc>>,
+    /// Read at most this many pending items (the oldest first); the rest stay pending for the next run.
+    pub max_items: Option<usize>,
     /// Operator's extra instructions for extraction (e.g. "only build and deployment facts").
     pub instructions: Option<String>,
     /// Responses API base URL with its version prefix, e.g. `https://api.openai.com/v1`.
@@ -90,13 +92,10 @@ pub enum DistillError {
 (`astra-mcp distill status --actor {actor}` lists runs)"
     )]
     Busy { actor: String, running: String },
-    /// The run started and failed; it is recorded FAILED.
-    #[error("distill run {run_id} failed: {source}; no memory was changed, and the next run reads the same items again")]
-    Failed {
-        run_id: String,
-        #[source]
-        source: Box<DistillError>,
-    },
+    /// The run started and failed; it is recorded FAILED. `message` is the cause as shown and stored
+    /// (secrets redacted, control characters escaped); `cause` the error itself.
+    #[error("distill run {run_id} failed: {message}; no memory was changed, and the next run reads the same items again")]
+    Failed { run_id: String, message: String, cause: Box<DistillError> },
     /// Approval, key, budget, transport, API or protocol failures of a request (the runner's guard).
     #[error(transparent)]
     Request(#[from] DriveError),
@@ -188,6 +187,18 @@ impl Distiller {
             .into_iter()
             .filter(|i| !distilled.contains(&i.id) && !i.text.trim().is_empty())
             .collect();
+        let items = match config.max_items {
+            Some(max) if items.len() > max => {
+                let mut oldest = items;
+                oldest.sort_by_key(|i| i.created_at);
+                oldest.truncate(max);
+                oldest.sort_by(|a, b| (&a.session_id, a.turn).cmp(&(&b.session_id, b.turn)));
+                oldest
+            }
+            _ => items,
+        };
+        // a missing model fails here, before anything is paid for
+        self.embedder.get().await?;
         let mut run = DistillRun {
             run_id: new_run_id(),
             actor_id: actor.clone(),
@@ -207,6 +218,7 @@ impl Distiller {
             output_tokens: 0,
             cost_usd: 0.0,
             error: None,
+            commit_at: None,
             item_ids: items.iter().map(|i| i.id).collect(),
             changes: Vec::new(),
         };
@@ -243,12 +255,13 @@ impl Distiller {
                 Ok(run)
             }
             Err(e) => {
+                let message = shown(&e.to_string());
                 run.state = RunState::Failed;
-                run.error = Some(e.to_string());
+                run.error = Some(message.clone());
                 if let Err(store) = self.runs.put_run(&run).await {
                     tracing::error!(run_id = %run.run_id, "cannot record the run as FAILED: {store}");
                 }
-                Err(DistillError::Failed { run_id: run.run_id.clone(), source: Box::new(e) })
+                Err(DistillError::Failed { run_id: run.run_id.clone(), message, cause: Box::new(e) })
             }
         }
     }
@@ -257,7 +270,12 @@ impl Distiller {
     /// A run whose commit landed (its memories are stored) becomes SUCCEEDED; any other FAILED.
     async fn close_interrupted(&self, actor: &str) -> Result<(), DistillError> {
         for mut run in self.runs.runs(Some(actor)).await?.into_iter().filter(|r| r.state == RunState::Running) {
-            let landed = self.archival.count_by_source(actor, &source_of(&run.run_id)).await? > 0;
+            // The run's rows all carry its commit time as `updated_at`: one found means the commit landed
+            // (unless a later write to every one of them changed that time since).
+            let landed = match run.commit_at {
+                Some(at) => self.archival.count_written_at(actor, at).await? > 0,
+                None => false,
+            };
             run.finished_at = Some(Utc::now());
             if landed {
                 run.state = RunState::Succeeded;
@@ -273,21 +291,23 @@ impl Distiller {
     }
 
     /// Writes the plan in one commit and fills the run's counts.
+    /// Writes the plan in one commit. Before it, the run's counts, changes and commit time are recorded
+    /// (still RUNNING), so an interrupted run can be closed with what it did.
     async fn commit(&self, run: &mut DistillRun, plan: Plan) -> Result<(), DistillError> {
+        // µs: what the table stores, so the time reads back equal
+        let commit_at = chrono::SubsecRound::trunc_subsecs(Utc::now(), 6);
         let mut new = Vec::new();
         let mut changed = Vec::new();
         for id in &plan.order {
             let planned = &plan.rows[id];
+            let mut passage = planned.passage.clone();
+            passage.updated_at = commit_at;
             if planned.is_new {
                 let vector = planned.vector.clone().expect("a new memory is embedded when planned");
-                new.push((planned.passage.clone(), vector));
+                new.push((passage, vector));
             } else {
-                changed.push((planned.passage.clone(), planned.vector.clone()));
+                changed.push((passage, planned.vector.clone()));
             }
-        }
-        let applied = self.archival.apply_passages(&new, &changed).await?;
-        if applied.skipped > 0 {
-            tracing::warn!(run_id = %run.run_id, skipped = applied.skipped, "memories forgotten during the run were left forgotten");
         }
         run.added = plan.added;
         run.updated = plan.updated;
@@ -295,8 +315,21 @@ impl Distiller {
         run.unchanged = plan.unchanged;
         run.rejected = plan.rejected;
         run.changes = plan.changes;
+        run.commit_at = Some(commit_at);
+        self.runs.put_run(run).await?;
+        let applied = self.archival.apply_passages(&new, &changed).await?;
+        if applied.skipped > 0 {
+            tracing::warn!(run_id = %run.run_id, skipped = applied.skipped, "memories forgotten during the run were left forgotten");
+        }
         Ok(())
     }
+}
+
+/// An error as stored and printed: secrets redacted, control characters escaped (`\u{1b}`), one line.
+fn shown(text: &str) -> String {
+    let escaped: String =
+        text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect();
+    redact(&escaped).into_owned()
 }
 
 /// The `source` of the memories a run adds.
@@ -415,7 +448,7 @@ struct Plan {
 impl Plan {
     fn put(&mut self, planned: Planned) {
         let id = planned.passage.id;
-        if !self.rows.contains_key(&id) {
+        if !self.order.contains(&id) {
             self.order.push(id);
         }
         self.rows.insert(id, planned);
@@ -442,24 +475,36 @@ struct Pass<'a> {
 impl Pass<'_> {
     async fn work(&mut self, items: &[SessionItem]) -> Result<(), DistillError> {
         for chunk in chunks(items) {
-            let memories = self.extract(&chunk).await?;
-            let mut pending: Vec<(Memory<'_>, Vec<Passage>)> = Vec::new();
-            for memory in memories {
-                if self.already_stored(&memory).await? {
-                    self.plan.unchanged += 1;
-                    continue;
+            let mut queue = self.extract(&chunk).await?;
+            // Rounds: a memory whose candidates overlap those of a memory already in this round's
+            // request, or that is similar to one of them, waits for the next round, where it sees what
+            // that decision made. So no two decisions of one request touch the same memory.
+            while !queue.is_empty() {
+                let mut batch: Vec<(Memory<'_>, Vec<Passage>)> = Vec::new();
+                let mut touched: HashSet<Uuid> = HashSet::new();
+                let mut deferred = Vec::new();
+                for memory in queue {
+                    if self.already_stored(&memory).await? {
+                        self.plan.unchanged += 1;
+                        continue;
+                    }
+                    let near_batch = batch.iter().any(|(m, _)| cosine(&m.vector, &memory.vector) >= CANDIDATE_MIN_COSINE);
+                    let candidates = self.candidates(&memory.vector).await?;
+                    if near_batch || candidates.iter().any(|c| touched.contains(&c.id)) {
+                        deferred.push(memory);
+                    } else if candidates.is_empty() {
+                        let text = memory.text.clone();
+                        self.add(&memory, &text, memory.vector.clone(), None).await?;
+                    } else {
+                        touched.extend(candidates.iter().map(|c| c.id));
+                        batch.push((memory, candidates));
+                    }
                 }
-                let candidates = self.candidates(&memory.vector).await?;
-                if candidates.is_empty() {
-                    let text = memory.text.clone();
-                    self.add(&memory, &text, memory.vector.clone(), None).await?;
-                } else {
-                    pending.push((memory, candidates));
+                if !batch.is_empty() {
+                    let decisions = self.consolidate(&batch).await?;
+                    self.apply(batch, decisions).await?;
                 }
-            }
-            if !pending.is_empty() {
-                let decisions = self.consolidate(&pending).await?;
-                self.apply(pending, decisions).await?;
+                queue = deferred;
             }
         }
         Ok(())
@@ -484,6 +529,8 @@ impl Pass<'_> {
             .ledger
             .record(&LedgerEntry::new(&self.run.run_id, &project, &config.model, input_tokens, output_tokens, usd))
             .map_err(DriveError::Budget)?;
+        // what was paid is on record even if the process dies next
+        self.distiller.runs.put_run(self.run).await?;
         check_completed(&response)?;
         Ok(response)
     }
@@ -508,7 +555,7 @@ impl Pass<'_> {
         let extraction: Extraction = prompt::parse_answer(&response).map_err(DistillError::Model)?;
         let mut kept: Vec<(String, String, &SessionItem)> = Vec::new();
         for m in extraction.memories {
-            let text = redact(m.text.trim()).into_owned();
+            let text = clean(&m.text);
             let item = usize::try_from(m.item).ok().and_then(|n| n.checked_sub(1)).and_then(|i| chunk.get(i));
             match item {
                 Some(item) if !text.is_empty() && text.chars().count() <= MAX_MEMORY_CHARS => {
@@ -621,7 +668,7 @@ impl Pass<'_> {
             };
             let text = decision
                 .as_ref()
-                .map(|d| redact(d.text.trim()).into_owned())
+                .map(|d| clean(&d.text))
                 .filter(|t| !t.is_empty() && t.chars().count() <= MAX_MEMORY_CHARS)
                 .unwrap_or_else(|| memory.text.clone());
             if action != Action::Skip && text != memory.text {
@@ -718,6 +765,8 @@ impl Pass<'_> {
             return;
         }
         let is_new = self.plan.rows.get(&target.id).is_some_and(|p| p.is_new);
+        // a stored memory counts once however often this run rewrites it
+        let first_touch = !self.plan.rows.contains_key(&target.id);
         let mut passage = previous.clone();
         passage.text = text.to_string();
         passage.embedded_text = text.to_string();
@@ -729,7 +778,7 @@ impl Pass<'_> {
             passage.tags.sort();
         }
         self.plan.put(Planned { passage, vector: Some(vector), is_new });
-        if !is_new {
+        if !is_new && first_touch {
             self.plan.updated += 1;
         }
         self.plan.changes.push(json!({"action": "update", "memory_id": target.id.to_string(), "text": text,
@@ -752,6 +801,19 @@ fn chunks(items: &[SessionItem]) -> Vec<Vec<&SessionItem>> {
         size += chars;
     }
     out
+}
+
+/// A memory text as stored: secrets redacted, control characters (but newline and tab) and bidirectional
+/// overrides replaced by spaces, so stored text cannot drive a terminal or reorder what a reader sees.
+fn clean(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
+            if (c.is_control() && c != '\n' && c != '\t') || bidi { ' ' } else { c }
+        })
+        .collect();
+    redact(text.trim()).into_owned()
 }
 
 /// Cosine of two L2-normalized vectors.

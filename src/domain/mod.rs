@@ -256,6 +256,10 @@ pub struct DistillRun {
     pub cost_usd: f64,
     /// Why it failed.
     pub error: Option<String>,
+    /// The `updated_at` of every row its commit wrote, recorded just before the commit (how an
+    /// interrupted run is known to have landed).
+    #[serde(default)]
+    pub commit_at: Option<DateTime<Utc>>,
     /// The session items it read: once it succeeded they count as distilled, and no later run reads
     /// them again.
     pub item_ids: Vec<Uuid>,

@@ -144,8 +144,8 @@ pub trait ArchivalStore: Send + Sync {
         new: &[(Passage, Vec<f32>)],
         changed: &[(Passage, Option<Vec<f32>>)],
     ) -> Result<AppliedPassages, StoreError>;
-    /// How many passages of `actor_id` have exactly this `source`.
-    async fn count_by_source(&self, actor_id: &str, source: &str) -> Result<usize, StoreError>;
+    /// How many passages of `actor_id` were last written exactly at `at` (`updated_at`, µs).
+    async fn count_written_at(&self, actor_id: &str, at: DateTime<Utc>) -> Result<usize, StoreError>;
 }
 
 /// What [`ArchivalStore::apply_passages`] wrote.

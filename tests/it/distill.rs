@@ -85,6 +85,7 @@ fn config(mocked: &Mocked, dir: &Path, actor: &str) -> DistillConfig {
     DistillConfig {
         actor_id: actor.into(),
         since: None,
+        max_items: None,
         instructions: None,
         base_url: format!("{}/v1", mocked.server.uri()),
         api_key: Some("sk-test-key".into()),
@@ -357,6 +358,10 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
     let audit = serde_json::to_string(&f.store.runs(Some("ann")).await.unwrap()).unwrap();
     assert!(!audit.contains("displayed 4 wide") && !audit.contains(TABS_MEMORY), "{audit}");
     assert!(audit.contains(&tabs_id.to_string()) && audit.contains(RENDER), "ids and other memories stay: {audit}");
+    // forgetting the memory that superseded another makes the old one current again
+    let forgot = host.call(&session, "memory_forget", crate::support::args(json!({"id": render.id.to_string()}))).await.unwrap();
+    assert!(!forgot.is_error, "{}", forgot.text);
+    assert_eq!(f.store.get_passage("ann", deploy_id).await.unwrap().unwrap().superseded_by, None);
 }
 
 /// The command line: a run against the mock prints its counts and changes; `distill status` lists it;
@@ -421,12 +426,17 @@ async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_sa
             {"kind": "fact", "text": "The user's shop deploys to Render.", "item": 1},
             {"kind": "preference", "text": "The user lints Python with ruff.", "item": 2}
         ])),
-        step(|_| ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "upstream overloaded"}}))),
+        step(|_| {
+            ResponseTemplate::new(500).set_body_json(
+                json!({"error": {"message": "upstream overloaded for key sk-proj-AbCdEf1234567890AbCdEf1234567890XYZ"}}),
+            )
+        }),
     ])
     .await;
     let error = f.distiller.run(&config(&failing, f.dir.path(), "ann")).await.unwrap_err();
-    let DistillError::Failed { run_id, source } = &error else { panic!("{error}") };
-    assert!(matches!(**source, DistillError::Request(DriveError::Api { status: 500, .. })), "{source}");
+    let DistillError::Failed { run_id, cause, .. } = &error else { panic!("{error}") };
+    assert!(matches!(**cause, DistillError::Request(DriveError::Api { status: 500, .. })), "{cause}");
+    assert!(!error.to_string().contains("sk-proj-"), "secrets in the error are redacted: {error}");
     assert!(error.to_string().contains("no memory was changed"), "{error}");
     assert_eq!(failing.requests().len(), 2);
 
@@ -437,6 +447,7 @@ async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_sa
     let failed = runs.iter().find(|r| &r.run_id == run_id).unwrap();
     assert_eq!(failed.state, RunState::Failed);
     assert!(failed.error.as_deref().unwrap().contains("upstream overloaded"), "{failed:?}");
+    assert!(!failed.error.as_deref().unwrap().contains("sk-proj-"), "{failed:?}");
     assert!((failed.cost_usd - REQUEST_USD).abs() < 1e-9, "the answered request's cost is recorded");
     assert_eq!(failed.items_read, 2);
 
@@ -505,24 +516,86 @@ async fn a_second_run_of_an_actor_is_refused_while_one_runs_and_an_interrupted_r
     let bob_mock = mock(vec![memories(json!([]))]).await;
     assert_eq!(f.distiller.run(&config(&bob_mock, f.dir.path(), "bob")).await.unwrap().state, RunState::Succeeded);
     let finished = first.await.unwrap().unwrap();
-    assert_eq!((finished.run_id, finished.added), (first_id, 1));
+    assert_eq!((finished.run_id.as_str(), finished.added), (first_id.as_str(), 1));
 
-    // a run left RUNNING by a process that died (nothing of it committed): listed as interrupted, then
-    // closed FAILED by the next run, which reads the pending items
+    // runs left RUNNING by a process that died are listed as interrupted and closed by the next run:
+    // one that died before its commit FAILED (its items are read again), one whose commit landed
+    // SUCCEEDED (recognised by its rows' commit time)
     converse(&f.store, "ann", "s3", &[(Role::User, "I prefer small pull requests.")]).await;
-    let mut stale = f.store.runs(Some("ann")).await.unwrap()[0].clone();
-    stale.run_id = "distill-crashed".into();
-    stale.state = RunState::Running;
-    stale.finished_at = None;
-    f.store.put_run(&stale).await.unwrap();
+    let finished_run = f.store.runs(Some("ann")).await.unwrap().into_iter().find(|r| r.run_id == first_id).unwrap();
+    assert!(finished_run.commit_at.is_some());
+    let mut landed = finished_run.clone();
+    landed.state = RunState::Running;
+    landed.finished_at = None;
+    f.store.put_run(&landed).await.unwrap();
+    let mut crashed = finished_run.clone();
+    crashed.run_id = "distill-crashed".into();
+    crashed.state = RunState::Running;
+    crashed.finished_at = None;
+    crashed.commit_at = None;
+    crashed.item_ids = Vec::new();
+    f.store.put_run(&crashed).await.unwrap();
     let status = f.distiller.status(Some("ann")).await.unwrap();
-    assert!(status.iter().any(|s| s.run.run_id == "distill-crashed" && s.interrupted));
+    assert_eq!(status.iter().filter(|s| s.interrupted).count(), 2);
     let next = mock(vec![memories(json!([]))]).await;
     let run = f.distiller.run(&config(&next, f.dir.path(), "ann")).await.unwrap();
-    assert_eq!(run.items_read, 1);
-    let closed = f.store.runs(Some("ann")).await.unwrap().into_iter().find(|r| r.run_id == "distill-crashed").unwrap();
+    assert_eq!(run.items_read, 1, "only the new item: the landed run's items count as distilled");
+    let runs = f.store.runs(Some("ann")).await.unwrap();
+    let closed = runs.iter().find(|r| r.run_id == "distill-crashed").unwrap();
     assert_eq!(closed.state, RunState::Failed);
-    assert!(closed.error.unwrap().contains("interrupted"));
+    assert!(closed.error.as_deref().unwrap().contains("interrupted"));
+    let recovered = runs.iter().find(|r| r.run_id == first_id).unwrap();
+    assert_eq!((recovered.state, recovered.added), (RunState::Succeeded, 1), "{recovered:?}");
+}
+
+/// Two new memories touching the same stored memory are decided in two rounds: the second decision
+/// sees what the first made of it, and nothing is written twice.
+#[tokio::test]
+async fn memories_touching_one_stored_memory_are_consolidated_in_turn() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let first = mock(vec![ann_first_extraction()]).await;
+    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
+    converse(&f.store, "ann", "s2", &[
+        (Role::User, "Tabs in Python, shown 4 wide."),
+        (Role::User, "And tabs in Makefiles too, of course."),
+    ])
+    .await;
+    const MERGED_ONE: &str = "The user indents Python code with tabs (shown 4 wide), never spaces.";
+    const MERGED_TWO: &str = "The user indents Python code and Makefiles with tabs (shown 4 wide), never spaces.";
+    let update_tabs = |text: &'static str| {
+        step(move |request| {
+            let doc = input_document(request);
+            assert_eq!(doc["new_memories"].as_array().unwrap().len(), 1, "one memory per round: {doc}");
+            let target = doc["new_memories"][0]["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["text"].as_str().unwrap().contains("tabs"))
+                .unwrap_or_else(|| panic!("{doc}"))["id"]
+                .clone();
+            answer(json!({"decisions": [{"index": 1, "action": "update", "target_id": target, "text": text}]}))
+        })
+    };
+    let second = mock(vec![
+        memories(json!([
+            {"kind": "preference", "text": "The user indents Python with tabs shown 4 wide.", "item": 1},
+            {"kind": "preference", "text": "The user indents Makefiles with tabs.", "item": 2}
+        ])),
+        update_tabs(MERGED_ONE),
+        update_tabs(MERGED_TWO),
+    ])
+    .await;
+    let run = f.distiller.run(&config(&second, f.dir.path(), "ann")).await.unwrap();
+    let requests = second.requests();
+    assert_eq!(requests.len(), 3, "extraction, then one consolidation per round");
+    let second_round = input_document(&requests[2]).to_string();
+    assert!(second_round.contains(MERGED_ONE), "the second round sees the first's merge: {second_round}");
+    assert_eq!(run.updated, 1, "{:#?}", run.changes);
+    let rows = search(&f.store, "ann", "tabs indentation Makefiles Python", true).await;
+    let tabs: Vec<&Passage> = rows.iter().filter(|p| p.text.contains("tabs")).collect();
+    assert_eq!(tabs.len(), 1, "one memory, written once: {rows:#?}");
+    assert_eq!(tabs[0].text, MERGED_TWO);
 }
 
 #[tokio::test]

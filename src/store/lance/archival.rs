@@ -155,6 +155,10 @@ impl ArchivalStore for LanceStore {
                 stored.extend(from_batch(&batch)?.into_iter().map(|(p, v)| (p.id, (p, v))));
             }
         }
+        let mut seen = std::collections::HashSet::new();
+        if !new.iter().map(|(p, _)| p.id).chain(changed.iter().map(|(p, _)| p.id)).all(|id| seen.insert(id)) {
+            return Err(StoreError::Backend("apply_passages: an id appears twice in one commit".into()));
+        }
         let mut applied = AppliedPassages::default();
         let mut rows_out: Vec<(Passage, Vec<f32>)> = Vec::with_capacity(ids.len());
         let merge_tags = |mut ours: Passage, theirs: &Passage| {
@@ -198,8 +202,8 @@ impl ArchivalStore for LanceStore {
         Ok(applied)
     }
 
-    async fn count_by_source(&self, actor_id: &str, source: &str) -> Result<usize, StoreError> {
-        let filter = format!("actor_id = {} AND source = {}", sql_literal(actor_id), sql_literal(source));
+    async fn count_written_at(&self, actor_id: &str, at: chrono::DateTime<chrono::Utc>) -> Result<usize, StoreError> {
+        let filter = format!("actor_id = {} AND updated_at = {}", sql_literal(actor_id), super::timestamp_literal(at));
         Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
     }
 

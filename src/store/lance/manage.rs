@@ -340,10 +340,24 @@ impl LanceStore {
         Ok(())
     }
 
-    /// After archival memory `id` was forgotten: its texts are removed from the change lists of the
-    /// actor's distill runs (the ids and actions stay), so no copy of it is left there.
+    /// After archival memory `id` was forgotten: memories it superseded are current again, and its texts
+    /// are removed from the change lists of the actor's distill runs (the ids and actions stay), so no
+    /// copy of it is left there.
     async fn scrub_distill_changes(&self, actor: &str, id: &str) -> Result<(), StoreError> {
         use crate::store::DistillRunStore;
+        // memories it had superseded are current again: nothing replaces them any more
+        let filter = format!("actor_id = {} AND superseded_by = {}", sql_literal(actor), sql_literal(id));
+        let mut revived = Vec::new();
+        for batch in self.select(super::ARCHIVAL_TABLE, &filter, None).await? {
+            for (mut passage, vector) in super::archival::from_batch(&batch)? {
+                passage.superseded_by = None;
+                passage.updated_at = chrono::Utc::now();
+                revived.push((passage, vector));
+            }
+        }
+        if !revived.is_empty() {
+            self.upsert_batch(super::ARCHIVAL_TABLE, super::archival::to_batch(&revived)?).await?;
+        }
         for mut run in self.runs(Some(actor)).await? {
             let mut touched = false;
             for change in &mut run.changes {
