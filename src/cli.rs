@@ -184,6 +184,15 @@ pub enum MemoryCommand {
         #[arg(long)]
         all_actors: bool,
     },
+    /// Bulk-load archival passages from JSONL (`{"text": …, "tags": [...]}` per line): embedded in
+    /// batches sorted by length, written in large commits, with a progress bar on a terminal. Texts
+    /// already stored (same actor, project and normalised text) are skipped.
+    Ingest {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
     /// Read an export back (upserting by id; re-embedding when it was made with another model).
     Import {
         #[command(flatten)]

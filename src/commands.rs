@@ -186,10 +186,59 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let db = settings.open_store().await?;
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let report = db.import(&text, &settings.embedder()).await?;
+            for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
+                db.ensure_vector_index(name).await?;
+            }
             println!(
                 "imported {}{}",
                 summary(&report.rows),
                 if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
+            );
+        }
+        MemoryCommand::Ingest { store, file } => {
+            let settings = StoreSettings::resolve(&store)?;
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let mut passages = Vec::new();
+            for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Line {
+                    text: String,
+                    #[serde(default)]
+                    tags: Vec<String>,
+                }
+                let parsed: Line = serde_json::from_str(line).with_context(|| {
+                    format!("{} line {}: expected {{\"text\": \"…\", \"tags\": [\"…\"]}}", file.display(), n + 1)
+                })?;
+                passages.push((parsed.text, parsed.tags));
+            }
+            let project = cli_project(&settings);
+            let lance = Arc::new(settings.open_store().await?);
+            let archival = astra_mcp::memory::ArchivalMemory::new(
+                lance.clone(),
+                settings.embedder(),
+                astra_mcp::memory::ArchivalConfig {
+                    scope: Scope { actor_id: settings.actor_id.clone(), project },
+                    near_duplicate_cosine: astra_mcp::config::DEFAULT_NEAR_DUPLICATE_COSINE,
+                    fusion: Fusion::default(),
+                },
+            );
+            let bar = progress_bar(passages.len() as u64, "passages");
+            let started = std::time::Instant::now();
+            let (added, already) =
+                archival.ingest(&passages, "ingest", &|done, total| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                })
+                .await?;
+            bar.finish_and_clear();
+            let seconds = started.elapsed().as_secs_f64();
+            // the indexes the searches need, now rather than at the next upkeep
+            lance.ensure_indexes().await?;
+            lance.ensure_vector_index(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            println!(
+                "ingested {added} passages ({already} already stored) in {seconds:.1} s: {:.1} passages/s",
+                added as f64 / seconds.max(1e-9)
             );
         }
         MemoryCommand::Stats { store, json } => {

@@ -17,6 +17,10 @@ use crate::store::{ArchivalStore, SearchFilter, TextQuery};
 
 /// Default cosine at or above which a stored passage counts as a near-duplicate of a new one.
 pub const NEAR_DUPLICATE_COSINE: f32 = 0.95;
+/// Texts per embedding call of a bulk ingest.
+pub const INGEST_EMBED_BATCH: usize = 64;
+/// Rows per commit of a bulk ingest.
+pub const INGEST_WRITE_BATCH: usize = 2_048;
 /// Near-duplicates listed in an insert result at most.
 const MAX_NEAR_DUPLICATES: usize = 5;
 
@@ -122,6 +126,67 @@ impl ArchivalMemory {
             return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates });
         }
         Ok(Inserted { passage, deduplicated: false, near_duplicates })
+    }
+
+    /// Bulk insert (`memory ingest`): `passages` (text, tags) are redacted and de-duplicated, the ones
+    /// not stored yet are embedded in batches of [`INGEST_EMBED_BATCH`] sorted by length (less padding
+    /// per batch), and written in commits of [`INGEST_WRITE_BATCH`] rows. `progress(done, total)` after
+    /// each commit. Near-duplicates are not reported. Returns `(new, already stored)`.
+    ///
+    /// # Errors
+    /// The model or the store; rows committed before the error stay stored (re-running skips them).
+    pub async fn ingest(
+        &self,
+        passages: &[(String, Vec<String>)],
+        source: &str,
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
+    ) -> Result<(usize, usize), MemoryError> {
+        let scope = &self.config.scope;
+        let mut seen = std::collections::HashSet::new();
+        let mut rows: Vec<(uuid::Uuid, String, Vec<String>)> = Vec::new();
+        for (text, tags) in passages {
+            let text = redact(text.trim()).into_owned();
+            let id = passage_id(&scope.actor_id, &scope.project, &text);
+            if !text.is_empty() && seen.insert(id) {
+                rows.push((id, text, normalize_tags(tags)));
+            }
+        }
+        let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _, _)| *id).collect();
+        let stored = self.store.existing_passage_ids(&scope.actor_id, &ids).await?;
+        let before = rows.len();
+        rows.retain(|(id, _, _)| !stored.contains(id));
+        let already = before - rows.len();
+        rows.sort_by_key(|(_, text, _)| text.chars().count());
+        let total = rows.len();
+        let mut done = 0;
+        for group in rows.chunks(INGEST_WRITE_BATCH) {
+            let mut batch = Vec::with_capacity(group.len());
+            for chunk in group.chunks(INGEST_EMBED_BATCH) {
+                let vectors = self.embedder.embed_documents(chunk.iter().map(|(_, t, _)| t.clone()).collect()).await?;
+                let now = Utc::now();
+                for ((id, text, tags), vector) in chunk.iter().zip(vectors) {
+                    let passage = Passage {
+                        id: *id,
+                        actor_id: scope.actor_id.clone(),
+                        project: scope.project.clone(),
+                        session_id: String::new(),
+                        turn: None,
+                        source: source.to_string(),
+                        tags: tags.clone(),
+                        embedded_text: text.clone(),
+                        text: text.clone(),
+                        created_at: now,
+                        updated_at: now,
+                        superseded_by: None,
+                    };
+                    batch.push((passage, vector));
+                }
+            }
+            self.store.insert_passages(&batch).await?;
+            done += group.len();
+            progress(done, total);
+        }
+        Ok((total, already))
     }
 
     async fn near_duplicates(&self, vector: &[f32], id: uuid::Uuid) -> Result<Vec<(Passage, f32)>, MemoryError> {

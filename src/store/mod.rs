@@ -129,6 +129,12 @@ pub trait ArchivalStore: Send + Sync {
     async fn insert_passages(&self, rows: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError>;
     /// One passage of `actor_id` by id.
     async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError>;
+    /// Which of `ids` are stored (for `actor_id`; ids embed the actor, so no other actor's can match).
+    async fn existing_passage_ids(
+        &self,
+        actor_id: &str,
+        ids: &[Uuid],
+    ) -> Result<std::collections::HashSet<Uuid>, StoreError>;
     /// Adds `tags` to a stored passage (a repeated insert of its text with new tags); returns the passage
     /// as stored afterwards, `None` when it is gone.
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;

@@ -265,3 +265,35 @@ fn a_bare_relative_db_name_is_a_local_directory() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no memory store at nope"));
     assert!(!cwd.path().join("nope").exists(), "an inspecting command does not create a store");
 }
+
+/// `memory ingest`: a bulk load of JSONL passages, searchable afterwards; a second run adds nothing.
+#[test]
+fn memory_ingest_bulk_loads_passages_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("passages.jsonl");
+    let mut lines: Vec<String> = (0..150)
+        .map(|i| serde_json::json!({"text": format!("Service {i} runs on port {} behind the gateway.", 8000 + i)}).to_string())
+        .collect();
+    lines.push(serde_json::json!({"text": "The nightly backup job writes to bucket ZEBRA-77.", "tags": ["Ops"]}).to_string());
+    lines.push(lines[0].clone());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = astra(&db).args(["memory", "ingest", "--project", "infra"]).arg(&file).output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(printed.starts_with("ingested 151 passages (0 already stored)"), "{printed}");
+    let again = astra(&db).args(["memory", "ingest", "--project", "infra"]).arg(&file).output().unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).starts_with("ingested 0 passages (151 already stored)"));
+    let list = astra(&db).args(["memory", "list", "--table", "archival", "--limit", "500", "--json"]).output().unwrap();
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&list.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 151);
+    let backup = rows.iter().find(|r| r.to_string().contains("ZEBRA-77")).expect("ingested");
+    let shown = stdout(astra(&db).args(["memory", "show", backup["id"].as_str().unwrap()]));
+    assert!(shown.contains("\"ops\"") && shown.contains("\"source\": \"ingest\""), "tags normalised: {shown}");
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"txt\": \"typo\"}\n").unwrap();
+    let refused = astra(&db).args(["memory", "ingest"]).arg(&bad).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1: expected"), "{refused:?}");
+}

@@ -112,6 +112,15 @@ impl ArchivalStore for LanceStore {
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|r| r.0))
     }
 
+    async fn existing_passage_ids(
+        &self,
+        _actor_id: &str,
+        ids: &[Uuid],
+    ) -> Result<std::collections::HashSet<Uuid>, StoreError> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.ids_present(ARCHIVAL_TABLE, &ids).await
+    }
+
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError> {
         let _lock = super::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
