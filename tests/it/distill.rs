@@ -4,7 +4,7 @@
 //! messages of new items, consolidation sees the candidate memories retrieved from the store.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use astra_mcp::distill::{DistillConfig, DistillError, Distiller};
 use astra_mcp::domain::{DistillRun, Passage, Role, RunState, Scope};
@@ -13,31 +13,11 @@ use astra_mcp::memory::{ArchivalConfig, ArchivalMemory, ConversationMemory, Fusi
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::store::{ArchivalStore, DistillRunStore};
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
 use crate::support::embedder;
 
-type Step = Box<dyn Fn(&Value) -> ResponseTemplate + Send + Sync>;
-
-/// The model's answers, one per request, and every request received.
-struct Script {
-    steps: Vec<Step>,
-    seen: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Respond for Script {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).expect("requests are JSON");
-        let mut seen = self.seen.lock().unwrap();
-        let step = seen.len();
-        seen.push(body.clone());
-        match self.steps.get(step) {
-            Some(play) => play(&body),
-            None => ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "script exhausted"}})),
-        }
-    }
-}
+type Step = crate::support::ModelStep;
 
 /// A completed response whose `output_text` is `answer` (JSON), 2000 input and 150 output tokens.
 fn answer(answer: Value) -> ResponseTemplate {
@@ -59,26 +39,10 @@ fn memories(list: Value) -> Step {
     step(move |_| answer(json!({"memories": list})))
 }
 
-struct Mocked {
-    server: MockServer,
-    seen: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Mocked {
-    fn requests(&self) -> Vec<Value> {
-        self.seen.lock().unwrap().clone()
-    }
-}
+type Mocked = crate::support::MockModel;
 
 async fn mock(steps: Vec<Step>) -> Mocked {
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    Mock::given(method("POST"))
-        .and(path("/v1/responses"))
-        .respond_with(Script { steps, seen: seen.clone() })
-        .mount(&server)
-        .await;
-    Mocked { server, seen }
+    Mocked::start(steps).await
 }
 
 fn config(mocked: &Mocked, dir: &Path, actor: &str) -> DistillConfig {
@@ -87,7 +51,7 @@ fn config(mocked: &Mocked, dir: &Path, actor: &str) -> DistillConfig {
         since: None,
         max_items: None,
         instructions: None,
-        base_url: format!("{}/v1", mocked.server.uri()),
+        base_url: mocked.base_url(),
         api_key: Some("sk-test-key".into()),
         approve_live_cost: true,
         model: "gpt-6-astra".into(),
@@ -379,7 +343,7 @@ async fn the_distill_command_runs_and_lists_runs() {
         tokio::task::spawn_blocking(move || command.output().unwrap())
     };
     let db_arg = db.to_str().unwrap().to_string();
-    let base = format!("{}/v1", mocked.server.uri());
+    let base = mocked.base_url();
     let ledger = f.dir.path().join("ledger.jsonl").to_str().unwrap().to_string();
     let refused = run(vec!["distill".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()]).await.unwrap();
     assert_eq!(refused.status.code(), Some(1));

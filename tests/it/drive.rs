@@ -10,31 +10,11 @@ use astra_mcp::drive::{DriveConfig, DriveError, DriveReport, Ledger, LedgerEntry
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::tools::ToolHost;
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
 use crate::support::{config, host, pytest_command, scenario};
 
-type Step = Box<dyn Fn(&Value) -> Value + Send + Sync>;
-
-/// The model's moves, one per request, and every request received.
-struct Script {
-    steps: Vec<Step>,
-    seen: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Respond for Script {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).expect("requests are JSON");
-        let mut seen = self.seen.lock().unwrap();
-        let step = seen.len();
-        seen.push(body.clone());
-        match self.steps.get(step) {
-            Some(play) => ResponseTemplate::new(200).set_body_json(play(&body)),
-            None => ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "script exhausted"}})),
-        }
-    }
-}
+type Step = crate::support::ModelStep;
 
 fn response(step: usize, output: Vec<Value>) -> Value {
     json!({"id": format!("resp_{step}"), "object": "response", "status": "completed", "output": output,
@@ -62,30 +42,25 @@ fn output_of(request: &Value, call_id: &str) -> String {
         .to_string()
 }
 
+/// A step whose 200 answer is the JSON `play` builds from the request.
+fn answer_with(play: impl Fn(&Value) -> Value + Send + Sync + 'static) -> Step {
+    Box::new(move |request| ResponseTemplate::new(200).set_body_json(play(request)))
+}
+
 /// A step that answers with `output` (built from the request it answers).
 fn step(index: usize, output: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static) -> Step {
-    Box::new(move |request| response(index, output(request)))
+    Box::new(move |request| ResponseTemplate::new(200).set_body_json(response(index, output(request))))
 }
 
-struct Mocked {
-    server: MockServer,
-    seen: Arc<Mutex<Vec<Value>>>,
-}
+type Mocked = crate::support::MockModel;
 
 async fn mock(steps: Vec<Step>) -> Mocked {
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    Mock::given(method("POST"))
-        .and(path("/v1/responses"))
-        .respond_with(Script { steps, seen: seen.clone() })
-        .mount(&server)
-        .await;
-    Mocked { server, seen }
+    Mocked::start(steps).await
 }
 
 fn drive_config(mocked: &Mocked, dir: &Path, run_id: &str) -> DriveConfig {
     DriveConfig {
-        base_url: format!("{}/v1", mocked.server.uri()),
+        base_url: mocked.base_url(),
         api_key: Some("sk-test-key".into()),
         approve_live_cost: true,
         model: "gpt-6-astra".into(),
@@ -157,7 +132,7 @@ async fn run_alpha(dir: &Path, db: &Path) -> (DriveReport, Vec<Value>, ToolHost)
     let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir, "alpha-1"))
         .await
         .unwrap();
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     (report, seen, host)
 }
 
@@ -234,7 +209,7 @@ async fn a_second_session_on_beta_retrieves_alphas_fix_before_its_first_edit() {
         .await
         .unwrap();
     assert_eq!(report.requests, 3);
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     assert!(seen[0].get("previous_response_id").is_none(), "beta starts its own chain");
     let memory = output_of(&seen[2], "b2");
     assert!(memory.starts_with("Match 1") && memory.contains(FIX), "alpha's fix comes back first: {memory}");
@@ -254,7 +229,7 @@ async fn finishing_before_any_memory_search_is_a_memory_gate_error() {
     let result =
         astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "g")).await;
     assert!(matches!(result, Err(DriveError::MemoryGate)), "{result:?}");
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     let refused = output_of(&seen[1], "g1");
     assert!(refused.starts_with("memory gate"), "a store before any search goes back refused: {refused}");
 }
@@ -286,7 +261,7 @@ async fn an_edit_after_the_passing_run_and_a_wrong_outcome_are_refused() {
     astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "e"))
         .await
         .unwrap();
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     let wrong = output_of(&seen[4], "e4");
     assert!(wrong.contains("confirmed-outcome gate"), "an outcome the server did not return: {wrong}");
     let after_edit = output_of(&seen[6], "e6");
@@ -313,13 +288,13 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     Ledger::new(base.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0)).unwrap();
     let result = astra_mcp::drive::run(&host, &ws, &base).await;
     assert!(matches!(&result, Err(DriveError::Budget(m)) if m.contains("project `alpha`")), "{result:?}");
-    assert!(mocked.seen.lock().unwrap().is_empty(), "no request reached the API");
+    assert!(mocked.requests().is_empty(), "no request reached the API");
 
     // an API error (here: the script is empty, so the mock answers 500) stops the run with its message
     let fresh = DriveConfig { ledger: dir.path().join("other-ledger.jsonl"), ..base };
     let result = astra_mcp::drive::run(&host, &ws, &fresh).await;
     assert!(matches!(&result, Err(DriveError::Api { status: 500, message }) if message == "script exhausted"), "{result:?}");
-    assert_eq!(mocked.seen.lock().unwrap().len(), 1);
+    assert_eq!(mocked.requests().len(), 1);
 }
 
 #[test]
@@ -357,7 +332,7 @@ async fn a_full_chain_is_summarised_and_continued_in_a_new_chain_with_the_old_tu
     };
     let mocked = mock(vec![
         step(1, |_| vec![call("s1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
-        Box::new(move |_| full(2, vec![call("s2", "read_file", json!({"path": "webapp/settings.py"}))])),
+        answer_with(move |_| full(2, vec![call("s2", "read_file", json!({"path": "webapp/settings.py"}))])),
         step(3, |_| vec![message("Task: fix origins. Read webapp/settings.py: split without strip. Nothing changed yet.")]),
         step(4, |_| vec![message("Done looking.")]),
     ])
@@ -366,7 +341,7 @@ async fn a_full_chain_is_summarised_and_continued_in_a_new_chain_with_the_old_tu
     let config = DriveConfig { run_budget_usd: 10.0, ..drive_config(&mocked, dir.path(), "ev") };
     let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &config).await.unwrap();
     assert_eq!((report.requests, report.chains), (4, 2));
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     // the summary request delivers the pending output, asks for a summary, and allows no tool call
     assert_eq!(seen[2]["previous_response_id"], "resp_2");
     assert_eq!(seen[2]["tool_choice"], "none");
@@ -425,7 +400,7 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
         .arg(dir.path().join("runs"))
         .arg("--ledger")
         .arg(dir.path().join("ledger.jsonl"))
-        .args(["--base-url", &format!("{}/v1", mocked.server.uri())])
+        .args(["--base-url", &mocked.base_url()])
         .env("OPENAI_API_KEY", "sk-test-key")
         .env("ASTRA_LOG", "warn");
     let (output, again) = tokio::task::spawn_blocking(move || (command.output().unwrap(), command.output().unwrap()))
@@ -441,7 +416,7 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
     assert!(rows[0].starts_with("| demo-alpha | - | 7 | 6 | pass |"), "{stdout}");
     assert!(rows[1].starts_with("| demo-beta | yes | 6 | 5 | pass |"), "{stdout}");
     assert!(rows[2].starts_with("| demo-beta-r1 | yes | 6 | 5 | pass |"), "{stdout}");
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     assert_eq!(seen.len(), 19);
     for first in [0, 7, 13] {
         assert!(seen[first].get("previous_response_id").is_none(), "request {first} starts a new chain");
@@ -475,21 +450,12 @@ async fn a_run_id_used_again_continues_its_session_instead_of_overwriting_it() {
 async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token() {
     let dir = tempfile::tempdir().unwrap();
     let (_guard, workspace) = scenario("scenario_alpha");
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    Mock::given(method("POST"))
-        .and(path("/v1/responses"))
-        .and(wiremock::matchers::header("authorization", "Bearer sk-from-dotenv"))
-        .respond_with(Script {
-            steps: vec![
-                step(1, |_| vec![call("k1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
-                step(2, |_| vec![message("Nothing to fix from here.")]),
-            ],
-            seen: seen.clone(),
-        })
-        .mount(&server)
-        .await;
-    let dotenv = format!("# local secrets\nOPENAI_API_KEY=sk-from-dotenv\nOPENAI_BASE_URL={}/v1\n", server.uri());
+    let mocked = mock(vec![
+        step(1, |_| vec![call("k1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+        step(2, |_| vec![message("Nothing to fix from here.")]),
+    ])
+    .await;
+    let dotenv = format!("# local secrets\nOPENAI_API_KEY=sk-from-dotenv\nOPENAI_BASE_URL={}\n", mocked.base_url());
     std::fs::write(dir.path().join(".env"), dotenv).unwrap();
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
     command
@@ -508,7 +474,7 @@ async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token()
     assert!(output.status.success(), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "Nothing to fix from here.");
     assert!(stderr.contains("2 requests in 1 chain(s), 1 tool calls"), "{stderr}");
-    assert_eq!(seen.lock().unwrap().len(), 2, "both requests carried the key from .env");
+    assert_eq!(mocked.authorizations(), vec!["Bearer sk-from-dotenv"; 2], "both requests carried the key from .env");
     let transcript = std::fs::read_to_string(dir.path().join("runs/dotenv/transcript.jsonl")).unwrap();
     assert!(!transcript.contains("sk-from-dotenv"), "the key never reaches the evidence");
 }
@@ -520,20 +486,20 @@ async fn unfinished_or_uncountable_responses_stop_the_run_and_the_evidence_says_
     let host = alpha_host(&dir.path().join("db"), &workspace).await;
     let ws = Workspace::open(&workspace).unwrap();
     let cases: Vec<(&str, Step, &str)> = vec![
-        ("incomplete", Box::new(|_| {
+        ("incomplete", answer_with(|_| {
             let mut r = response(1, vec![]);
             r["status"] = json!("incomplete");
             r["incomplete_details"] = json!({"reason": "max_output_tokens"});
             r
         }), "status `incomplete`: max_output_tokens"),
-        ("no-usage", Box::new(|_| {
+        ("no-usage", answer_with(|_| {
             let mut r = response(1, vec![message("hi")]);
             r.as_object_mut().unwrap().remove("usage");
             r
         }), "usable `usage.input_tokens`"),
-        ("empty", Box::new(|_| response(1, vec![])), "neither text nor a function call"),
-        ("huge", Box::new(|_| response(1, vec![message(&"x".repeat(17 * 1024 * 1024))])), "a response over 16777216 bytes"),
-        ("twice", Box::new(|_| response(1, vec![call("d1", "list_files", json!({"path": null})), call("d1", "list_files", json!({"path": null}))])), "appears twice"),
+        ("empty", answer_with(|_| response(1, vec![])), "neither text nor a function call"),
+        ("huge", answer_with(|_| response(1, vec![message(&"x".repeat(17 * 1024 * 1024))])), "a response over 16777216 bytes"),
+        ("twice", answer_with(|_| response(1, vec![call("d1", "list_files", json!({"path": null})), call("d1", "list_files", json!({"path": null}))])), "appears twice"),
     ];
     for (run_id, play, expected) in cases {
         let mocked = mock(vec![play]).await;
@@ -572,7 +538,7 @@ async fn secrets_printed_by_tools_are_redacted_in_the_evidence_and_hard_links_ar
     astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "sec"))
         .await
         .unwrap();
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     assert!(output_of(&seen[2], "h2").contains("hard links"), "{}", output_of(&seen[2], "h2"));
     assert_eq!(std::fs::read_to_string(outside.path().join("target.txt")).unwrap(), "outside\n");
     for file in ["transcript.jsonl", "events.jsonl"] {
@@ -600,7 +566,7 @@ async fn a_session_belongs_to_the_actor_that_created_it() {
     let bob = host(&db, config("bob", "alpha", Some(&workspace), Some(&pytest_command()))).await;
     let result = astra_mcp::drive::run(&bob, &ws, &drive_config(&mocked, dir.path(), "owned")).await;
     assert!(matches!(&result, Err(DriveError::Permission(m)) if m.contains("belongs to another actor")), "{result:?}");
-    assert_eq!(mocked.seen.lock().unwrap().len(), 2, "bob's run sent nothing");
+    assert_eq!(mocked.requests().len(), 2, "bob's run sent nothing");
     let target = astra_mcp::memory::ImportTarget {
         actor_id: "bob".into(),
         project: "alpha".into(),
@@ -630,10 +596,10 @@ async fn a_chain_over_the_budget_from_its_first_response_is_not_summarised_again
         r
     };
     let mocked = mock(vec![
-        Box::new(move |_| over(1, vec![call("t1", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))])),
-        Box::new(move |_| over(2, vec![call("t2", "read_file", json!({"path": "webapp/settings.py"}))])),
+        answer_with(move |_| over(1, vec![call("t1", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))])),
+        answer_with(move |_| over(2, vec![call("t2", "read_file", json!({"path": "webapp/settings.py"}))])),
         step(3, |_| vec![message("Summary: read settings.py.")]),
-        Box::new(move |_| over(4, vec![call("t4", "list_files", json!({"path": null}))])),
+        answer_with(move |_| over(4, vec![call("t4", "list_files", json!({"path": null}))])),
         step(5, |_| vec![message("Done.")]),
     ])
     .await;
@@ -641,6 +607,6 @@ async fn a_chain_over_the_budget_from_its_first_response_is_not_summarised_again
     let config = DriveConfig { run_budget_usd: 10.0, ..drive_config(&mocked, dir.path(), "thrash") };
     let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &config).await.unwrap();
     assert_eq!((report.requests, report.chains), (5, 2), "one summary, not one per turn");
-    let seen = mocked.seen.lock().unwrap().clone();
+    let seen = mocked.requests();
     assert_eq!(seen[4]["previous_response_id"], "resp_4", "the new chain goes on after its first response");
 }

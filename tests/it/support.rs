@@ -198,3 +198,66 @@ pub fn run_client(command: &mut std::process::Command) -> Value {
     assert_eq!(seen["ok"], true, "{seen}\nstderr: {stderr}");
     seen
 }
+
+/// One answer of the mock model, built from the request it answers.
+pub type ModelStep = Box<dyn Fn(&Value) -> wiremock::ResponseTemplate + Send + Sync>;
+
+/// A local mock of the Responses API (wiremock on `POST /v1/responses`): it plays `steps` in order, one
+/// per request (a 500 once they run out), and records every request body so tests can assert them.
+pub struct MockModel {
+    pub server: wiremock::MockServer,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    authorizations: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+struct Script {
+    steps: Vec<ModelStep>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    authorizations: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl wiremock::Respond for Script {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).expect("requests are JSON");
+        let authorization = request.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        self.authorizations.lock().unwrap().push(authorization.to_string());
+        let mut seen = self.seen.lock().unwrap();
+        let step = seen.len();
+        seen.push(body.clone());
+        match self.steps.get(step) {
+            Some(play) => play(&body),
+            None => wiremock::ResponseTemplate::new(500)
+                .set_body_json(serde_json::json!({"error": {"message": "script exhausted"}})),
+        }
+    }
+}
+
+impl MockModel {
+    pub async fn start(steps: Vec<ModelStep>) -> Self {
+        use wiremock::matchers::{method, path};
+        let server = wiremock::MockServer::start().await;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let authorizations = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        wiremock::Mock::given(method("POST"))
+            .and(path("/v1/responses"))
+            .respond_with(Script { steps, seen: seen.clone(), authorizations: authorizations.clone() })
+            .mount(&server)
+            .await;
+        Self { server, seen, authorizations }
+    }
+
+    /// The `Authorization` header of every request, in order.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().unwrap().clone()
+    }
+
+    /// Every request body received so far, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The base URL to configure (`…/v1`).
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+}
