@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use crate::domain::{Passage, passage_id};
+use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::{DIMENSION, EmbedError, LazyEmbedder};
 use crate::store::StoreError;
 use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
@@ -76,7 +76,7 @@ pub struct Populated {
     pub write_seconds: f64,
 }
 
-/// Appends `rows` archival passages of `actor_id`/`project`: row `i` has text `texts[i % n]` with a
+/// Appends `rows` archival passages of `scope` (actor and project): row `i` has text `texts[i % n]` with a
 /// `(#i)` suffix and the real embedding of `texts[i % n]` plus seeded noise (amplitude 0.03 per
 /// dimension: cosine about 0.86 to its base). Written in batches of 20,000 rows, without the
 /// insert-if-absent check (a fresh store is expected); `progress(done)` after each batch.
@@ -86,8 +86,7 @@ pub struct Populated {
 pub async fn populate(
     store: &LanceStore,
     embedder: &LazyEmbedder,
-    actor_id: &str,
-    project: &str,
+    scope: &Scope,
     texts: &[String],
     rows: usize,
     seed: u64,
@@ -101,6 +100,7 @@ pub async fn populate(
     for chunk in base.chunks(64) {
         vectors.extend(embedder.embed_documents(chunk.to_vec()).await?);
     }
+    let (actor_id, project) = (scope.actor_id.as_str(), scope.project.as_str());
     let mut rng = SplitMix64(seed);
     let started = Instant::now();
     let now = chrono::Utc::now();

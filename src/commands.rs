@@ -756,8 +756,7 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             let report = astra_mcp::bench::populate(
                 &lance,
                 &settings.embedder(),
-                &settings.actor_id,
-                &project,
+                &Scope { actor_id: settings.actor_id.clone(), project },
                 &texts,
                 rows,
                 seed,

@@ -181,9 +181,10 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
         .map(|i| format!("Runbook {i}: the service-{i} deploy needs the flag --region-{} and a warm cache of {} entries", i * 7, i * 131))
         .collect();
     let embedder = crate::support::embedder();
-    astra_mcp::bench::populate(&store, &embedder, "ann", "p", &texts, ANN_MIN_ROWS - 1, 7, &|_| {}).await.unwrap();
+    let scope = |project: &str| astra_mcp::domain::Scope { actor_id: "ann".into(), project: project.into() };
+    astra_mcp::bench::populate(&store, &embedder, &scope("p"), &texts, ANN_MIN_ROWS - 1, 7, &|_| {}).await.unwrap();
     assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "below the threshold: flat search");
-    astra_mcp::bench::populate(&store, &embedder, "ann", "q", &texts[..1], 1, 8, &|_| {}).await.unwrap();
+    astra_mcp::bench::populate(&store, &embedder, &scope("q"), &texts[..1], 1, 8, &|_| {}).await.unwrap();
     assert!(store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "at the threshold the index is built");
     assert!(store.has_vector_index(ARCHIVAL_TABLE).await.unwrap());
     assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "not rebuilt before the table doubles");
