@@ -94,7 +94,9 @@ pub enum DistillError {
     Busy { actor: String, running: String },
     /// The run started and failed; it is recorded FAILED. `message` is the cause as shown and stored
     /// (secrets redacted, control characters escaped); `cause` the error itself.
-    #[error("distill run {run_id} failed: {message}; no memory was changed, and the next run reads the same items again")]
+    #[error(
+        "distill run {run_id} failed: {message}; no memory was changed, and the next run reads the same items again"
+    )]
     Failed { run_id: String, message: String, cause: Box<DistillError> },
     /// Approval, key, budget, transport, API or protocol failures of a request (the runner's guard).
     #[error(transparent)]
@@ -144,7 +146,8 @@ impl Distiller {
         let runs = self.runs.runs(actor_id).await?;
         let mut out = Vec::with_capacity(runs.len());
         for run in runs {
-            let interrupted = run.state == RunState::Running && ActorLock::try_acquire(self.lock_dir.as_deref(), &run.actor_id)?.is_some();
+            let interrupted = run.state == RunState::Running
+                && ActorLock::try_acquire(self.lock_dir.as_deref(), &run.actor_id)?.is_some();
             out.push(RunStatus { run, interrupted });
         }
         Ok(out)
@@ -167,7 +170,13 @@ impl Distiller {
         let Some(_lock) = ActorLock::try_acquire(self.lock_dir.as_deref(), actor)? else {
             let running = self.runs.runs(Some(actor)).await?.into_iter().rev().find(|r| r.state == RunState::Running);
             let running = running
-                .map(|r| format!(" (run {}, started {})", r.run_id, r.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+                .map(|r| {
+                    format!(
+                        " (run {}, started {})",
+                        r.run_id,
+                        r.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )
+                })
                 .unwrap_or_default();
             return Err(DistillError::Busy { actor: actor.clone(), running });
         };
@@ -282,7 +291,8 @@ impl Distiller {
                 run.error = Some("interrupted after its changes were committed; closed by the next run".into());
             } else {
                 run.state = RunState::Failed;
-                run.error = Some("interrupted: the process ended before the run finished; its items are read again".into());
+                run.error =
+                    Some("interrupted: the process ended before the run finished; its items are read again".into());
             }
             tracing::warn!(run_id = %run.run_id, state = run.state.as_str(), "closing an interrupted distill run");
             self.runs.put_run(&run).await?;
@@ -353,7 +363,9 @@ fn validate(config: &DistillConfig) -> Result<(), DistillError> {
         ("--project-budget-usd", config.actor_budget_usd),
     ] {
         if !value.is_finite() || value < 0.0 {
-            return Err(DistillError::Settings(format!("{name} must be a finite amount of USD, 0 or more; got {value}")));
+            return Err(DistillError::Settings(format!(
+                "{name} must be a finite amount of USD, 0 or more; got {value}"
+            )));
         }
     }
     if config.max_output_tokens == 0 {
@@ -488,7 +500,8 @@ impl Pass<'_> {
                         self.plan.unchanged += 1;
                         continue;
                     }
-                    let near_batch = batch.iter().any(|(m, _)| cosine(&m.vector, &memory.vector) >= CANDIDATE_MIN_COSINE);
+                    let near_batch =
+                        batch.iter().any(|(m, _)| cosine(&m.vector, &memory.vector) >= CANDIDATE_MIN_COSINE);
                     let candidates = self.candidates(&memory.vector).await?;
                     if near_batch || candidates.iter().any(|c| touched.contains(&c.id)) {
                         deferred.push(memory);
@@ -562,7 +575,11 @@ impl Pass<'_> {
                     kept.push((m.kind, text, item));
                 }
                 _ => {
-                    tracing::warn!(item = m.item, chars = text.chars().count(), "a distilled memory was rejected (blank, too long, or citing no item read)");
+                    tracing::warn!(
+                        item = m.item,
+                        chars = text.chars().count(),
+                        "a distilled memory was rejected (blank, too long, or citing no item read)"
+                    );
                     self.plan.rejected += 1;
                 }
             }
@@ -572,7 +589,11 @@ impl Pass<'_> {
         } else {
             self.distiller.embedder.embed_documents(kept.iter().map(|(_, t, _)| t.clone()).collect()).await?
         };
-        Ok(kept.into_iter().zip(vectors).map(|((kind, text, item), vector)| Memory { kind, text, item, vector }).collect())
+        Ok(kept
+            .into_iter()
+            .zip(vectors)
+            .map(|((kind, text, item), vector)| Memory { kind, text, item, vector })
+            .collect())
     }
 
     /// The identical text (after normalisation) is stored already and current, or planned.
@@ -581,7 +602,12 @@ impl Pass<'_> {
         if let Some(planned) = self.plan.rows.get(&id) {
             return Ok(planned.passage.superseded_by.is_none());
         }
-        Ok(self.distiller.archival.get_passage(&self.config.actor_id, id).await?.is_some_and(|p| p.superseded_by.is_none()))
+        Ok(self
+            .distiller
+            .archival
+            .get_passage(&self.config.actor_id, id)
+            .await?
+            .is_some_and(|p| p.superseded_by.is_none()))
     }
 
     /// The actor's current memories most similar to `vector`: stored ones as this run has changed
@@ -639,10 +665,15 @@ impl Pass<'_> {
     }
 
     /// Applies the decisions to the plan. A memory without a usable decision is added (nothing is lost).
-    async fn apply(&mut self, pending: Vec<(Memory<'_>, Vec<Passage>)>, decisions: Vec<Decision>) -> Result<(), DistillError> {
+    async fn apply(
+        &mut self,
+        pending: Vec<(Memory<'_>, Vec<Passage>)>,
+        decisions: Vec<Decision>,
+    ) -> Result<(), DistillError> {
         let mut by_index: HashMap<usize, Decision> = HashMap::new();
         for d in decisions {
-            if let Some(i) = usize::try_from(d.index).ok().and_then(|n| n.checked_sub(1)).filter(|i| *i < pending.len()) {
+            if let Some(i) = usize::try_from(d.index).ok().and_then(|n| n.checked_sub(1)).filter(|i| *i < pending.len())
+            {
                 by_index.entry(i).or_insert(d);
             }
         }
@@ -651,14 +682,19 @@ impl Pass<'_> {
         let mut chosen: Vec<(Action, Option<Passage>, String)> = Vec::new();
         for (i, (memory, candidates)) in pending.iter().enumerate() {
             let decision = by_index.remove(&i);
-            let target = decision.as_ref().and_then(|d| d.target_id.as_deref()).and_then(|t| {
-                candidates.iter().find(|c| c.id.to_string() == t.trim()).cloned()
-            });
+            let target = decision
+                .as_ref()
+                .and_then(|d| d.target_id.as_deref())
+                .and_then(|t| candidates.iter().find(|c| c.id.to_string() == t.trim()).cloned());
             let action = match (decision.as_ref().map(|d| d.action), &target) {
                 (Some(Action::Add), _) => Action::Add,
                 (Some(action), Some(_)) => action,
                 (Some(action), None) => {
-                    tracing::warn!(index = i + 1, ?action, "a consolidation decision names no candidate; the memory is added");
+                    tracing::warn!(
+                        index = i + 1,
+                        ?action,
+                        "a consolidation decision names no candidate; the memory is added"
+                    );
                     Action::Add
                 }
                 (None, _) => {
@@ -700,7 +736,13 @@ impl Pass<'_> {
     }
 
     /// Plans a new memory (`supersedes`: the stored memory it replaces, kept and marked).
-    async fn add(&mut self, memory: &Memory<'_>, text: &str, vector: Vec<f32>, supersedes: Option<Passage>) -> Result<(), DistillError> {
+    async fn add(
+        &mut self,
+        memory: &Memory<'_>,
+        text: &str,
+        vector: Vec<f32>,
+        supersedes: Option<Passage>,
+    ) -> Result<(), DistillError> {
         let actor = &self.config.actor_id;
         let id = passage_id(actor, &memory.item.project, text);
         let now = Utc::now();

@@ -255,7 +255,10 @@ mod tests {
         let ok = json!({"output": [{"type": "message", "content": [{"type": "output_text",
             "text": "{\"memories\":[{\"kind\":\"fact\",\"text\":\"The user uses Rust.\",\"item\":2}]}"}]}]});
         let parsed: Extraction = parse_answer(&ok).unwrap();
-        assert_eq!(parsed.memories, vec![ExtractedMemory { kind: "fact".into(), text: "The user uses Rust.".into(), item: 2 }]);
+        assert_eq!(
+            parsed.memories,
+            vec![ExtractedMemory { kind: "fact".into(), text: "The user uses Rust.".into(), item: 2 }]
+        );
         let refused = json!({"output": [{"type": "message", "content": [{"type": "refusal", "refusal": "no"}]}]});
         assert_eq!(parse_answer::<Extraction>(&refused).unwrap_err(), "the model refused: no");
         let wrong = json!({"output": [{"type": "message", "content": [{"type": "output_text", "text": "{\"x\":1}"}]}]});

@@ -11,7 +11,12 @@ use super::{DriveError, MAX_RESPONSE_BYTES};
 /// # Errors
 /// [`DriveError::Transport`] when the server cannot be reached, [`DriveError::Api`] for a non-2xx
 /// answer (with the API's `error.message`), [`DriveError::Protocol`] for an oversized or non-JSON body.
-pub(crate) async fn post(client: &reqwest::Client, url: &str, api_key: &str, body: &Value) -> Result<Value, DriveError> {
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    api_key: &str,
+    body: &Value,
+) -> Result<Value, DriveError> {
     let response = client
         .post(url)
         .bearer_auth(api_key)
@@ -34,11 +39,15 @@ pub(crate) async fn post(client: &reqwest::Client, url: &str, api_key: &str, bod
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     if !status.is_success() {
-        let message = value["error"]["message"].as_str().map_or_else(|| text.chars().take(500).collect(), str::to_string);
+        let message =
+            value["error"]["message"].as_str().map_or_else(|| text.chars().take(500).collect(), str::to_string);
         return Err(DriveError::Api { status: status.as_u16(), message });
     }
     if value.is_null() {
-        return Err(DriveError::Protocol(format!("the body is not JSON: {}", text.chars().take(200).collect::<String>())));
+        return Err(DriveError::Protocol(format!(
+            "the body is not JSON: {}",
+            text.chars().take(200).collect::<String>()
+        )));
     }
     Ok(value)
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use astra_mcp::distill::{DistillConfig, DistillError, Distiller};
 use astra_mcp::domain::{DistillRun, Passage, Role, RunState, Scope};
 use astra_mcp::drive::{DriveError, Ledger, Pricing};
-use astra_mcp::memory::{ArchivalConfig, ArchivalMemory, ConversationMemory, Fusion, ImportTarget, NewItem, PassageSearch};
+use astra_mcp::memory::{
+    ArchivalConfig, ArchivalMemory, ConversationMemory, Fusion, ImportTarget, NewItem, PassageSearch,
+};
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::store::{ArchivalStore, DistillRunStore};
 use serde_json::{Value, json};
@@ -139,8 +141,13 @@ const DEPLOY_MEMORY: &str = "The user's shop deploys to Fly.io in region ams.";
 
 /// Ann's first session: a preference, an acknowledgement, a tool result, a fact.
 async fn ann_first_session(store: &Arc<LanceStore>) {
-    converse(store, "ann", "s1", &[(Role::User, TABS), (Role::Assistant, NOTED), (Role::Tool, TOOL_OUTPUT), (Role::User, DEPLOY)])
-        .await;
+    converse(
+        store,
+        "ann",
+        "s1",
+        &[(Role::User, TABS), (Role::Assistant, NOTED), (Role::Tool, TOOL_OUTPUT), (Role::User, DEPLOY)],
+    )
+    .await;
 }
 
 fn ann_first_extraction() -> Step {
@@ -204,12 +211,19 @@ async fn a_run_distils_user_and_assistant_messages_with_provenance_and_a_rerun_a
     assert_eq!(search(&f.store, "ann", "tabs indentation Fly.io", false).await.len(), 2);
 
     // bob's run reads bob's items only and writes into bob's memory only
-    let bob_mock = mock(vec![memories(json!([{"kind": "fact", "text": "Bob's project is code-named HELIOTROPE.", "item": 1}]))]).await;
+    let bob_mock =
+        mock(vec![memories(json!([{"kind": "fact", "text": "Bob's project is code-named HELIOTROPE.", "item": 1}]))])
+            .await;
     let bob = f.distiller.run(&config(&bob_mock, f.dir.path(), "bob")).await.unwrap();
     assert_eq!((bob.items_read, bob.added), (1, 1));
     let bob_request = bob_mock.requests()[0].to_string();
     assert!(bob_request.contains("HELIOTROPE") && !bob_request.contains("Fly.io") && !bob_request.contains("tabs"));
-    assert!(search(&f.store, "ann", "project codename HELIOTROPE", false).await.iter().all(|p| !p.text.contains("HELIOTROPE")));
+    assert!(
+        search(&f.store, "ann", "project codename HELIOTROPE", false)
+            .await
+            .iter()
+            .all(|p| !p.text.contains("HELIOTROPE"))
+    );
     assert_eq!(search(&f.store, "bob", "project codename", false).await[0].actor_id, "bob");
     let statuses = f.distiller.status(None).await.unwrap();
     assert_eq!(statuses.len(), 3);
@@ -226,10 +240,15 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
     let tabs_id = before.iter().find(|p| p.text == TABS_MEMORY).unwrap().id;
     let deploy_id = before.iter().find(|p| p.text == DEPLOY_MEMORY).unwrap().id;
 
-    converse(&f.store, "ann", "s2", &[
-        (Role::User, "Reminder: tabs for indentation in all Python code, shown 4 wide."),
-        (Role::User, "We moved the shop's deploys from Fly.io to Render last week."),
-    ])
+    converse(
+        &f.store,
+        "ann",
+        "s2",
+        &[
+            (Role::User, "Reminder: tabs for indentation in all Python code, shown 4 wide."),
+            (Role::User, "We moved the shop's deploys from Fly.io to Render last week."),
+        ],
+    )
     .await;
     const MERGED: &str = "The user indents Python code with tabs (displayed 4 wide), never spaces.";
     const RENDER: &str = "The user's shop deploys to Render (it moved away from Fly.io).";
@@ -272,7 +291,12 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
     assert_eq!(schema_name(&requests[1]), "memory_decisions");
     let doc = input_document(&requests[1]);
     let candidates_of = |i: usize| -> Vec<String> {
-        doc["new_memories"][i]["candidates"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_string()).collect()
+        doc["new_memories"][i]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect()
     };
     assert!(candidates_of(0).contains(&tabs_id.to_string()), "{doc}");
     assert!(candidates_of(1).contains(&deploy_id.to_string()), "{doc}");
@@ -314,16 +338,15 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
     assert!(results.iter().any(|r| r["id"] == render.id.to_string() && r["superseded_by"].is_null()));
 
     // forgetting a distilled memory leaves no copy of its text in the runs' change lists
-    let forgot = host
-        .call(&session, "memory_forget", crate::support::args(json!({"id": tabs_id.to_string()})))
-        .await
-        .unwrap();
+    let forgot =
+        host.call(&session, "memory_forget", crate::support::args(json!({"id": tabs_id.to_string()}))).await.unwrap();
     assert!(!forgot.is_error, "{}", forgot.text);
     let audit = serde_json::to_string(&f.store.runs(Some("ann")).await.unwrap()).unwrap();
     assert!(!audit.contains("displayed 4 wide") && !audit.contains(TABS_MEMORY), "{audit}");
     assert!(audit.contains(&tabs_id.to_string()) && audit.contains(RENDER), "ids and other memories stay: {audit}");
     // forgetting the memory that superseded another makes the old one current again
-    let forgot = host.call(&session, "memory_forget", crate::support::args(json!({"id": render.id.to_string()}))).await.unwrap();
+    let forgot =
+        host.call(&session, "memory_forget", crate::support::args(json!({"id": render.id.to_string()}))).await.unwrap();
     assert!(!forgot.is_error, "{}", forgot.text);
     assert_eq!(f.store.get_passage("ann", deploy_id).await.unwrap().unwrap().superseded_by, None);
 }
@@ -339,20 +362,33 @@ async fn the_distill_command_runs_and_lists_runs() {
     let bin = env!("CARGO_BIN_EXE_astra-mcp");
     let run = |args: Vec<String>| {
         let mut command = std::process::Command::new(bin);
-        command.args(&args).env("OPENAI_API_KEY", "sk-test-key").env_remove("OPENAI_BASE_URL").current_dir(f.dir.path());
+        command
+            .args(&args)
+            .env("OPENAI_API_KEY", "sk-test-key")
+            .env_remove("OPENAI_BASE_URL")
+            .current_dir(f.dir.path());
         tokio::task::spawn_blocking(move || command.output().unwrap())
     };
     let db_arg = db.to_str().unwrap().to_string();
     let base = mocked.base_url();
     let ledger = f.dir.path().join("ledger.jsonl").to_str().unwrap().to_string();
-    let refused = run(vec!["distill".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()]).await.unwrap();
+    let refused =
+        run(vec!["distill".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()]).await.unwrap();
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --approve-live-cost"), "{refused:?}");
     assert!(mocked.requests().is_empty());
 
     let out = run(vec![
-        "distill".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into(), "--approve-live-cost".into(),
-        "--base-url".into(), base, "--ledger".into(), ledger,
+        "distill".into(),
+        "--db".into(),
+        db_arg.clone(),
+        "--actor".into(),
+        "ann".into(),
+        "--approve-live-cost".into(),
+        "--base-url".into(),
+        base,
+        "--ledger".into(),
+        ledger,
     ])
     .await
     .unwrap();
@@ -362,9 +398,10 @@ async fn the_distill_command_runs_and_lists_runs() {
     assert!(stdout.contains(&format!(" {DEPLOY_MEMORY}")) && stdout.contains("0.0275 USD"), "{stdout}");
     assert_eq!(mocked.requests().len(), 1);
 
-    let status = run(vec!["distill".into(), "status".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()])
-        .await
-        .unwrap();
+    let status =
+        run(vec!["distill".into(), "status".into(), "--db".into(), db_arg.clone(), "--actor".into(), "ann".into()])
+            .await
+            .unwrap();
     let table = String::from_utf8_lossy(&status.stdout);
     let row = table.lines().find(|l| l.starts_with("distill-")).unwrap_or_else(|| panic!("{table}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
@@ -380,8 +417,13 @@ async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_sa
     ann_first_session(&f.store).await;
     let first = mock(vec![ann_first_extraction()]).await;
     f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
-    converse(&f.store, "ann", "s2", &[(Role::User, "Deploys moved from Fly.io to Render."), (Role::User, "I use ruff for linting.")])
-        .await;
+    converse(
+        &f.store,
+        "ann",
+        "s2",
+        &[(Role::User, "Deploys moved from Fly.io to Render."), (Role::User, "I use ruff for linting.")],
+    )
+    .await;
     let before = search(&f.store, "ann", "deploy Fly.io Render ruff tabs", true).await;
 
     // extraction answers; the consolidation request fails with a server error
@@ -520,10 +562,12 @@ async fn memories_touching_one_stored_memory_are_consolidated_in_turn() {
     ann_first_session(&f.store).await;
     let first = mock(vec![ann_first_extraction()]).await;
     f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
-    converse(&f.store, "ann", "s2", &[
-        (Role::User, "Tabs in Python, shown 4 wide."),
-        (Role::User, "And tabs in Makefiles too, of course."),
-    ])
+    converse(
+        &f.store,
+        "ann",
+        "s2",
+        &[(Role::User, "Tabs in Python, shown 4 wide."), (Role::User, "And tabs in Makefiles too, of course.")],
+    )
     .await;
     const MERGED_ONE: &str = "The user indents Python code with tabs (shown 4 wide), never spaces.";
     const MERGED_TWO: &str = "The user indents Python code and Makefiles with tabs (shown 4 wide), never spaces.";
