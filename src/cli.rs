@@ -434,8 +434,8 @@ pub struct ModelArgs {
     /// Cost ledger (JSON Lines). Default: `<data dir>/astra-mcp/ledger.jsonl`.
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
-    /// Seconds before a request to the Responses API is abandoned.
-    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    /// Seconds before a request to the Responses API is abandoned (1–86,400).
+    #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub request_timeout: u64,
 }
 

@@ -157,6 +157,16 @@ fn ann_first_extraction() -> Step {
     ]))
 }
 
+/// Ann after a first distilled session (tabs, deploy), with a second session `s2` of `items` stored.
+async fn ann_with_second_session(items: &[(Role, &str)]) -> Fixture {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let first = mock(vec![ann_first_extraction()]).await;
+    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
+    converse(&f.store, "ann", "s2", items).await;
+    f
+}
+
 fn runs_of(runs: Vec<DistillRun>, state: RunState) -> usize {
     runs.iter().filter(|r| r.state == state).count()
 }
@@ -232,24 +242,14 @@ async fn a_run_distils_user_and_assistant_messages_with_provenance_and_a_rerun_a
 
 #[tokio::test]
 async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
-    let f = fixture().await;
-    ann_first_session(&f.store).await;
-    let first = mock(vec![ann_first_extraction()]).await;
-    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
+    let f = ann_with_second_session(&[
+        (Role::User, "Reminder: tabs for indentation in all Python code, shown 4 wide."),
+        (Role::User, "We moved the shop's deploys from Fly.io to Render last week."),
+    ])
+    .await;
     let before = search(&f.store, "ann", "tabs Fly.io", false).await;
     let tabs_id = before.iter().find(|p| p.text == TABS_MEMORY).unwrap().id;
     let deploy_id = before.iter().find(|p| p.text == DEPLOY_MEMORY).unwrap().id;
-
-    converse(
-        &f.store,
-        "ann",
-        "s2",
-        &[
-            (Role::User, "Reminder: tabs for indentation in all Python code, shown 4 wide."),
-            (Role::User, "We moved the shop's deploys from Fly.io to Render last week."),
-        ],
-    )
-    .await;
     const MERGED: &str = "The user indents Python code with tabs (displayed 4 wide), never spaces.";
     const RENDER: &str = "The user's shop deploys to Render (it moved away from Fly.io).";
     let second = mock(vec![
@@ -413,16 +413,10 @@ async fn the_distill_command_runs_and_lists_runs() {
 
 #[tokio::test]
 async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_same_items() {
-    let f = fixture().await;
-    ann_first_session(&f.store).await;
-    let first = mock(vec![ann_first_extraction()]).await;
-    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
-    converse(
-        &f.store,
-        "ann",
-        "s2",
-        &[(Role::User, "Deploys moved from Fly.io to Render."), (Role::User, "I use ruff for linting.")],
-    )
+    let f = ann_with_second_session(&[
+        (Role::User, "Deploys moved from Fly.io to Render."),
+        (Role::User, "I use ruff for linting."),
+    ])
     .await;
     let before = search(&f.store, "ann", "deploy Fly.io Render ruff tabs", true).await;
 
@@ -558,16 +552,10 @@ async fn a_second_run_of_an_actor_is_refused_while_one_runs_and_an_interrupted_r
 /// sees what the first made of it, and nothing is written twice.
 #[tokio::test]
 async fn memories_touching_one_stored_memory_are_consolidated_in_turn() {
-    let f = fixture().await;
-    ann_first_session(&f.store).await;
-    let first = mock(vec![ann_first_extraction()]).await;
-    f.distiller.run(&config(&first, f.dir.path(), "ann")).await.unwrap();
-    converse(
-        &f.store,
-        "ann",
-        "s2",
-        &[(Role::User, "Tabs in Python, shown 4 wide."), (Role::User, "And tabs in Makefiles too, of course.")],
-    )
+    let f = ann_with_second_session(&[
+        (Role::User, "Tabs in Python, shown 4 wide."),
+        (Role::User, "And tabs in Makefiles too, of course."),
+    ])
     .await;
     const MERGED_ONE: &str = "The user indents Python code with tabs (shown 4 wide), never spaces.";
     const MERGED_TWO: &str = "The user indents Python code and Makefiles with tabs (shown 4 wide), never spaces.";
