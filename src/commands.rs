@@ -13,6 +13,7 @@ use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::{LazyEmbedder, ModelPaths};
 use astra_mcp::eval::locomo;
+use astra_mcp::memory::redact::escape_controls;
 use astra_mcp::memory::{ConversationMemory, CoreMemory, Fusion};
 use astra_mcp::sessions::formats::TranscriptFormat;
 use astra_mcp::sessions::{self, ClaudeCodeHookInput, Owner};
@@ -663,19 +664,9 @@ pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
             }
             _ => format!("  = {} {}", field("memory_id"), field("text")),
         };
-        println!("{}", escape_controls(&astra_mcp::store::lance::manage::preview(&line, 2_000)));
+        println!("{}", astra_mcp::store::lance::manage::preview(&line, 2_000));
     }
     Ok(())
-}
-
-/// `text` with control characters and bidirectional overrides escaped (`\u{1b}`), spacing kept.
-fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
-            if c.is_control() || bidi { c.escape_unicode().to_string() } else { c.to_string() }
-        })
-        .collect()
 }
 
 /// `distill status`: a table, or JSON lines.

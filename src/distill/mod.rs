@@ -35,9 +35,9 @@ use uuid::Uuid;
 
 use crate::domain::{DistillRun, Passage, Role, RunState, SessionItem, normalize_for_dedupe, passage_id};
 use crate::drive::responses::{check_completed, post, usage};
-use crate::drive::{DriveError, Ledger, LedgerEntry, Pricing};
+use crate::drive::{DriveError, Ledger, LedgerEntry, Pricing, check_usd};
 use crate::embed::LazyEmbedder;
-use crate::memory::redact::redact;
+use crate::memory::redact::{escape_controls, is_bidi_control, redact};
 use crate::store::lance::LanceStore;
 use crate::store::{ArchivalStore, DistillRunStore, SearchFilter, SessionStore, StoreError, TextQuery};
 use prompt::{Action, Consolidation, Decision, Extraction, Pending};
@@ -180,10 +180,8 @@ impl Distiller {
                 .unwrap_or_default();
             return Err(DistillError::Busy { actor: actor.clone(), running });
         };
-        self.close_interrupted(actor).await?;
         let distilled: HashSet<Uuid> = self
-            .runs
-            .runs(Some(actor))
+            .close_interrupted(actor)
             .await?
             .into_iter()
             .filter(|r| r.state == RunState::Succeeded)
@@ -276,9 +274,11 @@ impl Distiller {
     }
 
     /// Closes the actor's runs left RUNNING by a process that ended (the caller holds the actor's lock).
-    /// A run whose commit landed (its memories are stored) becomes SUCCEEDED; any other FAILED.
-    async fn close_interrupted(&self, actor: &str) -> Result<(), DistillError> {
-        for mut run in self.runs.runs(Some(actor)).await?.into_iter().filter(|r| r.state == RunState::Running) {
+    /// A run whose commit landed (its memories are stored) becomes SUCCEEDED; any other FAILED. Returns
+    /// every run of the actor as it stands afterwards.
+    async fn close_interrupted(&self, actor: &str) -> Result<Vec<DistillRun>, DistillError> {
+        let mut runs = self.runs.runs(Some(actor)).await?;
+        for run in runs.iter_mut().filter(|r| r.state == RunState::Running) {
             // The run's rows all carry its commit time as `updated_at`: one found means the commit landed
             // (unless a later write to every one of them changed that time since).
             let landed = match run.commit_at {
@@ -295,12 +295,11 @@ impl Distiller {
                     Some("interrupted: the process ended before the run finished; its items are read again".into());
             }
             tracing::warn!(run_id = %run.run_id, state = run.state.as_str(), "closing an interrupted distill run");
-            self.runs.put_run(&run).await?;
+            self.runs.put_run(run).await?;
         }
-        Ok(())
+        Ok(runs)
     }
 
-    /// Writes the plan in one commit and fills the run's counts.
     /// Writes the plan in one commit. Before it, the run's counts, changes and commit time are recorded
     /// (still RUNNING), so an interrupted run can be closed with what it did.
     async fn commit(&self, run: &mut DistillRun, plan: Plan) -> Result<(), DistillError> {
@@ -337,9 +336,7 @@ impl Distiller {
 
 /// An error as stored and printed: secrets redacted, control characters escaped (`\u{1b}`), one line.
 fn shown(text: &str) -> String {
-    let escaped: String =
-        text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect();
-    redact(&escaped).into_owned()
+    redact(&escape_controls(text)).into_owned()
 }
 
 /// The `source` of the memories a run adds.
@@ -356,18 +353,13 @@ fn validate(config: &DistillConfig) -> Result<(), DistillError> {
     if config.actor_id.trim().is_empty() {
         return Err(DistillError::Settings("--actor is empty: give the actor whose sessions to distil".into()));
     }
-    for (name, value) in [
+    check_usd(&[
         ("--input-usd-per-million", config.pricing.input_per_million_usd),
         ("--output-usd-per-million", config.pricing.output_per_million_usd),
         ("--run-budget-usd", config.run_budget_usd),
         ("--project-budget-usd", config.actor_budget_usd),
-    ] {
-        if !value.is_finite() || value < 0.0 {
-            return Err(DistillError::Settings(format!(
-                "{name} must be a finite amount of USD, 0 or more; got {value}"
-            )));
-        }
-    }
+    ])
+    .map_err(DistillError::Settings)?;
     if config.max_output_tokens == 0 {
         return Err(DistillError::Settings("--max-output-tokens must be at least 1".into()));
     }
@@ -850,10 +842,7 @@ fn chunks(items: &[SessionItem]) -> Vec<Vec<&SessionItem>> {
 fn clean(text: &str) -> String {
     let text: String = text
         .chars()
-        .map(|c| {
-            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
-            if (c.is_control() && c != '\n' && c != '\t') || bidi { ' ' } else { c }
-        })
+        .map(|c| if (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c) { ' ' } else { c })
         .collect();
     redact(text.trim()).into_owned()
 }

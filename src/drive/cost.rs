@@ -20,6 +20,18 @@ impl Pricing {
     }
 }
 
+/// The guard's money settings checked: each `(flag, USD)` must be finite and not negative (a NaN
+/// budget would let every request through).
+///
+/// # Errors
+/// The first flag that is not, with its value.
+pub fn check_usd(amounts: &[(&str, f64)]) -> Result<(), String> {
+    match amounts.iter().find(|(_, value)| !value.is_finite() || *value < 0.0) {
+        Some((name, value)) => Err(format!("{name} must be a finite amount of USD, 0 or more; got {value}")),
+        None => Ok(()),
+    }
+}
+
 /// One request's line in the ledger (JSON Lines).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEntry {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-pub use cost::{Ledger, LedgerEntry, Pricing};
+pub use cost::{Ledger, LedgerEntry, Pricing, check_usd};
 pub use functions::{function_definition, strict_parameters};
 pub use local_tools::{LocalOutput, local_tools};
 
@@ -147,16 +147,13 @@ pub fn validate(config: &DriveConfig) -> Result<(), DriveError> {
             "--run-id `{id}`: use letters, digits, `.`, `_`, `-` (at most 128, not starting with `.`)"
         )));
     }
-    for (name, value) in [
+    cost::check_usd(&[
         ("--input-usd-per-million", config.pricing.input_per_million_usd),
         ("--output-usd-per-million", config.pricing.output_per_million_usd),
         ("--run-budget-usd", config.run_budget_usd),
         ("--project-budget-usd", config.project_budget_usd),
-    ] {
-        if !value.is_finite() || value < 0.0 {
-            return Err(DriveError::Settings(format!("{name} must be a finite amount of USD, 0 or more; got {value}")));
-        }
-    }
+    ])
+    .map_err(DriveError::Settings)?;
     if config.max_output_tokens == 0 {
         return Err(DriveError::Settings("--max-output-tokens must be at least 1".into()));
     }

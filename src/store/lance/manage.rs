@@ -106,12 +106,11 @@ fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
         .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
 }
 
-/// One line of text, at most `max` characters (an ellipsis marks a cut). Control characters are shown
-/// escaped (`\u{1b}`), so stored text cannot drive the operator's terminal.
+/// One line of text, at most `max` characters (an ellipsis marks a cut). Control and bidirectional
+/// characters are shown escaped (`\u{1b}`), so stored text cannot drive the operator's terminal.
 pub fn preview(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let line: String =
-        line.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect();
+    let line = crate::memory::redact::escape_controls(&line);
     if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
 }
 
@@ -310,16 +309,9 @@ impl LanceStore {
     ) -> Result<Vec<String>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let mut query = self
-            .table(name)
-            .query()
-            .nearest_to(vector)
-            .map_err(backend)?
-            .distance_type(lancedb::DistanceType::Cosine)
-            .ef(super::ANN_EF.max(4 * k))
-            .refine_factor(super::ANN_REFINE_FACTOR)
+            .nearest(name, vector, k)?
             .only_if(format!("actor_id = {}", sql_literal(actor)))
-            .select(Select::columns(&["id", "_distance"]))
-            .limit(k);
+            .select(Select::columns(&["id", "_distance"]));
         if exact {
             query = query.bypass_vector_index();
         }

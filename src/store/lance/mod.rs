@@ -264,15 +264,7 @@ impl LanceStore {
     ) -> Result<(Vec<RecordBatch>, Vec<Vec<RecordBatch>>), StoreError> {
         use lancedb::query::QueryBase;
         let table = self.table(name);
-        let nearest = table
-            .query()
-            .nearest_to(vector)
-            .map_err(backend)?
-            .distance_type(lancedb::DistanceType::Cosine)
-            .ef(ANN_EF.max(4 * limit))
-            .refine_factor(ANN_REFINE_FACTOR)
-            .only_if(filter)
-            .limit(limit);
+        let nearest = self.nearest(name, vector, limit)?.only_if(filter);
         let by_vector = collect(&nearest).await.map_err(backend)?;
         let mut by_keyword = Vec::new();
         for &column in fts_columns(name) {
@@ -290,6 +282,21 @@ impl LanceStore {
             by_keyword.push(batches);
         }
         Ok((by_vector, by_keyword))
+    }
+
+    /// The `limit` rows of `name` nearest to `vector` by cosine, with the ANN settings of every search
+    /// ([`ANN_EF`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
+    fn nearest(&self, name: &'static str, vector: &[f32], limit: usize) -> Result<lancedb::query::VectorQuery, StoreError> {
+        use lancedb::query::QueryBase;
+        Ok(self
+            .table(name)
+            .query()
+            .nearest_to(vector)
+            .map_err(backend)?
+            .distance_type(lancedb::DistanceType::Cosine)
+            .ef(ANN_EF.max(4 * limit))
+            .refine_factor(ANN_REFINE_FACTOR)
+            .limit(limit))
     }
 
     /// Inserts the rows of `batch` whose `id` is not in `name` yet, under the table's lock (see the
