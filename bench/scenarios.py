@@ -6,6 +6,7 @@ Every time is wall-clock from this process, raw JSON-RPC over pipes, one request
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,7 @@ def warm_search(target: Target, version: str, queries: list[Query], warmup: int,
         rss_idle = process_memory(server.pid)
         for q in queries[:warmup]:
             server.call_tool(target.tool, target.arguments(q.text))
+        log_offset = target.stderr.stat().st_size if target.stderr and target.stderr.exists() else 0
         latencies, hits = [], 0
         for q in queries[warmup:]:
             t0 = time.perf_counter()
@@ -100,14 +102,51 @@ def warm_search(target: Target, version: str, queries: list[Query], warmup: int,
         rss_after = process_memory(server.pid)
     finally:
         server.stop()
+    stages = stage_summary(server_stage_lines(target.stderr, log_offset), latencies) if target.stderr else {}
     return {
         "latency_ms": summarize(latencies, 2),
+        # astra-mcp only: its own per-search timings (ms) from its debug log, and latency minus embedding
+        **({"server_stages_ms": stages} if stages else {}),
         "target_found_rate": round(hits / len(latencies), 3) if latencies else None,
         "rss_after_initialize_mib": rss_init.get("rss_mib"),
         "rss_idle_mib": rss_idle.get("rss_mib"),
         "rss_after_searches_mib": rss_after.get("rss_mib"),
         "peak_rss_mib": rss_after.get("peak_rss_mib"),
     }
+
+
+TIMING_LINE = re.compile(r"search timings (.*)$")
+TIMING_FIELD = re.compile(r"(\w+)=([0-9.]+)")
+ASTRA_SEARCH_LOG = "warn,astra_mcp=info,astra_mcp::search=debug"  # adds one "search timings" line per search
+
+
+def server_stage_lines(stderr: Path, offset: int) -> list[dict]:
+    """astra-mcp's "search timings" debug lines written after `offset` bytes of its stderr, one dict of
+    ms per search (embed_ms, keyword_ms, vector_ms, decode_ms, total_ms), in order."""
+    if not stderr.exists():
+        return []
+    with open(stderr, "rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
+    rows = []
+    for line in text.splitlines():
+        m = TIMING_LINE.search(line)
+        if m:
+            rows.append({k: float(v) for k, v in TIMING_FIELD.findall(m.group(1))})
+    return rows
+
+
+def stage_summary(rows: list[dict], latencies: list[float]) -> dict:
+    """Median and spread of each field of `rows` (server-side ms per search), plus `rest_ms`: each call's
+    latency seen over stdio minus that call's own embedding time (the server's cost beside the model,
+    protocol included). Empty unless there is one line per timed call."""
+    if not rows or len(rows) != len(latencies):
+        return {}
+    keys = [k for k in rows[0] if all(k in r for r in rows)]
+    out = {k: summarize([r[k] for r in rows], 2) for k in keys}
+    if "embed_ms" in keys:
+        out["rest_ms"] = summarize([lat - r["embed_ms"] for lat, r in zip(latencies, rows)], 2)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,7 +157,7 @@ def astra_fix_target(binary: str, db: Path, top_k: int, stderr: Path) -> Target:
     """astra-mcp serving `db` read-only in practice (no workspace), searched with search_codebase_memory."""
     return Target(
         name="astra-mcp",
-        argv=[binary, "serve", "--stdio", "--db", str(db)],
+        argv=[binary, "serve", "--stdio", "--db", str(db), "--log", ASTRA_SEARCH_LOG],
         env=None,
         tool="search_codebase_memory",
         arguments=lambda q: {"query": q, "error_type": None, "top_k": top_k},
@@ -131,7 +170,7 @@ def astra_archival_target(binary: str, db: Path, top_k: int, stderr: Path) -> Ta
     """astra-mcp serving `db`, searched with archival_memory_search."""
     return Target(
         name="astra-mcp archival",
-        argv=[binary, "serve", "--stdio", "--db", str(db)],
+        argv=[binary, "serve", "--stdio", "--db", str(db), "--log", ASTRA_SEARCH_LOG],
         env=None,
         tool="archival_memory_search",
         arguments=lambda q: {"query": q, "tags": None, "top_k": top_k, "start": None, "end": None},

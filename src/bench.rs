@@ -163,7 +163,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Recall@`k` of the archival table's vector search with its index against the exact search, for
-/// the embeddings of `queries`, filtered to `actor_id` as the tools filter.
+/// the embeddings of `queries`, filtered to `actor_id` as the tools filter. The indexed query asks for
+/// as many candidates as a search of `k` results does (`Fusion::limit`, 50 for k = 10) and its first `k`
+/// are scored: that is the vector ranking a search fuses.
 ///
 /// # Errors
 /// The model or the store.
@@ -175,12 +177,14 @@ pub async fn recall(
     k: usize,
 ) -> Result<Recall, BenchError> {
     let indexed = store.has_vector_index(ARCHIVAL_TABLE).await?;
+    let candidates = crate::memory::retrieval::Fusion::default().limit(k);
     let mut hits = 0usize;
     let (mut fast, mut exact) = (Vec::new(), Vec::new());
     for query in queries {
         let vector = embedder.embed_query(query).await?;
         let started = Instant::now();
-        let approximate = store.nearest_ids(ARCHIVAL_TABLE, actor_id, &vector, k, false).await?;
+        let mut approximate = store.nearest_ids(ARCHIVAL_TABLE, actor_id, &vector, candidates, false).await?;
+        approximate.truncate(k);
         fast.push(started.elapsed().as_secs_f64() * 1000.0);
         let started = Instant::now();
         let truth = store.nearest_ids(ARCHIVAL_TABLE, actor_id, &vector, k, true).await?;

@@ -189,6 +189,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let report = db.import(&text, &settings.embedder()).await?;
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
                 db.ensure_vector_index(name).await?;
+                db.ensure_scalar_indexes(name).await?;
             }
             println!(
                 "imported {}{}",
@@ -226,8 +227,8 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             );
             let bar = progress_bar(passages.len() as u64, "passages");
             let started = std::time::Instant::now();
-            let (added, already) =
-                archival.ingest(&passages, "ingest", &|done, total| {
+            let (added, already) = archival
+                .ingest(&passages, "ingest", &|done, total| {
                     bar.set_length(total as u64);
                     bar.set_position(done as u64);
                 })
@@ -237,6 +238,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             // the indexes the searches need, now rather than at the next upkeep
             lance.ensure_indexes().await?;
             lance.ensure_vector_index(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            lance.ensure_scalar_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
             println!(
                 "ingested {added} passages ({already} already stored) in {seconds:.1} s: {:.1} passages/s",
                 added as f64 / seconds.max(1e-9)
@@ -660,7 +662,13 @@ pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
             "add" => format!("  + {} {}", field("memory_id"), field("text")),
             "update" => format!("  ~ {} {} (was: {})", field("memory_id"), field("text"), field("previous_text")),
             "supersede" => {
-                format!("  ! {} {} (supersedes {}: {})", field("memory_id"), field("text"), field("target_id"), field("previous_text"))
+                format!(
+                    "  ! {} {} (supersedes {}: {})",
+                    field("memory_id"),
+                    field("text"),
+                    field("target_id"),
+                    field("previous_text")
+                )
             }
             _ => format!("  = {} {}", field("memory_id"), field("text")),
         };
@@ -734,8 +742,11 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             }
             for size in batch {
                 let per_second = astra_mcp::bench::embed_throughput(&embedder, &texts, size).await?;
-                println!("{}", json!({"bench": "embed", "batch": size, "texts": texts.len(), "sorted": sort_by_length,
-                    "texts_per_second": per_second, "machine": machine}));
+                println!(
+                    "{}",
+                    json!({"bench": "embed", "batch": size, "texts": texts.len(), "sorted": sort_by_length,
+                    "texts_per_second": per_second, "machine": machine})
+                );
             }
         }
         BenchCommand::Populate { store, texts, rows, seed } => {
@@ -760,18 +771,25 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             let fts_seconds = started.elapsed().as_secs_f64();
             let started = std::time::Instant::now();
             let indexed = lance.ensure_vector_index(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
-            println!("{}", json!({"bench": "populate", "rows": report.rows, "embedded": report.embedded,
+            lance.ensure_scalar_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            println!(
+                "{}",
+                json!({"bench": "populate", "rows": report.rows, "embedded": report.embedded,
                 "write_seconds": report.write_seconds, "fts_index_seconds": fts_seconds, "vector_index": indexed,
-                "vector_index_seconds": started.elapsed().as_secs_f64(), "machine": machine}));
+                "vector_index_seconds": started.elapsed().as_secs_f64(), "machine": machine})
+            );
         }
         BenchCommand::Recall { store, queries, k } => {
             let settings = StoreSettings::resolve(&store)?;
             let lance = open_existing(&settings).await?;
             let queries = lines_of(&queries)?;
             let r = astra_mcp::bench::recall(&lance, &settings.embedder(), &settings.actor_id, &queries, k).await?;
-            println!("{}", json!({"bench": "recall", "queries": r.queries, "k": r.k, "recall": r.recall, "indexed": r.indexed,
+            println!(
+                "{}",
+                json!({"bench": "recall", "queries": r.queries, "k": r.k, "recall": r.recall, "indexed": r.indexed,
                 "indexed_p50_ms": r.indexed_p50_ms, "indexed_p99_ms": r.indexed_p99_ms,
-                "exact_p50_ms": r.exact_p50_ms, "exact_p99_ms": r.exact_p99_ms, "machine": machine}));
+                "exact_p50_ms": r.exact_p50_ms, "exact_p99_ms": r.exact_p99_ms, "machine": machine})
+            );
         }
     }
     Ok(())

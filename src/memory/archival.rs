@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Hit, fuse};
+use super::retrieval::{Fusion, Hit, embed_alongside, fuse, log_timings, ms_since, with_rows};
 use super::session::SessionState;
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::LazyEmbedder;
@@ -213,24 +213,33 @@ impl ArchivalMemory {
 
     /// Hybrid search over the actor's passages in every project, filters (tags, time) before ranking.
     pub async fn search(&self, request: &PassageSearch) -> Result<Vec<Hit<Passage>>, MemoryError> {
+        let started = std::time::Instant::now();
         let query = redact(&request.query).into_owned();
-        let vector = self.embedder.embed_query(&query).await?;
-        let candidates = self
-            .store
-            .passage_candidates(&TextQuery {
-                filter: SearchFilter {
-                    actor_id: self.config.scope.actor_id.clone(),
-                    tags_any: normalize_tags(&request.tags_any),
-                    start: request.start,
-                    end: request.end,
-                    include_superseded: request.include_superseded,
-                    ..Default::default()
-                },
-                vector,
-                text: query,
-                limit: self.config.fusion.limit(request.top_k),
-            })
-            .await?;
-        Ok(fuse(candidates, |p| p.id, &self.config.fusion, request.top_k))
+        let mut text_query = TextQuery {
+            filter: SearchFilter {
+                actor_id: self.config.scope.actor_id.clone(),
+                tags_any: normalize_tags(&request.tags_any),
+                start: request.start,
+                end: request.end,
+                include_superseded: request.include_superseded,
+                ..Default::default()
+            },
+            vector: Vec::new(),
+            text: query.clone(),
+            limit: self.config.fusion.limit(request.top_k),
+        };
+        let (vector, embed_ms, keyword) =
+            embed_alongside(&self.embedder, &query, self.store.passage_keyword(&text_query)).await;
+        text_query.vector = vector?;
+        let candidates = self.store.passage_ranked(&text_query, keyword?).await?;
+        let mut timings = candidates.timings;
+        let hits = fuse(candidates, |r| r.id, &self.config.fusion, request.top_k);
+        let reading = std::time::Instant::now();
+        let refs: Vec<_> = hits.iter().map(|h| h.row).collect();
+        let rows = self.store.passage_rows(&self.config.scope.actor_id, &refs).await?;
+        let hits = with_rows(hits, rows, |p| p.id, &text_query.vector);
+        timings.rows_ms = ms_since(reading);
+        log_timings("archival", embed_ms, &timings, ms_since(started));
+        Ok(hits)
     }
 }

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Hit, fuse};
+use super::retrieval::{Fusion, Hit, embed_alongside, fuse, log_timings, ms_since, with_rows};
 use crate::domain::{Role, SessionItem, context_line, session_item_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{SearchFilter, SessionStore, TextQuery};
@@ -231,25 +231,34 @@ impl ConversationMemory {
         actor_id: &str,
         request: &ConversationSearch,
     ) -> Result<Vec<Hit<SessionItem>>, MemoryError> {
+        let started = std::time::Instant::now();
         let query = redact(&request.query).into_owned();
-        let vector = self.embedder.embed_query(&query).await?;
-        let candidates = self
-            .store
-            .item_candidates(&TextQuery {
-                filter: SearchFilter {
-                    actor_id: actor_id.to_string(),
-                    session_ids: request.session_ids.clone(),
-                    roles: request.roles.clone(),
-                    start: request.start,
-                    end: request.end,
-                    ..Default::default()
-                },
-                vector,
-                text: query,
-                limit: self.fusion.limit(request.top_k),
-            })
-            .await?;
-        Ok(fuse(candidates, |i| i.id, &self.fusion, request.top_k))
+        let mut text_query = TextQuery {
+            filter: SearchFilter {
+                actor_id: actor_id.to_string(),
+                session_ids: request.session_ids.clone(),
+                roles: request.roles.clone(),
+                start: request.start,
+                end: request.end,
+                ..Default::default()
+            },
+            vector: Vec::new(),
+            text: query.clone(),
+            limit: self.fusion.limit(request.top_k),
+        };
+        let (vector, embed_ms, keyword) =
+            embed_alongside(&self.embedder, &query, self.store.item_keyword(&text_query)).await;
+        text_query.vector = vector?;
+        let candidates = self.store.item_ranked(&text_query, keyword?).await?;
+        let mut timings = candidates.timings;
+        let hits = fuse(candidates, |r| r.id, &self.fusion, request.top_k);
+        let reading = std::time::Instant::now();
+        let refs: Vec<_> = hits.iter().map(|h| h.row).collect();
+        let rows = self.store.item_rows(actor_id, &refs).await?;
+        let hits = with_rows(hits, rows, |i| i.id, &text_query.vector);
+        timings.rows_ms = ms_since(reading);
+        log_timings("conversation", embed_ms, &timings, ms_since(started));
+        Ok(hits)
     }
 
     pub fn fusion(&self) -> &Fusion {

@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, fuse};
+use super::retrieval::{Fusion, embed_alongside, fuse, log_timings, ms_since, with_rows};
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -102,21 +102,29 @@ impl FixMemory {
         error_type: Option<&str>,
         top_k: usize,
     ) -> Result<Vec<FixHit>, MemoryError> {
+        let started = std::time::Instant::now();
         let query = redact(query).into_owned();
-        let vector = self.embedder.embed_query(&query).await?;
         // the fusion of every search (see `retrieval::Fusion`), with this server's cosine floor
         let fusion = Fusion { min_score: self.config.min_score, ..Fusion::default() };
-        let candidates = self
-            .store
-            .fix_candidates(&FixQuery {
-                actor_id: self.config.scope.actor_id.clone(),
-                error_type: error_type.map(str::to_string),
-                vector,
-                text: query.clone(),
-                limit: fusion.limit(top_k),
-            })
-            .await?;
-        let hits = fuse(candidates, |r| r.memory_id, &fusion, top_k)
+        let mut fix_query = FixQuery {
+            actor_id: self.config.scope.actor_id.clone(),
+            error_type: error_type.map(str::to_string),
+            vector: Vec::new(),
+            text: query.clone(),
+            limit: fusion.limit(top_k),
+        };
+        let (vector, embed_ms, keyword) =
+            embed_alongside(&self.embedder, &query, self.store.fix_keyword(&fix_query)).await;
+        fix_query.vector = vector?;
+        let candidates = self.store.fix_ranked(&fix_query, keyword?).await?;
+        let mut timings = candidates.timings;
+        let hits = fuse(candidates, |r| r.id, &fusion, top_k);
+        let reading = std::time::Instant::now();
+        let refs: Vec<_> = hits.iter().map(|h| h.row).collect();
+        let rows = self.store.fix_rows(&fix_query.actor_id, &refs).await?;
+        let hits = with_rows(hits, rows, |r| r.memory_id, &fix_query.vector);
+        timings.rows_ms = ms_since(reading);
+        let hits: Vec<FixHit> = hits
             .into_iter()
             .map(|hit| FixHit {
                 stale: self.staleness(&hit.row),
@@ -127,6 +135,7 @@ impl FixMemory {
             })
             .collect();
         session.record_search(&query);
+        log_timings("fixes", embed_ms, &timings, ms_since(started));
         Ok(hits)
     }
 

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::fusion::weighted_reciprocal_rank_fusion;
-use crate::store::Candidates;
+use crate::embed::{EmbedError, LazyEmbedder};
+use crate::store::{Candidates, RowRef, StageTimings};
 
 /// How the rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
 /// rank_vector)`, plus `own_text_weight / (k + rank_own)` for conversation items, whose BM25 ranking
@@ -67,13 +68,11 @@ pub fn fuse<T>(candidates: Candidates<T>, id: impl Fn(&T) -> Uuid, fusion: &Fusi
     let vector_ids: Vec<Uuid> = candidates.by_vector.iter().map(|c| id(&c.row)).collect();
     let keyword_ids: Vec<Uuid> = candidates.by_keyword.iter().map(|c| id(&c.row)).collect();
     let own_ids: Vec<Uuid> = candidates.by_own_text.iter().map(|c| id(&c.row)).collect();
-    let mut by_id: HashMap<Uuid, _> = candidates
-        .by_vector
-        .into_iter()
-        .chain(candidates.by_keyword)
-        .chain(candidates.by_own_text)
-        .map(|c| (id(&c.row), c))
-        .collect();
+    // the first ranking a row appears in provides it: the vector ranking's carries the cosine
+    let mut by_id: HashMap<Uuid, _> = HashMap::new();
+    for c in candidates.by_vector.into_iter().chain(candidates.by_keyword).chain(candidates.by_own_text) {
+        by_id.entry(id(&c.row)).or_insert(c);
+    }
     let mut hits = Vec::new();
     let fused = weighted_reciprocal_rank_fusion(
         &[vector_ids, keyword_ids, own_ids],
@@ -92,4 +91,66 @@ pub fn fuse<T>(candidates: Candidates<T>, id: impl Fn(&T) -> Uuid, fusion: &Fusi
         }
     }
     hits
+}
+
+/// Logs one search's stage timings at debug level under target `astra_mcp::search` (`--log
+/// astra_mcp::search=debug`), all in ms: `embed_ms` (the query's embedding), the store's [`StageTimings`]
+/// (the full-text queries overlap the embedding), and `total_ms` from the request to the fused hits.
+/// `bench/run` reads these lines to split the latency it measures over stdio.
+pub(crate) fn log_timings(search: &'static str, embed_ms: f64, store: &StageTimings, total_ms: f64) {
+    tracing::debug!(
+        target: "astra_mcp::search",
+        search,
+        embed_ms,
+        keyword_ms = store.keyword_ms,
+        vector_ms = store.vector_ms,
+        rows_ms = store.rows_ms,
+        total_ms,
+        "search timings"
+    );
+}
+
+/// The fused `hits` (row references, from [`fuse`]) over their `rows` (read for them, matched by `id`),
+/// each scored by the cosine of its stored vector with `query`, in the same order; a hit whose row is
+/// gone (forgotten meanwhile) is dropped.
+pub(crate) fn with_rows<T>(
+    hits: Vec<Hit<RowRef>>,
+    rows: Vec<(T, Vec<f32>)>,
+    id: impl Fn(&T) -> Uuid,
+    query: &[f32],
+) -> Vec<Hit<T>> {
+    let mut by_id: HashMap<Uuid, (T, Vec<f32>)> = rows.into_iter().map(|(row, v)| (id(&row), (row, v))).collect();
+    hits.into_iter()
+        .filter_map(|hit| {
+            let (row, vector) = by_id.remove(&hit.row.id)?;
+            Some(Hit {
+                row,
+                score: crate::embed::cosine(query, &vector),
+                fused_score: hit.fused_score,
+                keyword_hit: hit.keyword_hit,
+            })
+        })
+        .collect()
+}
+
+/// Embeds `query` while `keyword` runs: the full-text rankings need no vector, so they overlap the
+/// model's work (on the blocking pool). Returns the embedding (`[f32; 384]`, L2-normalized), the
+/// embedding's own time in ms, and `keyword`'s output.
+pub(crate) async fn embed_alongside<K>(
+    embedder: &LazyEmbedder,
+    query: &str,
+    keyword: impl Future<Output = K>,
+) -> (Result<Vec<f32>, EmbedError>, f64, K) {
+    let embed = async {
+        let started = std::time::Instant::now();
+        let vector = embedder.embed_query(query).await;
+        (vector, ms_since(started))
+    };
+    let ((vector, embed_ms), keyword) = tokio::join!(embed, keyword);
+    (vector, embed_ms, keyword)
+}
+
+/// Milliseconds since `t`.
+pub(crate) fn ms_since(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }

@@ -55,8 +55,22 @@ pub trait FixStore: Send + Sync {
     /// Inserts `fix` with its embedding, or replaces the row with the same `memory_id` (idempotent).
     /// Returns `true` when a new row was created. Returns only after the write is committed (durable).
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError>;
-    /// Both rankings for a hybrid search, filters applied before ranking.
-    async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError>;
+    /// The full-text rankings of `query.text` (`query.vector` is not read).
+    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError>;
+    /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
+    /// `keyword` fetched before.
+    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError>;
+    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
+    /// vector (`[f32; 384]`).
+    async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError>;
+    /// Both rankings of a hybrid search with their rows read, one after the other.
+    async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError> {
+        let keyword = self.fix_keyword(query).await?;
+        let ranked = self.fix_ranked(query, keyword).await?;
+        let refs: Vec<RowRef> = ranked.all().copied().collect();
+        let rows = self.fix_rows(&query.actor_id, &refs).await?;
+        Ok(ranked.with_rows(rows, |r| r.memory_id, &query.vector))
+    }
     /// One fix of `actor_id` by id.
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.
@@ -71,7 +85,8 @@ pub struct Scored<T> {
     pub cosine: f32,
 }
 
-/// The two rankings a hybrid search fuses, each best first, filters applied before ranking.
+/// The rankings a hybrid search fuses, each best first, filtered. As [`RowRef`]s (before the rows are
+/// read), the full-text rankings' `cosine` is NaN: only the vector ranking knows it then.
 #[derive(Debug, Clone)]
 pub struct Candidates<T> {
     /// Nearest neighbours by cosine distance.
@@ -82,12 +97,89 @@ pub struct Candidates<T> {
     /// Conversation items only: BM25 over the item's own text (`embedded_text`), so an item that itself
     /// contains a rare identifier outranks its neighbours whose context merely quotes it.
     pub by_own_text: Vec<Scored<T>>,
+    /// How long the store took to produce them.
+    pub timings: StageTimings,
+}
+
+impl Candidates<RowRef> {
+    /// Every ranked row, once, vector ranking first.
+    pub fn all(&self) -> impl Iterator<Item = &RowRef> {
+        let mut seen = std::collections::HashSet::new();
+        self.by_vector
+            .iter()
+            .chain(&self.by_keyword)
+            .chain(&self.by_own_text)
+            .map(|s| &s.row)
+            .filter(move |r| seen.insert(r.id))
+    }
+
+    /// The same rankings over `rows` (read for these refs, matched by `id`), each scored by the cosine of
+    /// its vector with `query`; refs whose row is gone are dropped.
+    pub fn with_rows<T: Clone>(
+        self,
+        rows: Vec<(T, Vec<f32>)>,
+        id: impl Fn(&T) -> Uuid,
+        query: &[f32],
+    ) -> Candidates<T> {
+        let by_id: std::collections::HashMap<Uuid, (T, f32)> =
+            rows.into_iter().map(|(row, v)| (id(&row), (row, crate::embed::cosine(query, &v)))).collect();
+        let map = |ranking: Vec<Scored<RowRef>>| {
+            ranking
+                .into_iter()
+                .filter_map(|s| by_id.get(&s.row.id).map(|(row, cosine)| Scored { row: row.clone(), cosine: *cosine }))
+                .collect()
+        };
+        Candidates {
+            by_vector: map(self.by_vector),
+            by_keyword: map(self.by_keyword),
+            by_own_text: map(self.by_own_text),
+            timings: self.timings,
+        }
+    }
 }
 
 impl<T> Default for Candidates<T> {
     fn default() -> Self {
-        Self { by_vector: Vec::new(), by_keyword: Vec::new(), by_own_text: Vec::new() }
+        Self {
+            by_vector: Vec::new(),
+            by_keyword: Vec::new(),
+            by_own_text: Vec::new(),
+            timings: StageTimings::default(),
+        }
     }
+}
+
+/// Wall-clock time of a hybrid search's store stages, in ms. Logged at debug level by the searches
+/// (target `astra_mcp::search`), beside the query's embedding time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimings {
+    /// The vector (ANN or exact) query, ms.
+    pub vector_ms: f64,
+    /// The full-text (BM25) queries, ms, one per indexed column, one after another. A search runs them
+    /// while it embeds the query, so they overlap the embedding.
+    pub keyword_ms: f64,
+    /// Reading the rows of the hits a search returns (after fusion), ms.
+    pub rows_ms: f64,
+}
+
+/// A ranked row before its columns are read: a search ranks and fuses these, then reads only the rows
+/// it returns ([`ArchivalStore::passage_rows`] and the like).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowRef {
+    pub id: Uuid,
+    /// Lance's address of the row (`_rowid`) in the table version the ranking read; a fetch checks the
+    /// id it finds there, since a compaction in between moves rows.
+    pub row_id: u64,
+}
+
+/// The full-text (BM25) rankings of one query: one per indexed column, each best first. They need no
+/// query embedding, so a search fetches them while the query is embedded and joins them with the
+/// vector ranking afterwards.
+#[derive(Debug, Clone, Default)]
+pub struct KeywordRankings {
+    pub rankings: Vec<Vec<RowRef>>,
+    /// How long the queries took, ms.
+    pub ms: f64,
 }
 
 /// Filters of a search over archival passages or session items; every filter applies before ranking.
@@ -138,8 +230,26 @@ pub trait ArchivalStore: Send + Sync {
     /// Adds `tags` to a stored passage (a repeated insert of its text with new tags); returns the passage
     /// as stored afterwards, `None` when it is gone.
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
-    /// Both rankings of a hybrid search.
-    async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError>;
+    /// The full-text rankings of `query.text` (`query.vector` is not read).
+    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
+    /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
+    /// `keyword` fetched before.
+    async fn passage_ranked(
+        &self,
+        query: &TextQuery,
+        keyword: KeywordRankings,
+    ) -> Result<Candidates<RowRef>, StoreError>;
+    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
+    /// vector (`[f32; 384]`).
+    async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError>;
+    /// Both rankings of a hybrid search with their rows read, one after the other.
+    async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
+        let keyword = self.passage_keyword(query).await?;
+        let ranked = self.passage_ranked(query, keyword).await?;
+        let refs: Vec<RowRef> = ranked.all().copied().collect();
+        let rows = self.passage_rows(&query.filter.actor_id, &refs).await?;
+        Ok(ranked.with_rows(rows, |r| r.id, &query.vector))
+    }
     /// Writes a distillation run's changes in one commit: all of them or none. `new` rows are inserted
     /// (a row with the same id stored meanwhile keeps its creation time, and gains the new tags);
     /// `changed` rows replace stored rows of the same id (with their stored vector when given `None`),
@@ -195,8 +305,22 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Vec<SessionItem>, StoreError>;
     /// The highest turn stored for a session of `actor_id`, if any.
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
-    /// Both rankings of a hybrid search.
-    async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError>;
+    /// The full-text rankings of `query.text` (`query.vector` is not read).
+    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
+    /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
+    /// `keyword` fetched before.
+    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError>;
+    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
+    /// vector (`[f32; 384]`).
+    async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError>;
+    /// Both rankings of a hybrid search with their rows read, one after the other.
+    async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
+        let keyword = self.item_keyword(query).await?;
+        let ranked = self.item_ranked(query, keyword).await?;
+        let refs: Vec<RowRef> = ranked.all().copied().collect();
+        let rows = self.item_rows(&query.filter.actor_id, &refs).await?;
+        Ok(ranked.with_rows(rows, |r| r.id, &query.vector))
+    }
 }
 
 /// How a change of a core block is computed from its current version (`None`: never written): the new

@@ -178,16 +178,28 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
     let texts: Vec<String> = (0..40)
-        .map(|i| format!("Runbook {i}: the service-{i} deploy needs the flag --region-{} and a warm cache of {} entries", i * 7, i * 131))
+        .map(|i| {
+            format!(
+                "Runbook {i}: the service-{i} deploy needs the flag --region-{} and a warm cache of {} entries",
+                i * 7,
+                i * 131
+            )
+        })
         .collect();
     let embedder = crate::support::embedder();
     let scope = |project: &str| astra_mcp::domain::Scope { actor_id: "ann".into(), project: project.into() };
     astra_mcp::bench::populate(&store, &embedder, &scope("p"), &texts, ANN_MIN_ROWS - 1, 7, &|_| {}).await.unwrap();
     assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "below the threshold: flat search");
+    assert!(
+        store.ensure_scalar_indexes(ARCHIVAL_TABLE).await.unwrap().is_empty(),
+        "below the threshold: no scalar index"
+    );
     astra_mcp::bench::populate(&store, &embedder, &scope("q"), &texts[..1], 1, 8, &|_| {}).await.unwrap();
     assert!(store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "at the threshold the index is built");
     assert!(store.has_vector_index(ARCHIVAL_TABLE).await.unwrap());
     assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "not rebuilt before the table doubles");
+    assert_eq!(store.ensure_scalar_indexes(ARCHIVAL_TABLE).await.unwrap(), vec!["actor_id", "superseded_by"]);
+    assert!(store.ensure_scalar_indexes(ARCHIVAL_TABLE).await.unwrap().is_empty(), "built once");
     let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
     let measured = astra_mcp::bench::recall(&store, &embedder, "ann", &queries, 10).await.unwrap();
     assert!(measured.indexed && measured.recall >= 0.95, "{measured:?}");
@@ -203,4 +215,86 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
     let request = astra_mcp::memory::PassageSearch { query: texts[3].clone(), top_k: 5, ..Default::default() };
     let hits = archival.search(&request).await.unwrap();
     assert!(hits[0].row.text.starts_with(&format!("{} (#", texts[3])), "{:?}", hits[0].row.text);
+}
+
+/// Passages of `actor` with `texts`, embedded for real, inserted one commit (one fragment) each.
+async fn passages(store: &LanceStore, actor: &str, texts: &[&str]) -> Vec<astra_mcp::domain::Passage> {
+    use astra_mcp::store::ArchivalStore;
+    let embedder = embedder();
+    let mut out = Vec::new();
+    for text in texts {
+        let now = Utc::now();
+        let passage = astra_mcp::domain::Passage {
+            id: astra_mcp::domain::passage_id(actor, "p", text),
+            actor_id: actor.into(),
+            project: "p".into(),
+            session_id: String::new(),
+            turn: None,
+            source: "test".into(),
+            tags: Vec::new(),
+            text: text.to_string(),
+            embedded_text: text.to_string(),
+            created_at: now,
+            updated_at: now,
+            superseded_by: None,
+        };
+        let vector = embedder.embed_query(text).await.unwrap();
+        store.insert_passages(&[(passage.clone(), vector)]).await.unwrap();
+        out.push(passage);
+    }
+    out
+}
+
+fn text_query(actor: &str, vector: Vec<f32>, text: &str) -> astra_mcp::store::TextQuery {
+    astra_mcp::store::TextQuery {
+        filter: astra_mcp::store::SearchFilter { actor_id: actor.into(), ..Default::default() },
+        vector,
+        text: text.into(),
+        limit: 50,
+    }
+}
+
+#[tokio::test]
+async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
+    use astra_mcp::store::{ArchivalStore, ForgetStore};
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    let texts =
+        ["rotate the signing key before the audit", "the signing key lives in vault", "audit log retention is 90 days"];
+    let stored = passages(&store, "ann", &texts).await;
+    let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
+    let keyword = store.passage_keyword(&q).await.unwrap();
+    let ranked = store.passage_ranked(&q, keyword).await.unwrap();
+    assert_eq!(ranked.by_vector.len(), 3);
+    assert_eq!(ranked.by_keyword.len(), 2, "two texts hold the words");
+    let refs: Vec<_> = ranked.all().copied().collect();
+    // between ranking and reading: one row forgotten, then the fragments compacted into new ones, so the
+    // row addresses the ranking read now point elsewhere or nowhere
+    store.forget("ann", stored[1].id).await.unwrap();
+    store.optimize(chrono::Duration::zero()).await.unwrap();
+    let rows = store.passage_rows("ann", &refs).await.unwrap();
+    let got: Vec<_> = rows.iter().map(|(p, _)| p.id).collect();
+    let want: Vec<_> = refs.iter().map(|r| r.id).filter(|id| *id != stored[1].id).collect();
+    assert_eq!(got, want, "every row still stored, by id, in ranking order; the forgotten one dropped");
+    assert!(rows.iter().all(|(p, v)| p.actor_id == "ann" && v.len() == 384));
+    assert!(store.passage_rows("bob", &refs).await.unwrap().is_empty(), "another actor reads none of them");
+}
+
+#[tokio::test]
+async fn another_actors_rows_crowding_the_top_do_not_empty_a_search() {
+    use astra_mcp::store::ArchivalStore;
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    // 60 rows of bob's are all nearer to the query, and match its words, than ann's one row
+    let crowd: Vec<String> =
+        (0..60).map(|i| format!("deploy the billing service to region {i} with the canary flag")).collect();
+    passages(&store, "bob", &crowd.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let mine = passages(&store, "ann", &["billing reports are sent on mondays"]).await;
+    let text = "deploy the billing service with the canary flag";
+    let q = text_query("ann", embedder().embed_query(text).await.unwrap(), text);
+    let found = store.passage_candidates(&q).await.unwrap();
+    let ids =
+        |s: &[astra_mcp::store::Scored<astra_mcp::domain::Passage>]| s.iter().map(|c| c.row.id).collect::<Vec<_>>();
+    assert_eq!(ids(&found.by_vector), vec![mine[0].id], "the filter is applied before ranking when after is short");
+    assert_eq!(ids(&found.by_keyword), vec![mine[0].id]);
 }

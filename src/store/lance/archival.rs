@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::{self, Rows};
-use super::{LanceStore, backend, filter_sql, sql_literal};
+use super::{LanceStore, backend, search_filter, sql_literal};
 use crate::domain::Passage;
-use crate::store::{AppliedPassages, ArchivalStore, Candidates, StoreError, TextQuery};
+use crate::store::{AppliedPassages, ArchivalStore, Candidates, KeywordRankings, RowRef, StoreError, TextQuery};
 
 /// Name of the archival memory table.
 pub const ARCHIVAL_TABLE: &str = "archival";
@@ -216,14 +216,29 @@ impl ArchivalStore for LanceStore {
         Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
     }
 
-    async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
-        let filter = filter_sql(&query.filter, true, false);
-        let (v, k) = self.hybrid_batches(ARCHIVAL_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
-        let mut keyword = k.iter().map(|batches| rows::scored(batches, &query.vector, from_batch));
-        Ok(Candidates {
-            by_vector: rows::scored(&v, &query.vector, from_batch)?,
-            by_keyword: keyword.next().transpose()?.unwrap_or_default(),
-            by_own_text: keyword.next().transpose()?.unwrap_or_default(),
-        })
+    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.text, query.limit)
+            .await
+    }
+
+    async fn passage_ranked(
+        &self,
+        query: &TextQuery,
+        keyword: KeywordRankings,
+    ) -> Result<Candidates<RowRef>, StoreError> {
+        self.ranked(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.vector, query.limit, keyword)
+            .await
+    }
+
+    async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError> {
+        self.rows_by_ref(
+            ARCHIVAL_TABLE,
+            actor_id,
+            refs,
+            |r: &Passage| r.id,
+            from_batch,
+            |r: &Passage| r.actor_id.as_str(),
+        )
+        .await
     }
 }

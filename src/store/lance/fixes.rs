@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::{LanceStore, backend, collect, retry, sql_literal};
 use crate::domain::{FixRecord, Receipt};
 use crate::embed::DIMENSION;
-use crate::store::{Candidates, FixQuery, FixStore, StoreError};
+use crate::store::{Candidates, FixQuery, FixStore, KeywordRankings, RowRef, StoreError};
 
 /// Name of the table of confirmed fixes.
 pub const FIXES_TABLE: &str = "fixes";
@@ -192,6 +192,15 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     Ok(out)
 }
 
+/// The filter of a search: the actor's fixes, of the error type when given.
+fn fix_filter(query: &FixQuery) -> super::Filter {
+    let mut sql = format!("actor_id = {}", sql_literal(&query.actor_id));
+    if let Some(error_type) = &query.error_type {
+        sql.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
+    }
+    super::Filter { sql, narrow: query.error_type.is_some() }
+}
+
 fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
     format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&memory_id.to_string()))
 }
@@ -215,21 +224,24 @@ impl FixStore for LanceStore {
         Ok(result.num_inserted_rows > 0)
     }
 
-    async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError> {
-        let mut filter = format!("actor_id = {}", sql_literal(&query.actor_id));
-        if let Some(error_type) = &query.error_type {
-            filter.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
-        }
-        let (v, k) = self.hybrid_batches(FIXES_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
-        let decode = |b: &RecordBatch| from_batch(b);
-        Ok(Candidates {
-            by_vector: super::rows::scored(&v, &query.vector, decode)?,
-            by_keyword: match k.first() {
-                Some(batches) => super::rows::scored(batches, &query.vector, decode)?,
-                None => Vec::new(),
-            },
-            by_own_text: Vec::new(),
-        })
+    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(FIXES_TABLE, &fix_filter(query), &query.text, query.limit).await
+    }
+
+    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
+        self.ranked(FIXES_TABLE, &fix_filter(query), &query.vector, query.limit, keyword).await
+    }
+
+    async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
+        self.rows_by_ref(
+            FIXES_TABLE,
+            actor_id,
+            refs,
+            |r: &FixRecord| r.memory_id,
+            from_batch,
+            |r: &FixRecord| r.actor_id.as_str(),
+        )
+        .await
     }
 
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {

@@ -36,8 +36,8 @@ use super::StoreError;
 use crate::embed::{DIMENSION, MODEL_ID};
 
 pub use archival::ARCHIVAL_TABLE;
-pub use distill::DISTILL_RUNS_TABLE;
 pub use core_blocks::CORE_BLOCKS_TABLE;
+pub use distill::DISTILL_RUNS_TABLE;
 pub use fixes::FIXES_TABLE;
 pub use sessions::SESSION_ITEMS_TABLE;
 
@@ -81,13 +81,16 @@ pub struct LanceStore {
 /// writes to it through one store handle.
 pub const UPKEEP_EVERY_WRITES: usize = 100;
 
-/// Rows from which a searchable table gets an ANN index on its vectors (built by upkeep). Below it, an
-/// exact (flat) scan is fast enough: about 15 ms at 10k rows of 384 floats here.
+/// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
+/// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 8–9 ms at 10k rows of 384
+/// floats here (BENCHMARKS.md).
 pub const ANN_MIN_ROWS: usize = 5_000;
 /// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits.
 pub const ANN_EF: usize = 100;
-/// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation.
-pub const ANN_REFINE_FACTOR: u32 = 4;
+/// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation's order.
+/// 1 re-ranks exactly the rows returned: at 1M rows it kept recall@10 of the search's 50 candidates at
+/// 1.0 on a probe where no re-ranking gave 0.95, and costs about 4 ms less than 4 there (BENCHMARKS.md).
+pub const ANN_REFINE_FACTOR: u32 = 1;
 
 impl LanceStore {
     /// Opens (creating when absent) the store at `path`, checking the `meta` table's format version and
@@ -251,42 +254,133 @@ impl LanceStore {
         }
     }
 
-    /// The vector ranking and one full-text ranking per indexed column ([`fts_columns`]) of `name` for
-    /// one query, filters applied before ranking (`prefilter`, Lance's default). A query the full-text
-    /// parser rejects leaves that ranking empty rather than failing the search.
-    async fn hybrid_batches(
+    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, filtered
+    /// (see [`filtered`]), as row references: the rows are read only for the hits a search returns. A
+    /// query the full-text parser rejects leaves that ranking empty rather than failing the search.
+    async fn keyword_rankings(
         &self,
         name: &'static str,
-        filter: &str,
-        vector: &[f32],
+        filter: &Filter,
         text: &str,
         limit: usize,
-    ) -> Result<(Vec<RecordBatch>, Vec<Vec<RecordBatch>>), StoreError> {
-        use lancedb::query::QueryBase;
+    ) -> Result<crate::store::KeywordRankings, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let started = std::time::Instant::now();
         let table = self.table(name);
-        let nearest = self.nearest(name, vector, limit)?.only_if(filter);
-        let by_vector = collect(&nearest).await.map_err(backend)?;
-        let mut by_keyword = Vec::new();
+        let mut rankings = Vec::new();
         for &column in fts_columns(name) {
-            let mut batches = Vec::new();
+            let mut refs = Vec::new();
             if !text.trim().is_empty() && self.fts_available(name, column).await {
                 let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
                     .with_column(column.to_string())
                     .map_err(backend)?;
-                let fts = table.query().full_text_search(query).only_if(filter).limit(limit);
-                match collect(&fts).await {
-                    Ok(found) => batches = found,
+                let fts =
+                    table.query().full_text_search(query).select(Select::columns(&["id"])).with_row_id().limit(limit);
+                match filtered(fts, filter, limit).await {
+                    Ok(batches) => {
+                        for batch in &batches {
+                            refs.extend(row_refs(batch, name)?.into_iter().map(|(r, _)| r));
+                        }
+                    }
                     Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
                 }
             }
-            by_keyword.push(batches);
+            rankings.push(refs);
         }
-        Ok((by_vector, by_keyword))
+        Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
+    }
+
+    /// The vector ranking of `name` for `vector` (filtered, see [`filtered`]) as row references with
+    /// their cosine, joined with the full-text rankings `keyword` (from [`Self::keyword_rankings`]).
+    async fn ranked(
+        &self,
+        name: &'static str,
+        filter: &Filter,
+        vector: &[f32],
+        limit: usize,
+        keyword: crate::store::KeywordRankings,
+    ) -> Result<crate::store::Candidates<crate::store::RowRef>, StoreError> {
+        use crate::store::Scored;
+        use lancedb::query::{QueryBase, Select};
+        let started = std::time::Instant::now();
+        let nearest = self.nearest(name, vector, limit)?.select(Select::columns(&["id"])).with_row_id();
+        let batches = filtered(nearest, filter, limit).await.map_err(backend)?;
+        let mut by_vector = Vec::new();
+        for batch in &batches {
+            by_vector.extend(row_refs(batch, name)?.into_iter().map(|(row, distance)| Scored {
+                row,
+                // Lance's cosine distance is 1 - cosine
+                cosine: distance.map_or(f32::NAN, |d| 1.0 - d),
+            }));
+        }
+        let unscored =
+            |refs: Vec<crate::store::RowRef>| refs.into_iter().map(|row| Scored { row, cosine: f32::NAN }).collect();
+        let mut rankings = keyword.rankings.into_iter();
+        Ok(crate::store::Candidates {
+            by_vector,
+            by_keyword: rankings.next().map(unscored).unwrap_or_default(),
+            by_own_text: rankings.next().map(unscored).unwrap_or_default(),
+            timings: crate::store::StageTimings { vector_ms: ms_since(started), keyword_ms: keyword.ms, rows_ms: 0.0 },
+        })
+    }
+
+    /// The rows of `refs` in `name` that are still stored for `actor_id`, decoded by `decode`, in the
+    /// order of `refs`. Read by row address (`_rowid`), then, for any ref whose address now holds another
+    /// row or none (a compaction or deletion in between), by id.
+    async fn rows_by_ref<T>(
+        &self,
+        name: &'static str,
+        actor_id: &str,
+        refs: &[crate::store::RowRef],
+        id: impl Fn(&T) -> uuid::Uuid,
+        decode: impl Fn(&RecordBatch) -> Result<Vec<(T, Vec<f32>)>, StoreError>,
+        owner: impl Fn(&T) -> &str,
+    ) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
+        use futures::TryStreamExt;
+        use lancedb::query::ExecutableQuery;
+        if refs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: std::collections::HashSet<uuid::Uuid> = refs.iter().map(|r| r.id).collect();
+        let mut found: HashMap<uuid::Uuid, (T, Vec<f32>)> = HashMap::new();
+        let take = self.table(name).take_row_ids(refs.iter().map(|r| r.row_id).collect());
+        // an address that no longer exists fails the whole take: fall back to ids
+        let taken: Vec<RecordBatch> = match take.execute().await {
+            Ok(stream) => stream.try_collect().await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        for batch in &taken {
+            for (row, vector) in decode(batch)? {
+                if wanted.contains(&id(&row)) && owner(&row) == actor_id {
+                    found.insert(id(&row), (row, vector));
+                }
+            }
+        }
+        let missing: Vec<String> =
+            refs.iter().filter(|r| !found.contains_key(&r.id)).map(|r| r.id.to_string()).collect();
+        if !missing.is_empty() {
+            let filter = format!(
+                "actor_id = {} AND {}",
+                sql_literal(actor_id),
+                in_list("id", missing.iter().map(String::as_str))
+            );
+            for batch in self.select(name, &filter, None).await? {
+                for (row, vector) in decode(&batch)? {
+                    found.insert(id(&row), (row, vector));
+                }
+            }
+        }
+        Ok(refs.iter().filter_map(|r| found.remove(&r.id)).collect())
     }
 
     /// The `limit` rows of `name` nearest to `vector` by cosine, with the ANN settings of every search
     /// ([`ANN_EF`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
-    fn nearest(&self, name: &'static str, vector: &[f32], limit: usize) -> Result<lancedb::query::VectorQuery, StoreError> {
+    fn nearest(
+        &self,
+        name: &'static str,
+        vector: &[f32],
+        limit: usize,
+    ) -> Result<lancedb::query::VectorQuery, StoreError> {
         use lancedb::query::QueryBase;
         Ok(self
             .table(name)
@@ -458,6 +552,16 @@ fn fts_params() -> lancedb::index::scalar::FtsIndexBuilder {
 
 /// A SQL filter over a table's `actor_id`, `session_id`, time, and (where the table has them) tags,
 /// roles and supersession.
+/// [`filter_sql`] with whether it is narrow (see [`Filter`]).
+fn search_filter(filter: &crate::store::SearchFilter, has_tags: bool, has_roles: bool) -> Filter {
+    let narrow = filter.session_ids.is_some()
+        || (has_tags && !filter.tags_any.is_empty())
+        || (has_roles && !filter.roles.is_empty())
+        || filter.start.is_some()
+        || filter.end.is_some();
+    Filter { sql: filter_sql(filter, has_tags, has_roles), narrow }
+}
+
 fn filter_sql(filter: &crate::store::SearchFilter, has_tags: bool, has_roles: bool) -> String {
     let mut parts = vec![format!("actor_id = {}", sql_literal(&filter.actor_id))];
     if let Some(sessions) = &filter.session_ids {
@@ -503,6 +607,54 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 }
 
 /// Runs a query and collects its batches.
+/// The filter of a search as Lance SQL, and whether it is `narrow`: it keeps a small part of the table
+/// (tags, times, sessions, roles, an error type), as opposed to the actor's current rows.
+pub(super) struct Filter {
+    pub sql: String,
+    pub narrow: bool,
+}
+
+/// Runs `query`, a ranking of at most `limit` rows, under `filter`. A broad filter is first applied
+/// after ranking, which spares evaluating it over every row of the table (a scan of the filter columns
+/// without a scalar index, a large row mask with one); when that leaves fewer than `limit` rows, the
+/// query runs again with the filter applied before ranking (Lance's prefilter). Either way the result
+/// is the filtered top `limit`: when every row of the unfiltered top `limit` (for a vector query: of its
+/// refine candidates) passes the filter, those rows are the filtered top `limit`. The filter is always
+/// applied, so no other actor's row is ever returned. A narrow filter goes straight to the prefilter.
+async fn filtered<Q>(query: Q, filter: &Filter, limit: usize) -> lancedb::Result<Vec<RecordBatch>>
+where
+    Q: lancedb::query::QueryBase + ExecutableQuery + Clone,
+{
+    if !filter.narrow {
+        let post = collect(&query.clone().only_if(&filter.sql).postfilter()).await?;
+        if post.iter().map(RecordBatch::num_rows).sum::<usize>() >= limit {
+            return Ok(post);
+        }
+    }
+    collect(&query.only_if(&filter.sql)).await
+}
+
+/// The `(id, _rowid)` of each row of `batch`, with its `_distance` when the batch has one.
+fn row_refs(batch: &RecordBatch, table: &'static str) -> Result<Vec<(crate::store::RowRef, Option<f32>)>, StoreError> {
+    let ids = rows::Rows::new(batch, table).uuids("id")?;
+    let row_ids = batch
+        .column_by_name("_rowid")
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>())
+        .ok_or_else(|| StoreError::Backend(format!("{table}: a ranking without _rowid")))?;
+    let distances =
+        batch.column_by_name("_distance").and_then(|c| c.as_any().downcast_ref::<arrow_array::Float32Array>());
+    Ok(ids
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| (crate::store::RowRef { id, row_id: row_ids.value(i) }, distances.map(|d| d.value(i))))
+        .collect())
+}
+
+/// Milliseconds since `t`.
+fn ms_since(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
 async fn collect(query: &impl ExecutableQuery) -> lancedb::Result<Vec<RecordBatch>> {
     query.execute().await?.try_collect().await
 }

@@ -42,21 +42,6 @@ pub(super) fn schema_with_provenance(extra: Vec<Field>) -> arrow_schema::SchemaR
     Arc::new(arrow_schema::Schema::new(fields))
 }
 
-/// Decodes the rows of `batches` with `decode` and scores each stored vector against `query` (cosine).
-pub(super) fn scored<T>(
-    batches: &[RecordBatch],
-    query: &[f32],
-    decode: impl Fn(&RecordBatch) -> Result<Vec<(T, Vec<f32>)>, StoreError>,
-) -> Result<Vec<crate::store::Scored<T>>, StoreError> {
-    let mut out = Vec::new();
-    for batch in batches {
-        for (row, vector) in decode(batch)? {
-            out.push(crate::store::Scored { cosine: crate::embed::cosine(query, &vector), row });
-        }
-    }
-    Ok(out)
-}
-
 pub(super) fn strings<'a>(values: impl IntoIterator<Item = &'a str>) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(values))
 }

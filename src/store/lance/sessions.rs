@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::{self, Rows};
-use super::{LanceStore, backend, filter_sql, sql_literal};
+use super::{LanceStore, backend, filter_sql, search_filter, sql_literal};
 use crate::domain::{Role, SessionItem};
-use crate::store::{Candidates, SessionStore, StoreError, TextQuery};
+use crate::store::{Candidates, KeywordRankings, RowRef, SessionStore, StoreError, TextQuery};
 
 /// Name of the conversation item table.
 pub const SESSION_ITEMS_TABLE: &str = "session_items";
@@ -164,7 +164,13 @@ impl SessionStore for LanceStore {
     async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError> {
         let filter = format!("session_id = {}", sql_literal(session_id));
         let batches = self.select(SESSION_ITEMS_TABLE, &filter, Some(1)).await?;
-        Ok(batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next()).map(|(item, _)| item.actor_id))
+        Ok(batches
+            .iter()
+            .map(from_batch)
+            .next()
+            .transpose()?
+            .and_then(|v| v.into_iter().next())
+            .map(|(item, _)| item.actor_id))
     }
 
     async fn actor_items(
@@ -180,8 +186,14 @@ impl SessionStore for LanceStore {
             ..Default::default()
         };
         let batches = self.select(SESSION_ITEMS_TABLE, &filter_sql(&filter, false, true), None).await?;
-        let mut items: Vec<SessionItem> =
-            batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|(i, _)| i).collect();
+        let mut items: Vec<SessionItem> = batches
+            .iter()
+            .map(from_batch)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .map(|(i, _)| i)
+            .collect();
         items.sort_by(|a, b| (&a.session_id, a.turn, &a.source_key).cmp(&(&b.session_id, b.turn, &b.source_key)));
         Ok(items)
     }
@@ -201,14 +213,31 @@ impl SessionStore for LanceStore {
         Ok(last)
     }
 
-    async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
-        let filter = filter_sql(&query.filter, false, true);
-        let (v, k) = self.hybrid_batches(SESSION_ITEMS_TABLE, &filter, &query.vector, &query.text, query.limit).await?;
-        let mut keyword = k.iter().map(|batches| rows::scored(batches, &query.vector, from_batch));
-        Ok(Candidates {
-            by_vector: rows::scored(&v, &query.vector, from_batch)?,
-            by_keyword: keyword.next().transpose()?.unwrap_or_default(),
-            by_own_text: keyword.next().transpose()?.unwrap_or_default(),
-        })
+    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(SESSION_ITEMS_TABLE, &search_filter(&query.filter, false, true), &query.text, query.limit)
+            .await
+    }
+
+    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
+        self.ranked(
+            SESSION_ITEMS_TABLE,
+            &search_filter(&query.filter, false, true),
+            &query.vector,
+            query.limit,
+            keyword,
+        )
+        .await
+    }
+
+    async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError> {
+        self.rows_by_ref(
+            SESSION_ITEMS_TABLE,
+            actor_id,
+            refs,
+            |r: &SessionItem| r.id,
+            from_batch,
+            |r: &SessionItem| r.actor_id.as_str(),
+        )
+        .await
     }
 }
