@@ -275,7 +275,7 @@ impl LanceStore {
                     .with_column(column.to_string())
                     .map_err(backend)?;
                 let fts =
-                    table.query().full_text_search(query).select(Select::columns(&["id"])).with_row_id().limit(limit);
+                    table.query().full_text_search(query).select(Select::columns(&["id", "_score"])).with_row_id().limit(limit);
                 match filtered(fts, filter, limit).await {
                     Ok(batches) => {
                         for batch in &batches {
@@ -303,7 +303,7 @@ impl LanceStore {
         use crate::store::Scored;
         use lancedb::query::{QueryBase, Select};
         let started = std::time::Instant::now();
-        let nearest = self.nearest(name, vector, limit)?.select(Select::columns(&["id"])).with_row_id();
+        let nearest = self.nearest(name, vector, limit)?.select(Select::columns(&["id", "_distance"])).with_row_id();
         let batches = filtered(nearest, filter, limit).await.map_err(backend)?;
         let mut by_vector = Vec::new();
         for batch in &batches {
