@@ -695,15 +695,6 @@ impl crate::store::ForgetStore for LanceStore {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn previews_escape_control_characters() {
-        assert_eq!(super::preview("a\u{1b}[31mred\u{0}", 100), "a\\u{1b}[31mred\\u{0}");
-        assert_eq!(super::preview("one\ntwo   three", 100), "one two three");
-    }
-}
-
 /// The filter columns of `name` that get a scalar index at scale, each with whether it is a bitmap
 /// (few distinct values) or a B-tree: `actor_id` filters every search; `superseded_by IS NULL` every
 /// archival search.
@@ -712,5 +703,14 @@ pub(super) fn scalar_index_columns(name: &str) -> &'static [(&'static str, bool)
         super::ARCHIVAL_TABLE => &[("actor_id", true), ("superseded_by", false)],
         super::FIXES_TABLE | super::SESSION_ITEMS_TABLE => &[("actor_id", true)],
         _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn previews_escape_control_characters() {
+        assert_eq!(super::preview("a\u{1b}[31mred\u{0}", 100), "a\\u{1b}[31mred\\u{0}");
+        assert_eq!(super::preview("one\ntwo   three", 100), "one two three");
     }
 }

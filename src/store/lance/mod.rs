@@ -550,8 +550,6 @@ fn fts_params() -> lancedb::index::scalar::FtsIndexBuilder {
     lancedb::index::scalar::FtsIndexBuilder::default()
 }
 
-/// A SQL filter over a table's `actor_id`, `session_id`, time, and (where the table has them) tags,
-/// roles and supersession.
 /// [`filter_sql`] with whether it is narrow (see [`Filter`]).
 fn search_filter(filter: &crate::store::SearchFilter, has_tags: bool, has_roles: bool) -> Filter {
     let narrow = filter.session_ids.is_some()
@@ -562,6 +560,8 @@ fn search_filter(filter: &crate::store::SearchFilter, has_tags: bool, has_roles:
     Filter { sql: filter_sql(filter, has_tags, has_roles), narrow }
 }
 
+/// A SQL filter over a table's `actor_id`, `session_id`, time, and (where the table has them) tags,
+/// roles and supersession.
 fn filter_sql(filter: &crate::store::SearchFilter, has_tags: bool, has_roles: bool) -> String {
     let mut parts = vec![format!("actor_id = {}", sql_literal(&filter.actor_id))];
     if let Some(sessions) = &filter.session_ids {
@@ -606,7 +606,6 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-/// Runs a query and collects its batches.
 /// The filter of a search as Lance SQL, and whether it is `narrow`: it keeps a small part of the table
 /// (tags, times, sessions, roles, an error type), as opposed to the actor's current rows.
 pub(super) struct Filter {
@@ -655,6 +654,7 @@ fn ms_since(t: std::time::Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// Runs a query and collects its batches.
 async fn collect(query: &impl ExecutableQuery) -> lancedb::Result<Vec<RecordBatch>> {
     query.execute().await?.try_collect().await
 }
