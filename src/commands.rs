@@ -188,8 +188,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let report = db.import(&text, &settings.embedder()).await?;
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
-                db.ensure_vector_index(name).await?;
-                db.ensure_scalar_indexes(name).await?;
+                db.ensure_large_table_indexes(name).await?;
             }
             println!(
                 "imported {}{}",
@@ -237,8 +236,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let seconds = started.elapsed().as_secs_f64();
             // the indexes the searches need, now rather than at the next upkeep
             lance.ensure_indexes().await?;
-            lance.ensure_vector_index(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
-            lance.ensure_scalar_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            lance.ensure_large_table_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
             println!(
                 "ingested {added} passages ({already} already stored) in {seconds:.1} s: {:.1} passages/s",
                 added as f64 / seconds.max(1e-9)
@@ -770,8 +768,7 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             lance.ensure_indexes().await?;
             let fts_seconds = started.elapsed().as_secs_f64();
             let started = std::time::Instant::now();
-            let indexed = lance.ensure_vector_index(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
-            lance.ensure_scalar_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            let indexed = lance.ensure_large_table_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
             println!(
                 "{}",
                 json!({"bench": "populate", "rows": report.rows, "embedded": report.embedded,

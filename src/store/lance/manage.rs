@@ -292,6 +292,15 @@ impl LanceStore {
         Ok(true)
     }
 
+    /// The indexes a table needs at scale ([`ANN_MIN_ROWS`] rows and more): the vector index
+    /// ([`Self::ensure_vector_index`]), then the scalar indexes of its filter columns
+    /// ([`Self::ensure_scalar_indexes`]). Returns whether the vector index was (re)built.
+    pub async fn ensure_large_table_indexes(&self, name: &'static str) -> Result<bool, StoreError> {
+        let rebuilt = self.ensure_vector_index(name).await?;
+        self.ensure_scalar_indexes(name).await?;
+        Ok(rebuilt)
+    }
+
     /// Builds the scalar indexes of `name`'s filter columns ([`scalar_index_columns`]: a bitmap on
     /// `actor_id`, a B-tree on `superseded_by`) once the table has [`ANN_MIN_ROWS`] rows. Without them
     /// every filtered search evaluates its filter by scanning those columns of every row (about 60 ms at
@@ -450,8 +459,7 @@ impl LanceStore {
         // fragments it does not, so compacting before would leave two groups.
         if SEARCHABLE_TABLES.contains(&name) {
             self.ensure_fts(name).await?;
-            self.ensure_vector_index(name).await?;
-            self.ensure_scalar_indexes(name).await?;
+            self.ensure_large_table_indexes(name).await?;
             retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
         }
         retry(|| {
