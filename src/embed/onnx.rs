@@ -48,7 +48,14 @@ impl OnnxEmbedder {
             },
         )
         .with_pooling(Pooling::Mean);
-        let options = InitOptionsUserDefined::new().with_environment(environment).with_max_length(MAX_TOKENS);
+        // No spinning: ONNX Runtime's idle threads otherwise spin for a while after each run, on the cores
+        // the store's queries need (2 here). Measured at 10k rows (BENCHMARKS.md): search p90 down by
+        // 3–6 ms, p50 unchanged or lower, batch throughput unchanged within the run-to-run spread.
+        let options = InitOptionsUserDefined::new()
+            .with_environment(environment)
+            .with_max_length(MAX_TOKENS)
+            .with_session_config("session.intra_op.allow_spinning", "0")
+            .with_session_config("session.inter_op.allow_spinning", "0");
         let model = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EmbedError::Load(format!("model.onnx: {e}")))?;
         Ok(Self { model: Mutex::new(model) })

@@ -198,7 +198,9 @@ fn fix_filter(query: &FixQuery) -> super::Filter {
     if let Some(error_type) = &query.error_type {
         sql.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
     }
-    super::Filter { sql, narrow: query.error_type.is_some() }
+    let broad =
+        query.error_type.is_none().then(|| super::Broad { actor_id: query.actor_id.clone(), current_only: false });
+    super::Filter { sql, broad }
 }
 
 fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
