@@ -255,8 +255,9 @@ impl LanceStore {
     }
 
     /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, filtered
-    /// (see [`filtered`]), as row references: the rows are read only for the hits a search returns. A
-    /// query the full-text parser rejects leaves that ranking empty rather than failing the search.
+    /// (see [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
+    /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
+    /// search.
     async fn keyword_rankings(
         &self,
         name: &'static str,
@@ -264,40 +265,12 @@ impl LanceStore {
         text: &str,
         limit: usize,
     ) -> Result<crate::store::KeywordRankings, StoreError> {
-        use lancedb::query::{QueryBase, Select};
         let started = std::time::Instant::now();
-        let table = self.table(name);
         let mut rankings = Vec::new();
         for &column in fts_columns(name) {
             let mut refs = Vec::new();
             if !text.trim().is_empty() && self.fts_available(name, column).await {
-                let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
-                    .with_column(column.to_string())
-                    .map_err(backend)?;
-                let fts = table.query().full_text_search(query).limit(limit);
-                let ranked = match &filter.broad {
-                    Some(broad) => {
-                        let unfiltered = fts.clone().select(Select::columns(&["_score"])).with_row_id();
-                        self.rank_then_filter(name, unfiltered, broad, false).await
-                    }
-                    None => Ok(None),
-                };
-                let ranked = match ranked {
-                    Ok(Some(ranked)) => Ok(ranked.into_iter().map(|r| r.row).collect()),
-                    Ok(None) => {
-                        let fts = fts.select(Select::columns(&["id", "_score"])).with_row_id();
-                        match prefiltered(fts, filter).await {
-                            Ok(batches) => batches
-                                .iter()
-                                .map(|b| row_refs(b, name))
-                                .collect::<Result<Vec<_>, _>>()
-                                .map(|r| r.into_iter().flatten().map(|(r, _)| r).collect()),
-                            Err(e) => Err(backend(e)),
-                        }
-                    }
-                    Err(e) => Err(e),
-                };
-                match ranked {
+                match self.keyword_ranking(name, column, filter, text, limit).await {
                     Ok(ranked) => refs = ranked,
                     Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
                 }
@@ -307,7 +280,37 @@ impl LanceStore {
         Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
     }
 
-    /// The vector ranking of `name` for `vector` (filtered, see [`filtered`]) as row references with
+    /// The BM25 ranking of `name.column` for `text`, at most `limit` rows: unfiltered, then checked
+    /// against a broad filter ([`Self::rank_then_filter`]); with Lance's prefilter when that fails or
+    /// the filter is narrow.
+    async fn keyword_ranking(
+        &self,
+        name: &'static str,
+        column: &str,
+        filter: &Filter,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::store::RowRef>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
+            .with_column(column.to_string())
+            .map_err(backend)?;
+        let fts = self.table(name).query().full_text_search(query).limit(limit);
+        if let Some(broad) = &filter.broad {
+            let unfiltered = fts.clone().select(Select::columns(&["_score"])).with_row_id();
+            if let Some(ranked) = self.rank_then_filter(name, unfiltered, broad, false).await? {
+                return Ok(ranked.into_iter().map(|r| r.row).collect());
+            }
+        }
+        let fts = fts.select(Select::columns(&["id", "_score"])).with_row_id();
+        let mut refs = Vec::new();
+        for batch in &prefiltered(fts, filter).await.map_err(backend)? {
+            refs.extend(row_refs(batch, name)?.into_iter().map(|(r, _)| r));
+        }
+        Ok(refs)
+    }
+
+    /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
     /// their cosine, joined with the full-text rankings `keyword` (from [`Self::keyword_rankings`]).
     async fn ranked(
         &self,
@@ -322,7 +325,8 @@ impl LanceStore {
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
             Some(broad) => {
-                let unfiltered = self.nearest_approx(name, vector, limit)?.select(Select::columns(&["_distance"])).with_row_id();
+                let unfiltered =
+                    self.nearest_approx(name, vector, limit)?.select(Select::columns(&["_distance"])).with_row_id();
                 self.rank_then_filter(name, unfiltered, broad, true).await?
             }
             None => None,
@@ -332,13 +336,17 @@ impl LanceStore {
             Some(ranked) => {
                 let mut scored: Vec<Scored<crate::store::RowRef>> = ranked
                     .into_iter()
-                    .map(|r| Scored { row: r.row, cosine: r.vector.map_or(f32::NAN, |v| crate::embed::cosine(vector, &v)) })
+                    .map(|r| Scored {
+                        row: r.row,
+                        cosine: r.vector.map_or(f32::NAN, |v| crate::embed::cosine(vector, &v)),
+                    })
                     .collect();
                 scored.sort_by(|a, b| b.cosine.total_cmp(&a.cosine));
                 scored
             }
             None => {
-                let nearest = self.nearest(name, vector, limit)?.select(Select::columns(&["id", "_distance"])).with_row_id();
+                let nearest =
+                    self.nearest(name, vector, limit)?.select(Select::columns(&["id", "_distance"])).with_row_id();
                 let mut by_vector = Vec::new();
                 for batch in &prefiltered(nearest, filter).await.map_err(backend)? {
                     by_vector.extend(row_refs(batch, name)?.into_iter().map(|(row, distance)| Scored {
@@ -502,7 +510,9 @@ impl LanceStore {
             let mut vectors = if vectors { r.vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
             vectors.resize(ids.len(), None);
             let passes = filter.passes(batch, name)?;
-            for (((address, id), vector), passes) in row_addresses(batch, name)?.into_iter().zip(ids).zip(vectors).zip(passes) {
+            for (((address, id), vector), passes) in
+                row_addresses(batch, name)?.into_iter().zip(ids).zip(vectors).zip(passes)
+            {
                 if !passes {
                     return Ok(None);
                 }
@@ -676,10 +686,8 @@ fn search_filter(filter: &crate::store::SearchFilter, has_tags: bool, has_roles:
         || (has_roles && !filter.roles.is_empty())
         || filter.start.is_some()
         || filter.end.is_some();
-    let broad = (!narrow).then(|| Broad {
-        actor_id: filter.actor_id.clone(),
-        current_only: has_tags && !filter.include_superseded,
-    });
+    let broad = (!narrow)
+        .then(|| Broad { actor_id: filter.actor_id.clone(), current_only: has_tags && !filter.include_superseded });
     Filter { sql: filter_sql(filter, has_tags, has_roles), broad }
 }
 
