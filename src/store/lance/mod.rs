@@ -507,11 +507,11 @@ impl LanceStore {
         for batch in &batches {
             let r = rows::Rows::new(batch, name);
             let ids = r.uuids("id")?;
-            let mut vectors = if vectors { r.vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
-            vectors.resize(ids.len(), None);
+            let mut stored = if vectors { r.vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
+            stored.resize(ids.len(), None);
             let passes = filter.passes(batch, name)?;
             for (((address, id), vector), passes) in
-                row_addresses(batch, name)?.into_iter().zip(ids).zip(vectors).zip(passes)
+                row_addresses(batch, name)?.into_iter().zip(ids).zip(stored).zip(passes)
             {
                 if !passes {
                     return Ok(None);
