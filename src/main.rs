@@ -15,6 +15,9 @@ use astra_mcp::config::{ServeSettings, StoreSettings};
 use astra_mcp::transport::{McpServer, Shutdown, http, stdio};
 use clap::Parser;
 
+/// How long exiting waits for blocking tasks still running once the command has returned.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
@@ -48,6 +51,10 @@ fn main() -> ExitCode {
         astra_mcp::store::lance::wait_for_upkeep().await;
         result
     });
+    // Every write was awaited above. What may still run is the stdio server's stdin read, a blocking
+    // read that only the client's EOF ends: after a SIGTERM with the pipe still open, dropping the
+    // runtime would wait for it forever.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -512,6 +512,8 @@ pub async fn serve(
     } else {
         bound
     };
+    // before the URL is announced: a signal right after it drains like any other
+    let signal = signal_received();
     on_bound(shown);
     tracing::info!(
         "serving MCP over HTTP: streamable HTTP at http://{bound}/mcp, legacy SSE at http://{bound}/sse ({})",
@@ -524,7 +526,7 @@ pub async fn serve(
     let draining = {
         let shutdown = shutdown.clone();
         async move {
-            signal_received().await;
+            signal.await;
             tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining (a second signal exits at once)");
             tokio::spawn(exit_on_second_signal());
             let abandoned = shutdown.drain(options.grace).await;

@@ -108,17 +108,23 @@ pub async fn exit_on_second_signal() {
     std::process::exit(130);
 }
 
-/// Resolves on the first SIGTERM or SIGINT (never, when the handlers cannot be installed).
-pub async fn signal_received() {
+/// Resolves on the first SIGTERM or SIGINT after this call (never, when the handlers cannot be
+/// installed). The handlers are installed before it returns, so a signal that arrives before the future
+/// is first polled still counts rather than killing the process (the default action). Call it within the
+/// Tokio runtime.
+pub fn signal_received() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+    async move {
+        match handlers {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
+            _ => std::future::pending().await,
         }
-        _ => std::future::pending().await,
     }
 }
 

@@ -37,6 +37,8 @@ const INVALID_REQUEST: i64 = -32600;
 /// # Errors
 /// When the MCP handshake fails or the transport breaks.
 pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) -> anyhow::Result<()> {
+    // before the handshake: a signal right after `initialize` drains like any other
+    let signal = signal_received();
     let (lines_tx, mut lines_rx) = mpsc::channel::<String>(64);
     // One writer owns stdout, so rmcp's messages and our error replies never interleave within a line.
     let writer = tokio::spawn(async move {
@@ -65,7 +67,7 @@ pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) 
     tracing::info!("serving MCP over stdio");
     let service = running.cancellation_token();
     let on_signal = tokio::spawn(async move {
-        signal_received().await;
+        signal.await;
         tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining (a second signal exits at once)");
         tokio::spawn(exit_on_second_signal());
         let abandoned = shutdown.drain(grace).await;

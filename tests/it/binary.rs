@@ -153,6 +153,37 @@ async fn closing_stdin_kills_a_running_test_at_once() {
     assert!(status.is_ok(), "the server exits after stdin closes");
 }
 
+/// SIGTERM while the client keeps stdin open (a client that signals instead of closing the pipe): the
+/// server drains and exits 0 within its grace period, rather than waiting for a stdin read that only
+/// the client's EOF would end.
+#[tokio::test]
+async fn sigterm_with_stdin_still_open_exits() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let db = tempfile::tempdir().unwrap();
+    let mut server = tokio::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--shutdown-grace", "1", "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(reply["id"], json!(1), "{reply}");
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
+    let status = status.expect("the server exits after SIGTERM although stdin is still open").unwrap();
+    assert_eq!(status.code(), Some(0), "a graceful exit");
+    drop(stdin);
+}
+
 /// Sends `frames` (one per line) to a fresh `serve --stdio` and returns the first `n` JSON lines it
 /// writes back, failing after 20 s (a hang).
 fn stdio_replies(frames: &[&[u8]], n: usize) -> Vec<serde_json::Value> {
