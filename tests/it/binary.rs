@@ -100,22 +100,17 @@ fn group_alive(pgid: i32) -> bool {
     })
 }
 
-/// Speaks raw JSON-RPC over the real binary's pipes: starts `run_tests` on a command that sleeps,
-/// then closes stdin as MCP clients do on shutdown (the Python SDK kills the server 2 s later).
-#[tokio::test]
-async fn closing_stdin_kills_a_running_test_at_once() {
+/// Starts `serve --stdio --db db` plus `args` on the real binary (stdin and stdout piped, stdout's
+/// further lines discarded) and completes `initialize`; returns the process and its stdin.
+async fn initialized_stdio_server(
+    db: &std::path::Path,
+    args: &[&str],
+) -> (tokio::process::Child, tokio::process::ChildStdin) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let db = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let marker = tempfile::tempdir().unwrap();
-    let pid_file = marker.path().join("group.pid");
-    let command = format!("echo $$ > {}; sleep 300", pid_file.display());
     let mut server = tokio::process::Command::new(BIN)
         .args(["serve", "--stdio", "--db"])
-        .arg(db.path())
-        .arg("--workspace")
-        .arg(ws.path())
-        .args(["--test-command", &command])
+        .arg(db)
+        .args(args)
         .env("ASTRA_LOG", "warn")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -129,6 +124,23 @@ async fn closing_stdin_kills_a_running_test_at_once() {
     stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
     let reply: serde_json::Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(reply["id"], json!(1), "{reply}");
+    // keep reading, so the server never blocks on a full pipe
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    (server, stdin)
+}
+
+/// Speaks raw JSON-RPC over the real binary's pipes: starts `run_tests` on a command that sleeps,
+/// then closes stdin as MCP clients do on shutdown (the Python SDK kills the server 2 s later).
+#[tokio::test]
+async fn closing_stdin_kills_a_running_test_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let db = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let marker = tempfile::tempdir().unwrap();
+    let pid_file = marker.path().join("group.pid");
+    let command = format!("echo $$ > {}; sleep 300", pid_file.display());
+    let args = ["--workspace", ws.path().to_str().unwrap(), "--test-command", &command];
+    let (mut server, mut stdin) = initialized_stdio_server(db.path(), &args).await;
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let call =
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_tests", "arguments": {}}});
@@ -158,24 +170,8 @@ async fn closing_stdin_kills_a_running_test_at_once() {
 /// the client's EOF would end.
 #[tokio::test]
 async fn sigterm_with_stdin_still_open_exits() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let db = tempfile::tempdir().unwrap();
-    let mut server = tokio::process::Command::new(BIN)
-        .args(["serve", "--stdio", "--shutdown-grace", "1", "--db"])
-        .arg(db.path())
-        .env("ASTRA_LOG", "warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap()).lines();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
-    let reply: serde_json::Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(reply["id"], json!(1), "{reply}");
+    let (mut server, stdin) = initialized_stdio_server(db.path(), &["--shutdown-grace", "1"]).await;
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
