@@ -200,7 +200,7 @@ pub enum MemoryCommand {
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
-    /// Rows, bytes, fragments, indexes and versions of every table.
+    /// Rows, bytes, fragments, indexes, vector index segments and versions of every table.
     Stats {
         #[command(flatten)]
         store: StoreArgs,

@@ -251,12 +251,12 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             } else {
                 println!("store {}", settings.db);
                 println!(
-                    "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8}",
-                    "table", "rows", "deleted", "bytes", "fragments", "small", "indexes", "versions"
+                    "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8} {:>8}",
+                    "table", "rows", "deleted", "bytes", "fragments", "small", "indexes", "segments", "versions"
                 );
                 for s in &stats {
                     println!(
-                        "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8}",
+                        "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8} {:>8}",
                         s.table,
                         s.rows,
                         s.deleted_rows.map_or("-".to_string(), |d| d.to_string()),
@@ -264,6 +264,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                         s.fragments,
                         s.small_fragments,
                         s.indices,
+                        s.vector_index_segments.map_or("-".to_string(), |n| n.to_string()),
                         s.versions
                     );
                 }

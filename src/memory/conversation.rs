@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Hit, embed_alongside, fuse, log_timings, ms_since, with_rows};
+use super::retrieval::{Fusion, Hit, embed_alongside, fuse, hit_rows, log_timings, ms_since, prefetch, with_rows};
 use crate::domain::{Role, SessionItem, context_line, session_item_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{SearchFilter, SessionStore, TextQuery};
@@ -247,14 +247,18 @@ impl ConversationMemory {
             limit: self.fusion.limit(request.top_k),
         };
         let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.item_keyword(&text_query)).await;
+            embed_alongside(&self.embedder, &query, self.store.item_keyword(&text_query, prefetch(request.top_k))).await;
         text_query.vector = vector?;
-        let candidates = self.store.item_ranked(&text_query, keyword?).await?;
+        let mut keyword = keyword?;
+        let prefetched = std::mem::take(&mut keyword.rows);
+        let candidates = self.store.item_ranked(&text_query, keyword).await?;
         let mut timings = candidates.timings;
         let hits = fuse(candidates, |r| r.id, &self.fusion, request.top_k);
         let reading = std::time::Instant::now();
-        let refs: Vec<_> = hits.iter().map(|h| h.row).collect();
-        let rows = self.store.item_rows(actor_id, &refs).await?;
+        let rows = hit_rows(&hits, prefetched, |i| i.id, |missing| async move {
+            self.store.item_rows(actor_id, &missing).await
+        })
+        .await?;
         let hits = with_rows(hits, rows, |i| i.id, &text_query.vector);
         timings.rows_ms = ms_since(reading);
         log_timings("conversation", embed_ms, &timings, ms_since(started));

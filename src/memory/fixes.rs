@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, embed_alongside, fuse, log_timings, ms_since, with_rows};
+use super::retrieval::{Fusion, embed_alongside, fuse, hit_rows, log_timings, ms_since, prefetch, with_rows};
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -114,14 +114,19 @@ impl FixMemory {
             limit: fusion.limit(top_k),
         };
         let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.fix_keyword(&fix_query)).await;
+            embed_alongside(&self.embedder, &query, self.store.fix_keyword(&fix_query, prefetch(top_k))).await;
         fix_query.vector = vector?;
-        let candidates = self.store.fix_ranked(&fix_query, keyword?).await?;
+        let mut keyword = keyword?;
+        let prefetched = std::mem::take(&mut keyword.rows);
+        let candidates = self.store.fix_ranked(&fix_query, keyword).await?;
         let mut timings = candidates.timings;
         let hits = fuse(candidates, |r| r.id, &fusion, top_k);
         let reading = std::time::Instant::now();
-        let refs: Vec<_> = hits.iter().map(|h| h.row).collect();
-        let rows = self.store.fix_rows(&fix_query.actor_id, &refs).await?;
+        let actor_id = &fix_query.actor_id;
+        let rows = hit_rows(&hits, prefetched, |r| r.memory_id, |missing| async move {
+            self.store.fix_rows(actor_id, &missing).await
+        })
+        .await?;
         let hits = with_rows(hits, rows, |r| r.memory_id, &fix_query.vector);
         timings.rows_ms = ms_since(reading);
         let hits: Vec<FixHit> = hits

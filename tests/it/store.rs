@@ -217,6 +217,50 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
     assert!(hits[0].row.text.starts_with(&format!("{} (#", texts[3])), "{:?}", hits[0].row.text);
 }
 
+/// Upkeep on an indexed table folds each run's new rows into the vector index as a new segment, and Lance
+/// compacts only fragments covered by the same segments. Past `MAX_VECTOR_INDEX_SEGMENTS` upkeep merges
+/// the segments, so compaction joins their fragments: the table no longer gains a fragment (and the
+/// searches a segment) per upkeep run, and every row stays findable through the index.
+#[tokio::test]
+async fn upkeep_merges_vector_index_segments_so_an_indexed_table_stays_compact() {
+    use astra_mcp::store::lance::manage::{MAX_VECTOR_INDEX_SEGMENTS, TableStats};
+    use astra_mcp::store::lance::{ANN_MIN_ROWS, ARCHIVAL_TABLE};
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
+    let texts: Vec<String> = (0..40)
+        .map(|i| format!("Incident {i}: the queue-{i} consumer stalls after {} retries on shard {}", i * 3, i * 17))
+        .collect();
+    let embedder = crate::support::embedder();
+    let scope = |project: String| astra_mcp::domain::Scope { actor_id: "ann".into(), project };
+    let archival = |stats: Vec<TableStats>| {
+        stats.into_iter().find(|s| s.table == ARCHIVAL_TABLE).expect("archival stats")
+    };
+    astra_mcp::bench::populate(&store, &embedder, &scope("base".into()), &texts, ANN_MIN_ROWS, 1, &|_| {})
+        .await
+        .unwrap();
+    store.optimize(chrono::Duration::zero()).await.unwrap();
+    assert_eq!(archival(store.stats().await.unwrap()).vector_index_segments, Some(1), "indexed in one segment");
+    let mut merged = false;
+    for round in 0..3 * MAX_VECTOR_INDEX_SEGMENTS {
+        let project = format!("round-{round}");
+        astra_mcp::bench::populate(&store, &embedder, &scope(project), &texts, 5, round as u64 + 2, &|_| {})
+            .await
+            .unwrap();
+        store.optimize(chrono::Duration::zero()).await.unwrap();
+        let stats = archival(store.stats().await.unwrap());
+        let segments = stats.vector_index_segments.expect("still indexed");
+        assert_eq!(stats.rows, ANN_MIN_ROWS + 5 * (round + 1));
+        assert!(segments <= MAX_VECTOR_INDEX_SEGMENTS, "round {round}: {stats:?}");
+        // one fragment per segment: the first over the bulk, then one per run since the last merge
+        assert_eq!(stats.fragments, segments, "round {round}: {stats:?}");
+        merged |= round > 0 && segments == 2;
+    }
+    assert!(merged, "segments were merged along the way");
+    let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
+    let measured = astra_mcp::bench::recall(&store, &embedder, "ann", &queries, 10).await.unwrap();
+    assert!(measured.indexed && measured.recall >= 0.95, "{measured:?}");
+}
+
 /// Passages of `actor` with `texts`, embedded for real, inserted one commit (one fragment) each.
 async fn passages(store: &LanceStore, actor: &str, texts: &[&str]) -> Vec<astra_mcp::domain::Passage> {
     use astra_mcp::store::ArchivalStore;
@@ -263,7 +307,7 @@ async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
         ["rotate the signing key before the audit", "the signing key lives in vault", "audit log retention is 90 days"];
     let stored = passages(&store, "ann", &texts).await;
     let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
-    let keyword = store.passage_keyword(&q).await.unwrap();
+    let keyword = store.passage_keyword(&q, 0).await.unwrap();
     let ranked = store.passage_ranked(&q, keyword).await.unwrap();
     assert_eq!(ranked.by_vector.len(), 3);
     assert_eq!(ranked.by_keyword.len(), 2, "two texts hold the words");
@@ -278,6 +322,42 @@ async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
     assert_eq!(got, want, "every row still stored, by id, in ranking order; the forgotten one dropped");
     assert!(rows.iter().all(|(p, v)| p.actor_id == "ann" && v.len() == 384));
     assert!(store.passage_rows("bob", &refs).await.unwrap().is_empty(), "another actor reads none of them");
+}
+
+/// The keyword rankings read the rows of their first `prefetch` refs (what a search's hits mostly
+/// are) with them: those rows, complete, the actor's own, and no others.
+#[tokio::test]
+async fn keyword_rankings_prefetch_the_rows_of_their_top() {
+    use astra_mcp::store::ArchivalStore;
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    let texts = [
+        "the signing key rotates every 90 days",
+        "rotate the signing key before the audit",
+        "the signing key lives in vault",
+        "audit log retention is 90 days",
+    ];
+    let stored = passages(&store, "ann", &texts).await;
+    passages(&store, "bob", &["bob keeps his signing key on a yubikey"]).await;
+    let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
+    let keyword = store.passage_keyword(&q, 2).await.unwrap();
+    let ranked: Vec<_> = keyword.rankings[0].iter().map(|r| r.id).collect();
+    assert_eq!(ranked.len(), 3, "three of ann's texts hold the words: {ranked:?}");
+    let mut prefetched: Vec<_> = keyword.rows.iter().map(|(p, _)| p.id).collect();
+    let mut top: Vec<_> = ranked[..2].to_vec();
+    prefetched.sort();
+    top.sort();
+    assert_eq!(prefetched, top, "the rows of the ranking's first two refs");
+    for (passage, vector) in &keyword.rows {
+        let original = stored.iter().find(|p| p.id == passage.id).expect("one of ann's");
+        assert_eq!((passage.actor_id.as_str(), passage.text.as_str()), ("ann", original.text.as_str()));
+        assert_eq!(vector.len(), 384);
+    }
+    assert!(store.passage_keyword(&q, 0).await.unwrap().rows.is_empty(), "nothing prefetched when not asked");
+    let bob = text_query("bob", q.vector.clone(), "signing key");
+    let bobs = store.passage_keyword(&bob, 10).await.unwrap();
+    assert_eq!(bobs.rows.len(), 1);
+    assert_eq!(bobs.rows[0].0.actor_id, "bob", "another actor's search prefetches only their rows");
 }
 
 #[tokio::test]

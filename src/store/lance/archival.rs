@@ -96,6 +96,19 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>
     Ok(out)
 }
 
+impl super::SearchedRow for Passage {
+    const TABLE: &'static str = ARCHIVAL_TABLE;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+    fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError> {
+        from_batch(batch)
+    }
+}
+
 #[async_trait]
 impl ArchivalStore for LanceStore {
     async fn insert_passages(&self, rows_in: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError> {
@@ -216,29 +229,24 @@ impl ArchivalStore for LanceStore {
         Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
     }
 
-    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.text, query.limit)
-            .await
+    async fn passage_keyword(
+        &self,
+        query: &TextQuery,
+        prefetch: usize,
+    ) -> Result<KeywordRankings<Passage>, StoreError> {
+        self.keyword_rankings(&search_filter(&query.filter, true, false), &query.text, query.limit, prefetch).await
     }
 
     async fn passage_ranked(
         &self,
         query: &TextQuery,
-        keyword: KeywordRankings,
+        keyword: KeywordRankings<Passage>,
     ) -> Result<Candidates<RowRef>, StoreError> {
         self.ranked(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.vector, query.limit, keyword)
             .await
     }
 
     async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(
-            ARCHIVAL_TABLE,
-            actor_id,
-            refs,
-            |r: &Passage| r.id,
-            from_batch,
-            |r: &Passage| r.actor_id.as_str(),
-        )
-        .await
+        self.rows_by_ref(actor_id, refs).await
     }
 }

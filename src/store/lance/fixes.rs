@@ -192,6 +192,19 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     Ok(out)
 }
 
+impl super::SearchedRow for FixRecord {
+    const TABLE: &'static str = FIXES_TABLE;
+    fn id(&self) -> Uuid {
+        self.memory_id
+    }
+    fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+    fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError> {
+        from_batch(batch)
+    }
+}
+
 /// The filter of a search: the actor's fixes, of the error type when given.
 fn fix_filter(query: &FixQuery) -> super::Filter {
     let mut sql = format!("actor_id = {}", sql_literal(&query.actor_id));
@@ -200,7 +213,7 @@ fn fix_filter(query: &FixQuery) -> super::Filter {
     }
     let broad =
         query.error_type.is_none().then(|| super::Broad { actor_id: query.actor_id.clone(), current_only: false });
-    super::Filter { sql, broad }
+    super::Filter { actor_id: query.actor_id.clone(), sql, broad }
 }
 
 fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
@@ -226,24 +239,20 @@ impl FixStore for LanceStore {
         Ok(result.num_inserted_rows > 0)
     }
 
-    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(FIXES_TABLE, &fix_filter(query), &query.text, query.limit).await
+    async fn fix_keyword(&self, query: &FixQuery, prefetch: usize) -> Result<KeywordRankings<FixRecord>, StoreError> {
+        self.keyword_rankings(&fix_filter(query), &query.text, query.limit, prefetch).await
     }
 
-    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
+    async fn fix_ranked(
+        &self,
+        query: &FixQuery,
+        keyword: KeywordRankings<FixRecord>,
+    ) -> Result<Candidates<RowRef>, StoreError> {
         self.ranked(FIXES_TABLE, &fix_filter(query), &query.vector, query.limit, keyword).await
     }
 
     async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(
-            FIXES_TABLE,
-            actor_id,
-            refs,
-            |r: &FixRecord| r.memory_id,
-            from_batch,
-            |r: &FixRecord| r.actor_id.as_str(),
-        )
-        .await
+        self.rows_by_ref(actor_id, refs).await
     }
 
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {

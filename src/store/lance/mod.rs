@@ -246,7 +246,13 @@ impl LanceStore {
             while tasks.try_join_next().is_some() {}
             tasks.spawn(async move {
                 if let Err(e) =
-                    store.optimize_table(name, Some(chrono::Duration::seconds(manage::PRUNE_OLDER_THAN_SECS))).await
+                    store
+                        .optimize_table(
+                            name,
+                            Some(chrono::Duration::seconds(manage::PRUNE_OLDER_THAN_SECS)),
+                            manage::MAX_VECTOR_INDEX_SEGMENTS,
+                        )
+                        .await
                 {
                     tracing::warn!(table = name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
                 }
@@ -254,17 +260,19 @@ impl LanceStore {
         }
     }
 
-    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, filtered
-    /// (see [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
-    /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
-    /// search.
-    async fn keyword_rankings(
+    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `T`'s table for `text`,
+    /// filtered (see [`Self::rank_then_filter`]), as row references, with the rows of each ranking's
+    /// first `prefetch` refs ([`Self::prefetch_rows`]); the other rows are read only for the hits a
+    /// search returns. A query the full-text parser rejects leaves that ranking empty rather than
+    /// failing the search.
+    async fn keyword_rankings<T: SearchedRow>(
         &self,
-        name: &'static str,
         filter: &Filter,
         text: &str,
         limit: usize,
-    ) -> Result<crate::store::KeywordRankings, StoreError> {
+        prefetch: usize,
+    ) -> Result<crate::store::KeywordRankings<T>, StoreError> {
+        let name = T::TABLE;
         let started = std::time::Instant::now();
         let mut rankings = Vec::new();
         for &column in fts_columns(name) {
@@ -277,7 +285,49 @@ impl LanceStore {
             }
             rankings.push(refs);
         }
-        Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
+        let rows = self.prefetch_rows(&rankings, prefetch, &filter.actor_id).await;
+        Ok(crate::store::KeywordRankings { rankings, rows, ms: ms_since(started) })
+    }
+
+    /// The rows (every column, decoded) of the first `prefetch` refs of each of `rankings`, read by
+    /// address in one take: the rankings have just been read, so the addresses hold these rows unless a
+    /// compaction or deletion came in between. Then, or on any error, the rows not found are left out
+    /// (the search reads them by [`Self::rows_by_ref`] after fusion), so this never fails a search.
+    async fn prefetch_rows<T: SearchedRow>(
+        &self,
+        rankings: &[Vec<crate::store::RowRef>],
+        prefetch: usize,
+        actor_id: &str,
+    ) -> Vec<(T, Vec<f32>)> {
+        let mut wanted = HashMap::new();
+        for r in rankings.iter().flat_map(|ranking| ranking.iter().take(prefetch)) {
+            wanted.insert(r.row_id, r.id);
+        }
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let take = self.table(T::TABLE).take_row_ids(wanted.keys().copied().collect()).with_row_id();
+        let batches = match collect(&take).await {
+            Ok(batches) => batches,
+            Err(e) => {
+                tracing::debug!(table = T::TABLE, "prefetched rows moved before they were read: {e}");
+                return Vec::new();
+            }
+        };
+        let mut rows = Vec::new();
+        for batch in &batches {
+            let decoded = match (row_addresses(batch, T::TABLE), T::decode(batch)) {
+                (Ok(addresses), Ok(decoded)) => addresses.into_iter().zip(decoded),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(table = T::TABLE, "prefetched rows unreadable, reading them later: {e}");
+                    return Vec::new();
+                }
+            };
+            rows.extend(decoded.filter(|(address, (row, _))| {
+                wanted.get(address) == Some(&row.id()) && row.actor_id() == actor_id
+            }).map(|(_, row)| row));
+        }
+        rows
     }
 
     /// The BM25 ranking of `name.column` for `text`, at most `limit` rows: unfiltered, then checked
@@ -312,13 +362,13 @@ impl LanceStore {
 
     /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
     /// their cosine, joined with the full-text rankings `keyword` (from [`Self::keyword_rankings`]).
-    async fn ranked(
+    async fn ranked<T>(
         &self,
         name: &'static str,
         filter: &Filter,
         vector: &[f32],
         limit: usize,
-        keyword: crate::store::KeywordRankings,
+        keyword: crate::store::KeywordRankings<T>,
     ) -> Result<crate::store::Candidates<crate::store::RowRef>, StoreError> {
         use crate::store::Scored;
         use lancedb::query::{QueryBase, Select};
@@ -369,17 +419,13 @@ impl LanceStore {
         })
     }
 
-    /// The rows of `refs` in `name` that are still stored for `actor_id`, decoded by `decode`, in the
-    /// order of `refs`. Read by row address (`_rowid`), then, for any ref whose address now holds another
-    /// row or none (a compaction or deletion in between), by id.
-    async fn rows_by_ref<T>(
+    /// The rows of `refs` in `T`'s table that are still stored for `actor_id`, in the order of `refs`.
+    /// Read by row address (`_rowid`), then, for any ref whose address now holds another row or none (a
+    /// compaction or deletion in between), by id.
+    async fn rows_by_ref<T: SearchedRow>(
         &self,
-        name: &'static str,
         actor_id: &str,
         refs: &[crate::store::RowRef],
-        id: impl Fn(&T) -> uuid::Uuid,
-        decode: impl Fn(&RecordBatch) -> Result<Vec<(T, Vec<f32>)>, StoreError>,
-        owner: impl Fn(&T) -> &str,
     ) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
         use futures::TryStreamExt;
         use lancedb::query::ExecutableQuery;
@@ -388,6 +434,7 @@ impl LanceStore {
         }
         let wanted: std::collections::HashSet<uuid::Uuid> = refs.iter().map(|r| r.id).collect();
         let mut found: HashMap<uuid::Uuid, (T, Vec<f32>)> = HashMap::new();
+        let name = T::TABLE;
         let take = self.table(name).take_row_ids(refs.iter().map(|r| r.row_id).collect());
         // an address that no longer exists fails the whole take: fall back to ids
         let taken: Vec<RecordBatch> = match take.execute().await {
@@ -395,9 +442,9 @@ impl LanceStore {
             Err(_) => Vec::new(),
         };
         for batch in &taken {
-            for (row, vector) in decode(batch)? {
-                if wanted.contains(&id(&row)) && owner(&row) == actor_id {
-                    found.insert(id(&row), (row, vector));
+            for (row, vector) in T::decode(batch)? {
+                if wanted.contains(&row.id()) && row.actor_id() == actor_id {
+                    found.insert(row.id(), (row, vector));
                 }
             }
         }
@@ -410,8 +457,8 @@ impl LanceStore {
                 in_list("id", missing.iter().map(String::as_str))
             );
             for batch in self.select(name, &filter, None).await? {
-                for (row, vector) in decode(&batch)? {
-                    found.insert(id(&row), (row, vector));
+                for (row, vector) in T::decode(&batch)? {
+                    found.insert(row.id(), (row, vector));
                 }
             }
         }
@@ -688,7 +735,7 @@ fn search_filter(filter: &crate::store::SearchFilter, has_tags: bool, has_roles:
         || filter.end.is_some();
     let broad = (!narrow)
         .then(|| Broad { actor_id: filter.actor_id.clone(), current_only: has_tags && !filter.include_superseded });
-    Filter { sql: filter_sql(filter, has_tags, has_roles), broad }
+    Filter { actor_id: filter.actor_id.clone(), sql: filter_sql(filter, has_tags, has_roles), broad }
 }
 
 /// A SQL filter over a table's `actor_id`, `session_id`, time, and (where the table has them) tags,
@@ -742,6 +789,8 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 /// filter (tags, times, sessions, roles, an error type) keeps a small part of the table; it has no
 /// `broad` form and is always applied by Lance, before ranking.
 pub(super) struct Filter {
+    /// The actor whose rows pass (every filter has one).
+    pub actor_id: String,
     pub sql: String,
     pub broad: Option<Broad>,
 }
@@ -775,6 +824,18 @@ where
     Q: lancedb::query::QueryBase + ExecutableQuery,
 {
     collect(&query.only_if(&filter.sql)).await
+}
+
+/// The row type of a searchable table, as its searches read it.
+pub(super) trait SearchedRow: Sized + Send {
+    /// The table it is stored in.
+    const TABLE: &'static str;
+    /// Its id (the `id` column).
+    fn id(&self) -> uuid::Uuid;
+    /// The actor it belongs to (the `actor_id` column).
+    fn actor_id(&self) -> &str;
+    /// Every row of `batch` (all columns of the table) with its vector (`[f32; 384]`).
+    fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError>;
 }
 
 /// One row of a ranking read by [`LanceStore::rank_then_filter`]: where it is, and its stored vector

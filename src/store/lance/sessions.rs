@@ -145,6 +145,19 @@ impl LanceStore {
     }
 }
 
+impl super::SearchedRow for SessionItem {
+    const TABLE: &'static str = SESSION_ITEMS_TABLE;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+    fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError> {
+        from_batch(batch)
+    }
+}
+
 #[async_trait]
 impl SessionStore for LanceStore {
     async fn insert_items(&self, rows_in: &[(SessionItem, Vec<f32>)]) -> Result<usize, StoreError> {
@@ -213,12 +226,19 @@ impl SessionStore for LanceStore {
         Ok(last)
     }
 
-    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(SESSION_ITEMS_TABLE, &search_filter(&query.filter, false, true), &query.text, query.limit)
-            .await
+    async fn item_keyword(
+        &self,
+        query: &TextQuery,
+        prefetch: usize,
+    ) -> Result<KeywordRankings<SessionItem>, StoreError> {
+        self.keyword_rankings(&search_filter(&query.filter, false, true), &query.text, query.limit, prefetch).await
     }
 
-    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
+    async fn item_ranked(
+        &self,
+        query: &TextQuery,
+        keyword: KeywordRankings<SessionItem>,
+    ) -> Result<Candidates<RowRef>, StoreError> {
         self.ranked(
             SESSION_ITEMS_TABLE,
             &search_filter(&query.filter, false, true),
@@ -230,14 +250,6 @@ impl SessionStore for LanceStore {
     }
 
     async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(
-            SESSION_ITEMS_TABLE,
-            actor_id,
-            refs,
-            |r: &SessionItem| r.id,
-            from_batch,
-            |r: &SessionItem| r.actor_id.as_str(),
-        )
-        .await
+        self.rows_by_ref(actor_id, refs).await
     }
 }
