@@ -508,7 +508,9 @@ pub fn parse_time_flag(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Str
         .ok()
         .and_then(|d| d.and_hms_opt(0, 0, 0))
         .map(|t| t.and_utc())
-        .ok_or_else(|| format!("`{value}` is not a time: give RFC 3339 (`2026-11-30T09:00:00Z`) or a date (`2026-11-30`)"))
+        .ok_or_else(|| {
+            format!("`{value}` is not a time: give RFC 3339 (`2026-11-30T09:00:00Z`) or a date (`2026-11-30`)")
+        })
 }
 
 #[derive(Debug, Clone, Args)]

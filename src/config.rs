@@ -180,7 +180,11 @@ impl ConfigFile {
 `openssl rand -hex 32`",
                 t.actor_id
             );
-            anyhow::ensure!(seen.insert(t.token.trim()), "token #{n} (actor `{}`) repeats an earlier token", t.actor_id);
+            anyhow::ensure!(
+                seen.insert(t.token.trim()),
+                "token #{n} (actor `{}`) repeats an earlier token",
+                t.actor_id
+            );
             anyhow::ensure!(
                 !t.token.trim().chars().any(|c| c.is_whitespace() || c.is_control()),
                 "token #{n} (actor `{}`) contains whitespace or control characters, which no client can send in a \

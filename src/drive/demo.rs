@@ -114,7 +114,8 @@ pub async fn run(
     beta_runs.extend((1..=settings.repeat).map(|r| session("scenario_beta", &format!("beta-r{r}"))));
     for (i, beta) in beta_runs.iter().enumerate() {
         let (row, events) =
-            one_session(&store, &embedder, &blocks, settings, beta, scratch.path(), report.alpha_fix.as_deref()).await?;
+            one_session(&store, &embedder, &blocks, settings, beta, scratch.path(), report.alpha_fix.as_deref())
+                .await?;
         report.rows.push(row);
         if settings.repeat > 0 && i < beta_runs.len() - 1 {
             // the next beta run must see alpha's memory alone
@@ -155,8 +156,15 @@ async fn one_session(
         trust_client_outcomes: false,
         min_score: crate::config::DEFAULT_MIN_SCORE,
     };
-    let host = ToolHost::new(crate::config::memories(store.clone(), embedder.clone(), fixes, blocks.to_vec(), crate::config::DEFAULT_NEAR_DUPLICATE_COSINE));
-    let config = DriveConfig { run_id: session.run_id.clone(), prompt: DEMO_PROMPT.to_string(), ..settings.drive.clone() };
+    let host = ToolHost::new(crate::config::memories(
+        store.clone(),
+        embedder.clone(),
+        fixes,
+        blocks.to_vec(),
+        crate::config::DEFAULT_NEAR_DUPLICATE_COSINE,
+    ));
+    let config =
+        DriveConfig { run_id: session.run_id.clone(), prompt: DEMO_PROMPT.to_string(), ..settings.drive.clone() };
     let result = super::run(&host, &Workspace::open(&copy)?, &config).await;
     host.flush().await;
     let (report, stopped) = match result {
@@ -168,7 +176,8 @@ async fn one_session(
     let events = read_jsonl(&evidence.join("events.jsonl"));
     let transcript = read_jsonl(&evidence.join("transcript.jsonl"));
     let new_chain = transcript.first().is_some_and(|t| t["request"].get("previous_response_id").is_none());
-    let untouched_tests_passed = untouched_tests_pass(&original, &copy, &scratch.join(format!("{}-check", session.run_id)), settings).await?;
+    let untouched_tests_passed =
+        untouched_tests_pass(&original, &copy, &scratch.join(format!("{}-check", session.run_id)), settings).await?;
     let memory_retrieved = alpha_fix.map(|id| retrieved_before_first_edit(&events, id));
     // a run that stopped early has no report: count from its evidence
     let (requests, tool_calls) =
@@ -194,11 +203,7 @@ fn count(events: &[Value], transcript: &[Value]) -> (usize, usize) {
 }
 
 fn read_jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
 /// `(tool, id)` of every memory a run stored: fixes and (new) archival passages.
@@ -249,7 +254,12 @@ fn is_test_file(rel: &str) -> bool {
 
 /// Copies the agent's changed non-test files onto a fresh copy of the original and runs the original
 /// tests there.
-async fn untouched_tests_pass(original: &Path, worked: &Path, check: &Path, settings: &DemoSettings) -> anyhow::Result<bool> {
+async fn untouched_tests_pass(
+    original: &Path,
+    worked: &Path,
+    check: &Path,
+    settings: &DemoSettings,
+) -> anyhow::Result<bool> {
     copy_tree(original, check)?;
     let before = files(original)?;
     for rel in files(worked)? {

@@ -32,9 +32,9 @@ pub fn strict_parameters(schema: &Map<String, Value>) -> Value {
             continue;
         }
         let value = match (key.as_str(), value) {
-            ("properties" | "$defs", Value::Object(children)) => Value::Object(
-                children.iter().map(|(name, child)| (name.clone(), strict_value(child))).collect(),
-            ),
+            ("properties" | "$defs", Value::Object(children)) => {
+                Value::Object(children.iter().map(|(name, child)| (name.clone(), strict_value(child))).collect())
+            }
             ("items", child) => strict_value(child),
             ("anyOf", Value::Array(options)) => Value::Array(options.iter().map(strict_value).collect()),
             (_, other) => other.clone(),

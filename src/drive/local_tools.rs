@@ -159,12 +159,16 @@ fn apply_edit(workspace: &Workspace, p: &ApplyEditParams) -> LocalOutput {
         Err(e) => return LocalOutput::error(format!("apply_edit: {e}")),
     };
     if p.old_text.is_empty() {
-        return LocalOutput::error("apply_edit: `old_text` is empty; copy the exact text to replace from read_file".into());
+        return LocalOutput::error(
+            "apply_edit: `old_text` is empty; copy the exact text to replace from read_file".into(),
+        );
     }
     let path = workspace.root().join(&rel);
     // An in-place write through a hard link would change a file outside the workspace too.
     if std::fs::metadata(&path).is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1) {
-        return LocalOutput::error(format!("apply_edit: {rel} has other hard links (possibly outside the workspace); not edited"));
+        return LocalOutput::error(format!(
+            "apply_edit: {rel} has other hard links (possibly outside the workspace); not edited"
+        ));
     }
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,

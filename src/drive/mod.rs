@@ -191,7 +191,10 @@ impl Evidence {
         std::fs::create_dir_all(dir).map_err(fail)?;
         let append =
             |name: &str| std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
-        Ok(Self { transcript: append("transcript.jsonl").map_err(fail)?, events: append("events.jsonl").map_err(fail)? })
+        Ok(Self {
+            transcript: append("transcript.jsonl").map_err(fail)?,
+            events: append("events.jsonl").map_err(fail)?,
+        })
     }
 
     /// One JSON line, secrets redacted (a tool may print a key; design.md §4's redaction applies here too).
@@ -208,7 +211,10 @@ impl Evidence {
     }
 
     fn event(&mut self, kind: &str, detail: Value) {
-        Self::write(&mut self.events, &json!({"time": chrono::Utc::now().to_rfc3339(), "event": kind, "detail": detail}));
+        Self::write(
+            &mut self.events,
+            &json!({"time": chrono::Utc::now().to_rfc3339(), "event": kind, "detail": detail}),
+        );
     }
 }
 
@@ -254,8 +260,11 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
     evidence.event("start", json!({"model": config.model, "base_url": config.base_url, "prompt": config.prompt}));
     let result = run_loop(host, workspace, config, requests, &mut evidence, &scope).await;
     match &result {
-        Ok(report) => evidence.event("finished", json!({"requests": report.requests, "tool_calls": report.tool_calls,
-            "cost_usd": report.cost_usd})),
+        Ok(report) => evidence.event(
+            "finished",
+            json!({"requests": report.requests, "tool_calls": report.tool_calls,
+            "cost_usd": report.cost_usd}),
+        ),
         Err(e) => evidence.event("stopped", json!({"error": e.to_string()})),
     }
     result
@@ -327,16 +336,23 @@ async fn run_loop(
             }
             report.tool_calls += 1;
             if report.tool_calls > config.max_tool_calls {
-                return Err(DriveError::Limit(format!("more than {} tool calls (--max-tool-calls)", config.max_tool_calls)));
+                return Err(DriveError::Limit(format!(
+                    "more than {} tool calls (--max-tool-calls)",
+                    config.max_tool_calls
+                )));
             }
             let Dispatched { text, is_error, structured, local } = dispatch(host, workspace, &session, &call).await;
             if local {
                 let first = text.lines().next().unwrap_or_default();
-                let shown: String = format!("tool call {}({}): {first}", call.name, call.arguments).chars().take(1_000).collect();
+                let shown: String =
+                    format!("tool call {}({}): {first}", call.name, call.arguments).chars().take(1_000).collect();
                 record_turn(host, &session, &target, Role::Tool, &shown).await;
             }
-            evidence.event("tool_call", json!({"call_id": call.call_id, "name": call.name, "arguments": call.arguments,
-                "is_error": is_error, "output": text, "structured": structured}));
+            evidence.event(
+                "tool_call",
+                json!({"call_id": call.call_id, "name": call.name, "arguments": call.arguments,
+                "is_error": is_error, "output": text, "structured": structured}),
+            );
             input.push(json!({"type": "function_call_output", "call_id": call.call_id, "output": text}));
         }
         previous = Some(id);
@@ -349,12 +365,13 @@ async fn run_loop(
             let (response, _) = requests.send(host, &input, previous.as_deref(), true, &mut report, evidence).await?;
             let summary = output_text(&response);
             evidence.event("evicted", json!({"input_tokens": input_tokens, "summary": summary}));
-            record_turn(host, &session, &target, Role::Assistant, &format!("Summary of the work so far: {summary}")).await;
+            record_turn(host, &session, &target, Role::Assistant, &format!("Summary of the work so far: {summary}"))
+                .await;
             report.chains += 1;
             previous = None;
             input = vec![json!({"role": "user", "content": format!(
                 "{}\n\nSummary of your work on it so far (the earlier turns were evicted from this conversation; \
-conversation_search finds them):\n{summary}\n\nContinue.",
+            conversation_search finds them):\n{summary}\n\nContinue.",
                 config.prompt
             )})];
         }
@@ -451,7 +468,10 @@ async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState
     let arguments = match serde_json::from_str(&call.arguments) {
         Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) | Err(_) => {
-            return failed(format!("{}: the arguments are not a JSON object; call it again with valid JSON", call.name));
+            return failed(format!(
+                "{}: the arguments are not a JSON object; call it again with valid JSON",
+                call.name
+            ));
         }
     };
     if let Some(output) = local_tools::call(workspace, &call.name, &arguments) {
@@ -462,7 +482,9 @@ async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState
     }
     let Value::Object(arguments) = arguments else { unreachable!("an object, checked above") };
     match host.call(session, &call.name, arguments).await {
-        Ok(output) => Dispatched { text: output.text, is_error: output.is_error, structured: output.structured, local: false },
+        Ok(output) => {
+            Dispatched { text: output.text, is_error: output.is_error, structured: output.structured, local: false }
+        }
         Err(unknown) => failed(format!("unknown function `{}`: call one of the functions offered", unknown.0)),
     }
 }
@@ -485,16 +507,19 @@ async fn record_turn(host: &ToolHost, session: &SessionState, target: &ImportTar
 }
 
 fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
-    let items = response["output"].as_array().ok_or_else(|| DriveError::Protocol("a response without `output`".into()))?;
+    let items =
+        response["output"].as_array().ok_or_else(|| DriveError::Protocol("a response without `output`".into()))?;
     items
         .iter()
         .filter(|item| item["type"] == "function_call")
         .map(|item| {
             let field = |k: &str| {
-                item[k].as_str().map(str::to_string).ok_or_else(|| DriveError::Protocol(format!("a function_call without `{k}`")))
+                item[k]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| DriveError::Protocol(format!("a function_call without `{k}`")))
             };
             Ok(FunctionCall { call_id: field("call_id")?, name: field("name")?, arguments: field("arguments")? })
         })
         .collect()
 }
-

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Hit, embed_alongside, fuse, hit_rows, log_timings, ms_since, prefetch, with_rows};
+use super::retrieval::{Fusion, Hit, embed_alongside, fuse, hit_rows, log_timings, ms_since, with_rows};
 use super::session::SessionState;
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::LazyEmbedder;
@@ -228,20 +228,18 @@ impl ArchivalMemory {
             text: query.clone(),
             limit: self.config.fusion.limit(request.top_k),
         };
+        let actor_id = &self.config.scope.actor_id;
+        // reads rows by ref: the keyword rankings' tops while the query is embedded, then the hits missing
+        let read = |refs: Vec<crate::store::RowRef>| async move { self.store.passage_rows(actor_id, &refs).await };
         let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.passage_keyword(&text_query, prefetch(request.top_k))).await;
+            embed_alongside(&self.embedder, &query, self.store.passage_keyword(&text_query), request.top_k, read).await;
         text_query.vector = vector?;
-        let mut keyword = keyword?;
-        let prefetched = std::mem::take(&mut keyword.rows);
+        let (keyword, prefetched) = keyword?;
         let candidates = self.store.passage_ranked(&text_query, keyword).await?;
         let mut timings = candidates.timings;
         let hits = fuse(candidates, |r| r.id, &self.config.fusion, request.top_k);
         let reading = std::time::Instant::now();
-        let actor_id = &self.config.scope.actor_id;
-        let rows = hit_rows(&hits, prefetched, |p| p.id, |missing| async move {
-            self.store.passage_rows(actor_id, &missing).await
-        })
-        .await?;
+        let rows = hit_rows(&hits, prefetched, |p| p.id, read).await?;
         let hits = with_rows(hits, rows, |p| p.id, &text_query.vector);
         timings.rows_ms = ms_since(reading);
         log_timings("archival", embed_ms, &timings, ms_since(started));

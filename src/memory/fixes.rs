@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, embed_alongside, fuse, hit_rows, log_timings, ms_since, prefetch, with_rows};
+use super::retrieval::{Fusion, embed_alongside, fuse, hit_rows, log_timings, ms_since, with_rows};
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -113,20 +113,18 @@ impl FixMemory {
             text: query.clone(),
             limit: fusion.limit(top_k),
         };
+        let actor_id = &fix_query.actor_id;
+        // reads rows by ref: the keyword rankings' tops while the query is embedded, then the hits missing
+        let read = |refs: Vec<crate::store::RowRef>| async move { self.store.fix_rows(actor_id, &refs).await };
         let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.fix_keyword(&fix_query, prefetch(top_k))).await;
+            embed_alongside(&self.embedder, &query, self.store.fix_keyword(&fix_query), top_k, read).await;
         fix_query.vector = vector?;
-        let mut keyword = keyword?;
-        let prefetched = std::mem::take(&mut keyword.rows);
+        let (keyword, prefetched) = keyword?;
         let candidates = self.store.fix_ranked(&fix_query, keyword).await?;
         let mut timings = candidates.timings;
         let hits = fuse(candidates, |r| r.id, &fusion, top_k);
         let reading = std::time::Instant::now();
-        let actor_id = &fix_query.actor_id;
-        let rows = hit_rows(&hits, prefetched, |r| r.memory_id, |missing| async move {
-            self.store.fix_rows(actor_id, &missing).await
-        })
-        .await?;
+        let rows = hit_rows(&hits, prefetched, |r| r.memory_id, read).await?;
         let hits = with_rows(hits, rows, |r| r.memory_id, &fix_query.vector);
         timings.rows_ms = ms_since(reading);
         let hits: Vec<FixHit> = hits

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::fusion::weighted_reciprocal_rank_fusion;
 use crate::embed::{EmbedError, LazyEmbedder};
-use crate::store::{Candidates, RowRef, StageTimings};
+use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError};
 
 /// How the rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
 /// rank_vector)`, plus `own_text_weight / (k + rank_own)` for conversation items, whose BM25 ranking
@@ -134,17 +134,16 @@ pub(crate) fn with_rows<T>(
 }
 
 /// How many refs of each keyword ranking a search of `top_k` results reads the rows of while the query
-/// is embedded ([`crate::store::KeywordRankings::rows`]): `2 × top_k`. With the fusion's weights a hit
-/// outside the keyword ranking's first `2 × top_k` is rare. Measured on the 10k archival benchmark store
-/// (200 queries, top 10): the rows read after fusion fell from 1.5 ms to 0.02 ms at the median (0.9 ms
-/// with `top_k` alone), and p50 by about 0.8 ms; the embedding, which the read overlaps on 2 cores, got
-/// about 0.5 ms slower.
+/// is embedded ([`embed_alongside`]): `2 × top_k`. With the fusion's weights
+/// (keyword 1, vector 0.25) a hit outside the keyword rankings' first `2 × top_k` is rare, so the read
+/// after fusion is mostly gone from the path. `top_k` alone left about half of it (hits at keyword ranks
+/// 11–20 that the vector ranking also holds); 30 was no better than 20 (BENCHMARKS.md).
 pub(crate) fn prefetch(top_k: usize) -> usize {
     2 * top_k
 }
 
-/// The rows of the fused `hits`: those among `prefetched` (read with the keyword rankings, see
-/// [`crate::store::KeywordRankings::rows`]), and the others read by `read`, which gets their refs and
+/// The rows of the fused `hits`: those among `prefetched` (read while the query was embedded, see
+/// [`embed_alongside`]), and the others read by `read`, which gets their refs and
 /// returns the rows still stored. In no particular order ([`with_rows`] matches them by `id`).
 ///
 /// # Errors
@@ -154,9 +153,9 @@ pub(crate) async fn hit_rows<T, Fut>(
     prefetched: Vec<(T, Vec<f32>)>,
     id: impl Fn(&T) -> Uuid,
     read: impl FnOnce(Vec<RowRef>) -> Fut,
-) -> Result<Vec<(T, Vec<f32>)>, crate::store::StoreError>
+) -> Result<Vec<(T, Vec<f32>)>, StoreError>
 where
-    Fut: Future<Output = Result<Vec<(T, Vec<f32>)>, crate::store::StoreError>>,
+    Fut: Future<Output = Result<Vec<(T, Vec<f32>)>, StoreError>>,
 {
     let wanted: std::collections::HashSet<Uuid> = hits.iter().map(|h| h.row.id).collect();
     let mut rows: Vec<(T, Vec<f32>)> = prefetched.into_iter().filter(|(row, _)| wanted.contains(&id(row))).collect();
@@ -168,18 +167,42 @@ where
     Ok(rows)
 }
 
-/// Embeds `query` while `keyword` runs: the full-text rankings need no vector, so they overlap the
-/// model's work (on the blocking pool). Returns the embedding (`[f32; 384]`, L2-normalized), the
-/// embedding's own time in ms, and `keyword`'s output.
-pub(crate) async fn embed_alongside<K>(
+/// The full-text rankings of a search, and the rows of their tops when they were read in the
+/// embedding's shadow (see [`embed_alongside`]; empty otherwise).
+pub(crate) type KeywordWithRows<T> = (KeywordRankings, Vec<(T, Vec<f32>)>);
+
+/// Embeds `query` while `keyword` (the full-text rankings, which need no vector) runs, so they overlap
+/// the model's work (on the blocking pool). When the rankings are done before the embedding, the rows of
+/// their tops ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`) are read by `read` in the time left:
+/// a search's hits are nearly always among them, so the read after fusion mostly disappears. When the
+/// embedding is done first (a large table's full-text query can outlast it), nothing is prefetched, since
+/// that read would now delay the vector ranking. Returns the embedding (`[f32; 384]`, L2-normalized), the
+/// embedding's own time in ms, and the rankings with the rows prefetched.
+pub(crate) async fn embed_alongside<T, K, R, F>(
     embedder: &LazyEmbedder,
     query: &str,
-    keyword: impl Future<Output = K>,
-) -> (Result<Vec<f32>, EmbedError>, f64, K) {
+    keyword: K,
+    top_k: usize,
+    read: R,
+) -> (Result<Vec<f32>, EmbedError>, f64, Result<KeywordWithRows<T>, StoreError>)
+where
+    K: Future<Output = Result<KeywordRankings, StoreError>>,
+    R: FnOnce(Vec<RowRef>) -> F,
+    F: Future<Output = Result<Vec<(T, Vec<f32>)>, StoreError>>,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let embedded = AtomicBool::new(false);
     let embed = async {
         let started = std::time::Instant::now();
         let vector = embedder.embed_query(query).await;
+        embedded.store(true, Ordering::Release);
         (vector, ms_since(started))
+    };
+    let keyword = async {
+        let keyword = keyword.await?;
+        let tops = keyword.tops(prefetch(top_k));
+        let rows = if tops.is_empty() || embedded.load(Ordering::Acquire) { Vec::new() } else { read(tops).await? };
+        Ok((keyword, rows))
     };
     let ((vector, embed_ms), keyword) = tokio::join!(embed, keyword);
     (vector, embed_ms, keyword)
@@ -204,10 +227,15 @@ mod tests {
         let hits = [hit(a), hit(b), hit(c)];
         let prefetched = vec![(a, vec![1.0]), (other, vec![4.0]), (c, vec![3.0])];
         let mut asked = Vec::new();
-        let rows = hit_rows(&hits, prefetched, |id| *id, |missing| {
-            asked = missing.iter().map(|r| r.id).collect();
-            async move { Ok(missing.iter().map(|r| (r.id, vec![2.0])).collect()) }
-        })
+        let rows = hit_rows(
+            &hits,
+            prefetched,
+            |id| *id,
+            |missing| {
+                asked = missing.iter().map(|r| r.id).collect();
+                async move { Ok(missing.iter().map(|r| (r.id, vec![2.0])).collect()) }
+            },
+        )
         .await
         .unwrap();
         assert_eq!(asked, vec![b], "only the hit not prefetched is read");
@@ -216,10 +244,15 @@ mod tests {
         assert_eq!(got, vec![(a, 1.0), (b, 2.0), (c, 3.0)], "a prefetched row that is no hit is dropped");
 
         let mut called = false;
-        let all = hit_rows(&hits[..1], vec![(a, vec![1.0])], |id| *id, |_| {
-            called = true;
-            async { Ok(Vec::new()) }
-        })
+        let all = hit_rows(
+            &hits[..1],
+            vec![(a, vec![1.0])],
+            |id| *id,
+            |_| {
+                called = true;
+                async { Ok(Vec::new()) }
+            },
+        )
         .await
         .unwrap();
         assert!(!called && all.len() == 1, "nothing is read when every hit was prefetched");

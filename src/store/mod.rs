@@ -56,17 +56,16 @@ pub trait FixStore: Send + Sync {
     /// Returns `true` when a new row was created. Returns only after the write is committed (durable).
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError>;
     /// The full-text rankings of `query.text` (`query.vector` is not read).
-    /// The rows of each ranking's first `prefetch` refs are read with it ([`KeywordRankings::rows`]).
-    async fn fix_keyword(&self, query: &FixQuery, prefetch: usize) -> Result<KeywordRankings<FixRecord>, StoreError>;
+    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError>;
     /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
     /// `keyword` fetched before.
-    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings<FixRecord>) -> Result<Candidates<RowRef>, StoreError>;
+    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError>;
     /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
     /// vector (`[f32; 384]`).
     async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError>;
     /// Both rankings of a hybrid search with their rows read, one after the other.
     async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError> {
-        let keyword = self.fix_keyword(query, 0).await?;
+        let keyword = self.fix_keyword(query).await?;
         let ranked = self.fix_ranked(query, keyword).await?;
         let refs: Vec<RowRef> = ranked.all().copied().collect();
         let rows = self.fix_rows(&query.actor_id, &refs).await?;
@@ -156,11 +155,11 @@ impl<T> Default for Candidates<T> {
 pub struct StageTimings {
     /// The vector (ANN or exact) query, ms.
     pub vector_ms: f64,
-    /// The full-text (BM25) queries, ms, one per indexed column, one after another, and the read of the
-    /// rows they prefetch. A search runs them while it embeds the query, so they overlap the embedding.
+    /// The full-text (BM25) queries, ms, one per indexed column, one after another. A search runs them
+    /// while it embeds the query, so they overlap the embedding.
     pub keyword_ms: f64,
-    /// Reading the rows of the hits a search returns (after fusion) that the keyword rankings did not
-    /// prefetch ([`KeywordRankings::rows`]), ms.
+    /// Reading the rows of the hits a search returns (after fusion) that were not read beside the
+    /// vector ranking ([`KeywordRankings::tops`]), ms.
     pub rows_ms: f64,
 }
 
@@ -177,22 +176,19 @@ pub struct RowRef {
 /// The full-text (BM25) rankings of one query: one per indexed column, each best first. They need no
 /// query embedding, so a search fetches them while the query is embedded and joins them with the
 /// vector ranking afterwards.
-#[derive(Debug, Clone)]
-pub struct KeywordRankings<T> {
+#[derive(Debug, Clone, Default)]
+pub struct KeywordRankings {
     pub rankings: Vec<Vec<RowRef>>,
-    /// The rows of each ranking's first refs (as many as the query asked to prefetch), each with its
-    /// vector (`[f32; 384]`), read right after the ranking, while the query is still being embedded.
-    /// With the fusion's weights (keyword 1, vector 0.25) a search's hits are mostly these, so their
-    /// read leaves the path that follows the embedding. Empty when the read failed (the rows are then
-    /// read after fusion, like any other hit).
-    pub rows: Vec<(T, Vec<f32>)>,
-    /// How long the queries took (prefetch included), ms.
+    /// How long the queries took, ms.
     pub ms: f64,
 }
 
-impl<T> Default for KeywordRankings<T> {
-    fn default() -> Self {
-        Self { rankings: Vec::new(), rows: Vec::new(), ms: 0.0 }
+impl KeywordRankings {
+    /// The first `n` refs of each ranking, once each: the rows a search reads while its vector ranking
+    /// runs, since with the fusion's weights its hits are nearly always among them.
+    pub fn tops(&self, n: usize) -> Vec<RowRef> {
+        let mut seen = std::collections::HashSet::new();
+        self.rankings.iter().flat_map(|r| r.iter().take(n)).filter(|r| seen.insert(r.id)).copied().collect()
     }
 }
 
@@ -245,21 +241,20 @@ pub trait ArchivalStore: Send + Sync {
     /// as stored afterwards, `None` when it is gone.
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
     /// The full-text rankings of `query.text` (`query.vector` is not read).
-    /// The rows of each ranking's first `prefetch` refs are read with it ([`KeywordRankings::rows`]).
-    async fn passage_keyword(&self, query: &TextQuery, prefetch: usize) -> Result<KeywordRankings<Passage>, StoreError>;
+    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
     /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
     /// `keyword` fetched before.
     async fn passage_ranked(
         &self,
         query: &TextQuery,
-        keyword: KeywordRankings<Passage>,
+        keyword: KeywordRankings,
     ) -> Result<Candidates<RowRef>, StoreError>;
     /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
     /// vector (`[f32; 384]`).
     async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError>;
     /// Both rankings of a hybrid search with their rows read, one after the other.
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
-        let keyword = self.passage_keyword(query, 0).await?;
+        let keyword = self.passage_keyword(query).await?;
         let ranked = self.passage_ranked(query, keyword).await?;
         let refs: Vec<RowRef> = ranked.all().copied().collect();
         let rows = self.passage_rows(&query.filter.actor_id, &refs).await?;
@@ -321,17 +316,16 @@ pub trait SessionStore: Send + Sync {
     /// The highest turn stored for a session of `actor_id`, if any.
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
     /// The full-text rankings of `query.text` (`query.vector` is not read).
-    /// The rows of each ranking's first `prefetch` refs are read with it ([`KeywordRankings::rows`]).
-    async fn item_keyword(&self, query: &TextQuery, prefetch: usize) -> Result<KeywordRankings<SessionItem>, StoreError>;
+    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
     /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
     /// `keyword` fetched before.
-    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings<SessionItem>) -> Result<Candidates<RowRef>, StoreError>;
+    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError>;
     /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
     /// vector (`[f32; 384]`).
     async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError>;
     /// Both rankings of a hybrid search with their rows read, one after the other.
     async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
-        let keyword = self.item_keyword(query, 0).await?;
+        let keyword = self.item_keyword(query).await?;
         let ranked = self.item_ranked(query, keyword).await?;
         let refs: Vec<RowRef> = ranked.all().copied().collect();
         let rows = self.item_rows(&query.filter.actor_id, &refs).await?;
@@ -376,4 +370,19 @@ pub trait ForgetStore: Send + Sync {
     /// Deletes the fix, passage or conversation item `id` of `actor_id` from its table and that table's
     /// indexes. Returns the table it was in, `None` when the actor has no such memory.
     async fn forget(&self, actor_id: &str, id: Uuid) -> Result<Option<&'static str>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tops_are_the_first_refs_of_each_ranking_once() {
+        let r = |n: u128| RowRef { id: Uuid::from_u128(n), row_id: n as u64 };
+        let keyword =
+            KeywordRankings { rankings: vec![vec![r(1), r(2), r(3)], vec![r(2), r(4), r(5)], vec![]], ms: 0.0 };
+        assert_eq!(keyword.tops(2), vec![r(1), r(2), r(4)]);
+        assert_eq!(keyword.tops(0), vec![]);
+        assert_eq!(keyword.tops(9).len(), 5);
+    }
 }

@@ -166,9 +166,10 @@ in `allowed_origins` of the config file may call this server"
             // `scheme://host:*`: that scheme and host, any port.
             Some(prefix) => {
                 origin == prefix
-                    || origin.strip_prefix(prefix).and_then(|rest| rest.strip_prefix(':')).is_some_and(|p| {
-                        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
-                    })
+                    || origin
+                        .strip_prefix(prefix)
+                        .and_then(|rest| rest.strip_prefix(':'))
+                        .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
             }
             None => allowed == origin,
         })
@@ -238,11 +239,15 @@ async fn parse_error(request: Request) -> Result<Request, Response> {
                 return Err(refuse(-32700, json!(null), message));
             }
         };
-        let id = value.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64()).cloned().unwrap_or(json!(null));
+        let id =
+            value.get("id").filter(|id| id.is_string() || id.is_i64() || id.is_u64()).cloned().unwrap_or(json!(null));
         let message = if value.is_array() {
-            "invalid request: JSON-RPC batches are not supported by MCP (since 2025-06-18); send one message".to_string()
+            "invalid request: JSON-RPC batches are not supported by MCP (since 2025-06-18); send one message"
+                .to_string()
         } else {
-            format!("invalid request: {e}; a message needs \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an \"id\"")
+            format!(
+                "invalid request: {e}; a message needs \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an \"id\""
+            )
         };
         return Err(refuse(-32600, id, message));
     }
@@ -527,7 +532,10 @@ pub async fn serve(
         let shutdown = shutdown.clone();
         async move {
             signal.await;
-            tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining (a second signal exits at once)");
+            tracing::info!(
+                in_flight = shutdown.in_flight(),
+                "signal received, draining (a second signal exits at once)"
+            );
             tokio::spawn(exit_on_second_signal());
             let abandoned = shutdown.drain(options.grace).await;
             if abandoned > 0 {

@@ -14,20 +14,20 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::Extensions;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceUpdatedNotificationParam, Role, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam, Role, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio::sync::broadcast;
 
-use crate::memory::core::{BlockChanged, block_uri, section_of_uri};
-use crate::memory::{Block, SessionState};
 use super::shutdown::{Phase, Shutdown};
 use crate::domain::Scope;
+use crate::memory::core::{BlockChanged, block_uri, section_of_uri};
+use crate::memory::{Block, SessionState};
 use crate::tools::{self, Hosts, ToolHost, ToolSpec};
 
 /// Name of the prompt that renders every core memory block.

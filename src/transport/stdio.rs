@@ -102,9 +102,13 @@ async fn read_frames<R: AsyncBufRead + Unpin>(
         };
         let reply = if oversized {
             tracing::warn!("stdin frame over {MAX_FRAME_BYTES} bytes skipped");
-            Some(error_reply(Value::Null, PARSE_ERROR, format!(
-                "message over {MAX_FRAME_BYTES} bytes: send smaller JSON-RPC messages (shorten long arguments)"
-            )))
+            Some(error_reply(
+                Value::Null,
+                PARSE_ERROR,
+                format!(
+                    "message over {MAX_FRAME_BYTES} bytes: send smaller JSON-RPC messages (shorten long arguments)"
+                ),
+            ))
         } else {
             match classify(&frame) {
                 Classified::Message(message) => {
@@ -140,7 +144,13 @@ async fn read_frame<R: AsyncBufRead + Unpin>(input: &mut R, frame: &mut Vec<u8>)
     loop {
         let buf = input.fill_buf().await?;
         if buf.is_empty() {
-            return Ok(if !any { Frame::Eof } else if oversized { Frame::Oversized } else { Frame::Complete });
+            return Ok(if !any {
+                Frame::Eof
+            } else if oversized {
+                Frame::Oversized
+            } else {
+                Frame::Complete
+            });
         }
         any = true;
         let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
@@ -172,7 +182,11 @@ enum Classified {
 /// response), or an error to answer with.
 fn classify(frame: &[u8]) -> Classified {
     let Ok(text) = std::str::from_utf8(frame) else {
-        return Classified::Reply(error_reply(Value::Null, PARSE_ERROR, "message is not UTF-8: send JSON-RPC 2.0 as UTF-8 JSON, one message per line".into()));
+        return Classified::Reply(error_reply(
+            Value::Null,
+            PARSE_ERROR,
+            "message is not UTF-8: send JSON-RPC 2.0 as UTF-8 JSON, one message per line".into(),
+        ));
     };
     let text = text.trim();
     if text.is_empty() {
@@ -185,9 +199,11 @@ fn classify(frame: &[u8]) -> Classified {
             let value: Value = match serde_json::from_str(text) {
                 Ok(value) => value,
                 Err(e) => {
-                    return Classified::Reply(error_reply(Value::Null, PARSE_ERROR, format!(
-                        "parse error: {e}; send one JSON-RPC 2.0 message per line"
-                    )));
+                    return Classified::Reply(error_reply(
+                        Value::Null,
+                        PARSE_ERROR,
+                        format!("parse error: {e}; send one JSON-RPC 2.0 message per line"),
+                    ));
                 }
             };
             let Some(object) = value.as_object() else {

@@ -247,7 +247,10 @@ fn malformed_json_rpc_frames_get_error_responses_and_the_session_goes_on() {
     assert_eq!(by_id(json!("init")).unwrap()["result"]["serverInfo"]["name"], "astra-mcp");
     let nulls: Vec<&serde_json::Value> = replies.iter().filter(|r| r["id"].is_null()).collect();
     // not JSON, a batch, not UTF-8, and the oversized frame: four errors without an id
-    assert_eq!(nulls.iter().map(|r| code(r)).collect::<Vec<_>>(), [Some(-32700), Some(-32600), Some(-32700), Some(-32700)]);
+    assert_eq!(
+        nulls.iter().map(|r| code(r)).collect::<Vec<_>>(),
+        [Some(-32700), Some(-32600), Some(-32700), Some(-32700)]
+    );
     assert!(nulls[3]["error"]["message"].as_str().unwrap().contains("bytes"), "{:?}", nulls[3]);
     assert_eq!(code(&by_id(json!(5)).unwrap()), Some(-32600), "bad params of a known method keep their id");
     assert_eq!(code(&by_id(json!(7)).unwrap()), Some(-32601), "an unknown method");

@@ -93,10 +93,18 @@ const FIX: &str = "strip whitespace around each comma-separated origin in ALLOWE
 /// server returned, read from the request), final answer.
 fn alpha_steps() -> Vec<Step> {
     vec![
-        step(1, |_| vec![call("c1", "search_codebase_memory", json!({"query": "second allowed origin rejected", "error_type": null, "top_k": 3}))]),
+        step(1, |_| {
+            vec![call(
+                "c1",
+                "search_codebase_memory",
+                json!({"query": "second allowed origin rejected", "error_type": null, "top_k": 3}),
+            )]
+        }),
         step(2, |_| vec![call("c2", "run_tests", json!({}))]),
         step(3, |_| vec![call("c3", "read_file", json!({"path": "webapp/settings.py"}))]),
-        step(4, |_| vec![call("c4", "apply_edit", json!({"path": "webapp/settings.py", "old_text": OLD, "new_text": NEW}))]),
+        step(4, |_| {
+            vec![call("c4", "apply_edit", json!({"path": "webapp/settings.py", "old_text": OLD, "new_text": NEW}))]
+        }),
         step(5, |_| vec![call("c5", "run_tests", json!({}))]),
         step(6, |request| {
             let report = output_of(request, "c5");
@@ -104,8 +112,12 @@ fn alpha_steps() -> Vec<Step> {
                 .lines()
                 .find_map(|l| l.strip_prefix("confirmed_outcome: "))
                 .unwrap_or_else(|| panic!("the passing run's output names its outcome: {report}"));
-            vec![call("c6", "store_fix_memory", json!({"fix_description": FIX, "error_type": "AssertionError",
-                "file_paths": ["webapp/settings.py"], "outcome": outcome}))]
+            vec![call(
+                "c6",
+                "store_fix_memory",
+                json!({"fix_description": FIX, "error_type": "AssertionError",
+                "file_paths": ["webapp/settings.py"], "outcome": outcome}),
+            )]
         }),
         step(7, |_| vec![message("Fixed: origins are stripped; tests pass; the fix is stored.")]),
     ]
@@ -129,9 +141,10 @@ async fn run_alpha(dir: &Path, db: &Path) -> (DriveReport, Vec<Value>, ToolHost)
     let (_guard, workspace) = scenario("scenario_alpha");
     let mocked = mock(alpha_steps()).await;
     let host = alpha_host(db, &workspace).await;
-    let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir, "alpha-1"))
-        .await
-        .unwrap();
+    let report =
+        astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir, "alpha-1"))
+            .await
+            .unwrap();
     let seen = mocked.requests();
     (report, seen, host)
 }
@@ -169,7 +182,10 @@ async fn a_scripted_session_fixes_alpha_for_real_and_every_request_is_well_forme
         assert_eq!(tool["parameters"]["additionalProperties"], false, "{tool}");
         assert!(!tool["parameters"].to_string().contains("maxLength"), "{tool}");
     }
-    assert!(seen[0]["instructions"].as_str().unwrap().contains("<project chars=\"0/2000\">"), "core memory is rendered");
+    assert!(
+        seen[0]["instructions"].as_str().unwrap().contains("<project chars=\"0/2000\">"),
+        "core memory is rendered"
+    );
     // what the tools answered
     assert!(output_of(&seen[2], "c2").contains("failed"), "the first run fails");
     assert!(output_of(&seen[3], "c3").contains(OLD), "read_file returns the file");
@@ -205,9 +221,13 @@ async fn a_second_session_on_beta_retrieves_alphas_fix_before_its_first_edit() {
     ])
     .await;
     let host = host(&db, config("ann", "beta", Some(&workspace), Some(&pytest_command()))).await;
-    let report = astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "beta-1"))
-        .await
-        .unwrap();
+    let report = astra_mcp::drive::run(
+        &host,
+        &Workspace::open(&workspace).unwrap(),
+        &drive_config(&mocked, dir.path(), "beta-1"),
+    )
+    .await
+    .unwrap();
     assert_eq!(report.requests, 3);
     let seen = mocked.requests();
     assert!(seen[0].get("previous_response_id").is_none(), "beta starts its own chain");
@@ -220,14 +240,21 @@ async fn finishing_before_any_memory_search_is_a_memory_gate_error() {
     let dir = tempfile::tempdir().unwrap();
     let (_guard, workspace) = scenario("scenario_alpha");
     let mocked = mock(vec![
-        step(1, |_| vec![call("g1", "store_fix_memory", json!({"fix_description": "x", "error_type": "E",
-            "file_paths": ["webapp/settings.py"], "outcome": "made up"}))]),
+        step(1, |_| {
+            vec![call(
+                "g1",
+                "store_fix_memory",
+                json!({"fix_description": "x", "error_type": "E",
+            "file_paths": ["webapp/settings.py"], "outcome": "made up"}),
+            )]
+        }),
         step(2, |_| vec![message("Done.")]),
     ])
     .await;
     let host = alpha_host(&dir.path().join("db"), &workspace).await;
     let result =
-        astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "g")).await;
+        astra_mcp::drive::run(&host, &Workspace::open(&workspace).unwrap(), &drive_config(&mocked, dir.path(), "g"))
+            .await;
     assert!(matches!(result, Err(DriveError::MemoryGate)), "{result:?}");
     let seen = mocked.requests();
     let refused = output_of(&seen[1], "g1");
@@ -238,21 +265,30 @@ async fn finishing_before_any_memory_search_is_a_memory_gate_error() {
 async fn an_edit_after_the_passing_run_and_a_wrong_outcome_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (_guard, workspace) = scenario("scenario_alpha");
-    let store = |outcome: &str| {
-        json!({"fix_description": FIX, "error_type": "AssertionError", "file_paths": ["webapp/settings.py"], "outcome": outcome})
-    };
+    let store = |outcome: &str| json!({"fix_description": FIX, "error_type": "AssertionError", "file_paths": ["webapp/settings.py"], "outcome": outcome});
     let outcome = Arc::new(Mutex::new(String::new()));
     let (o1, o2) = (outcome.clone(), outcome.clone());
     let mocked = mock(vec![
-        step(1, |_| vec![call("e1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
-        step(2, |_| vec![call("e2", "apply_edit", json!({"path": "webapp/settings.py", "old_text": OLD, "new_text": NEW}))]),
+        step(1, |_| {
+            vec![call("e1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]
+        }),
+        step(2, |_| {
+            vec![call("e2", "apply_edit", json!({"path": "webapp/settings.py", "old_text": OLD, "new_text": NEW}))]
+        }),
         step(3, |_| vec![call("e3", "run_tests", json!({}))]),
         step(4, move |request| {
             let report = output_of(request, "e3");
-            *o1.lock().unwrap() = report.lines().find_map(|l| l.strip_prefix("confirmed_outcome: ")).unwrap().to_string();
+            *o1.lock().unwrap() =
+                report.lines().find_map(|l| l.strip_prefix("confirmed_outcome: ")).unwrap().to_string();
             vec![call("e4", "store_fix_memory", store("pytest passed, trust me"))]
         }),
-        step(5, |_| vec![call("e5", "apply_edit", json!({"path": "webapp/settings.py", "old_text": NEW, "new_text": format!("{NEW}  # tidy")}))]),
+        step(5, |_| {
+            vec![call(
+                "e5",
+                "apply_edit",
+                json!({"path": "webapp/settings.py", "old_text": NEW, "new_text": format!("{NEW}  # tidy")}),
+            )]
+        }),
         step(6, move |_| vec![call("e6", "store_fix_memory", store(&o2.lock().unwrap()))]),
         step(7, |_| vec![message("Stopping.")]),
     ])
@@ -293,7 +329,10 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     // an API error (here: the script is empty, so the mock answers 500) stops the run with its message
     let fresh = DriveConfig { ledger: dir.path().join("other-ledger.jsonl"), ..base };
     let result = astra_mcp::drive::run(&host, &ws, &fresh).await;
-    assert!(matches!(&result, Err(DriveError::Api { status: 500, message }) if message == "script exhausted"), "{result:?}");
+    assert!(
+        matches!(&result, Err(DriveError::Api { status: 500, message }) if message == "script exhausted"),
+        "{result:?}"
+    );
     assert_eq!(mocked.requests().len(), 1);
 }
 
@@ -331,9 +370,13 @@ async fn a_full_chain_is_summarised_and_continued_in_a_new_chain_with_the_old_tu
         r
     };
     let mocked = mock(vec![
-        step(1, |_| vec![call("s1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+        step(1, |_| {
+            vec![call("s1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]
+        }),
         answer_with(move |_| full(2, vec![call("s2", "read_file", json!({"path": "webapp/settings.py"}))])),
-        step(3, |_| vec![message("Task: fix origins. Read webapp/settings.py: split without strip. Nothing changed yet.")]),
+        step(3, |_| {
+            vec![message("Task: fix origins. Read webapp/settings.py: split without strip. Nothing changed yet.")]
+        }),
         step(4, |_| vec![message("Done looking.")]),
     ])
     .await;
@@ -367,15 +410,40 @@ const BETA_NEW_2: &str = r#"for name in raw.split(",") if name.strip()]"#;
 fn beta_steps(first: usize, tag: &'static str) -> Vec<Step> {
     let id = move |n: usize| format!("{tag}{n}");
     vec![
-        step(first, move |_| vec![call(&id(1), "search_codebase_memory", json!({"query": "configured sink names keep stray whitespace and mixed case", "error_type": null, "top_k": 3}))]),
-        step(first + 1, move |_| vec![call(&id(2), "apply_edit", json!({"path": "auditlog/sinks.py", "old_text": BETA_OLD_1, "new_text": BETA_NEW_1}))]),
-        step(first + 2, move |_| vec![call(&id(3), "apply_edit", json!({"path": "auditlog/sinks.py", "old_text": BETA_OLD_2, "new_text": BETA_NEW_2}))]),
+        step(first, move |_| {
+            vec![call(
+                &id(1),
+                "search_codebase_memory",
+                json!({"query": "configured sink names keep stray whitespace and mixed case", "error_type": null, "top_k": 3}),
+            )]
+        }),
+        step(first + 1, move |_| {
+            vec![call(
+                &id(2),
+                "apply_edit",
+                json!({"path": "auditlog/sinks.py", "old_text": BETA_OLD_1, "new_text": BETA_NEW_1}),
+            )]
+        }),
+        step(first + 2, move |_| {
+            vec![call(
+                &id(3),
+                "apply_edit",
+                json!({"path": "auditlog/sinks.py", "old_text": BETA_OLD_2, "new_text": BETA_NEW_2}),
+            )]
+        }),
         step(first + 3, move |_| vec![call(&id(4), "run_tests", json!({}))]),
         step(first + 4, move |request| {
             let report = output_of(request, &id(4));
-            let outcome = report.lines().find_map(|l| l.strip_prefix("confirmed_outcome: ")).unwrap_or_else(|| panic!("{report}"));
-            vec![call(&id(5), "store_fix_memory", json!({"fix_description": "strip and lower-case sink names before normalising",
-                "error_type": "AssertionError", "file_paths": ["auditlog/sinks.py"], "outcome": outcome}))]
+            let outcome = report
+                .lines()
+                .find_map(|l| l.strip_prefix("confirmed_outcome: "))
+                .unwrap_or_else(|| panic!("{report}"));
+            vec![call(
+                &id(5),
+                "store_fix_memory",
+                json!({"fix_description": "strip and lower-case sink names before normalising",
+                "error_type": "AssertionError", "file_paths": ["auditlog/sinks.py"], "outcome": outcome}),
+            )]
         }),
         step(first + 5, |_| vec![message("Fixed with the remembered approach.")]),
     ]
@@ -403,9 +471,8 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
         .args(["--base-url", &mocked.base_url()])
         .env("OPENAI_API_KEY", "sk-test-key")
         .env("ASTRA_LOG", "warn");
-    let (output, again) = tokio::task::spawn_blocking(move || (command.output().unwrap(), command.output().unwrap()))
-        .await
-        .unwrap();
+    let (output, again) =
+        tokio::task::spawn_blocking(move || (command.output().unwrap(), command.output().unwrap())).await.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "stdout: {stdout}\nstderr: {stderr}");
@@ -434,7 +501,9 @@ async fn a_run_id_used_again_continues_its_session_instead_of_overwriting_it() {
     let host = alpha_host(&dir.path().join("db"), &workspace).await;
     for answer in ["First visit: the quartz pelican", "Second visit: the cobalt heron"] {
         let mocked = mock(vec![
-            step(1, |_| vec![call("v1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+            step(1, |_| {
+                vec![call("v1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]
+            }),
             step(2, move |_| vec![message(answer)]),
         ])
         .await;
@@ -443,7 +512,10 @@ async fn a_run_id_used_again_continues_its_session_instead_of_overwriting_it() {
             .unwrap();
     }
     assert!(conversation(&host, "quartz pelican").await.contains("First visit"));
-    assert!(conversation(&host, "cobalt heron").await.contains("Second visit"), "the second run's turns are stored too");
+    assert!(
+        conversation(&host, "cobalt heron").await.contains("Second visit"),
+        "the second run's turns are stored too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -451,7 +523,9 @@ async fn the_command_reads_the_key_from_dot_env_and_sends_it_as_a_bearer_token()
     let dir = tempfile::tempdir().unwrap();
     let (_guard, workspace) = scenario("scenario_alpha");
     let mocked = mock(vec![
-        step(1, |_| vec![call("k1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]),
+        step(1, |_| {
+            vec![call("k1", "search_codebase_memory", json!({"query": "origins", "error_type": null, "top_k": 1}))]
+        }),
         step(2, |_| vec![message("Nothing to fix from here.")]),
     ])
     .await;
@@ -486,20 +560,44 @@ async fn unfinished_or_uncountable_responses_stop_the_run_and_the_evidence_says_
     let host = alpha_host(&dir.path().join("db"), &workspace).await;
     let ws = Workspace::open(&workspace).unwrap();
     let cases: Vec<(&str, Step, &str)> = vec![
-        ("incomplete", answer_with(|_| {
-            let mut r = response(1, vec![]);
-            r["status"] = json!("incomplete");
-            r["incomplete_details"] = json!({"reason": "max_output_tokens"});
-            r
-        }), "status `incomplete`: max_output_tokens"),
-        ("no-usage", answer_with(|_| {
-            let mut r = response(1, vec![message("hi")]);
-            r.as_object_mut().unwrap().remove("usage");
-            r
-        }), "usable `usage.input_tokens`"),
+        (
+            "incomplete",
+            answer_with(|_| {
+                let mut r = response(1, vec![]);
+                r["status"] = json!("incomplete");
+                r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+                r
+            }),
+            "status `incomplete`: max_output_tokens",
+        ),
+        (
+            "no-usage",
+            answer_with(|_| {
+                let mut r = response(1, vec![message("hi")]);
+                r.as_object_mut().unwrap().remove("usage");
+                r
+            }),
+            "usable `usage.input_tokens`",
+        ),
         ("empty", answer_with(|_| response(1, vec![])), "neither text nor a function call"),
-        ("huge", answer_with(|_| response(1, vec![message(&"x".repeat(17 * 1024 * 1024))])), "a response over 16777216 bytes"),
-        ("twice", answer_with(|_| response(1, vec![call("d1", "list_files", json!({"path": null})), call("d1", "list_files", json!({"path": null}))])), "appears twice"),
+        (
+            "huge",
+            answer_with(|_| response(1, vec![message(&"x".repeat(17 * 1024 * 1024))])),
+            "a response over 16777216 bytes",
+        ),
+        (
+            "twice",
+            answer_with(|_| {
+                response(
+                    1,
+                    vec![
+                        call("d1", "list_files", json!({"path": null})),
+                        call("d1", "list_files", json!({"path": null})),
+                    ],
+                )
+            }),
+            "appears twice",
+        ),
     ];
     for (run_id, play, expected) in cases {
         let mocked = mock(vec![play]).await;
@@ -529,7 +627,9 @@ async fn secrets_printed_by_tools_are_redacted_in_the_evidence_and_hard_links_ar
     std::fs::hard_link(outside.path().join("target.txt"), workspace.join("linked.txt")).unwrap();
     let mocked = mock(vec![
         step(1, |_| vec![call("h1", "read_file", json!({"path": "notes.txt"}))]),
-        step(2, |_| vec![call("h2", "apply_edit", json!({"path": "linked.txt", "old_text": "outside", "new_text": "PWNED"}))]),
+        step(2, |_| {
+            vec![call("h2", "apply_edit", json!({"path": "linked.txt", "old_text": "outside", "new_text": "PWNED"}))]
+        }),
         step(3, |_| vec![call("h3", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))]),
         step(4, |_| vec![message("done")]),
     ])
@@ -596,7 +696,9 @@ async fn a_chain_over_the_budget_from_its_first_response_is_not_summarised_again
         r
     };
     let mocked = mock(vec![
-        answer_with(move |_| over(1, vec![call("t1", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))])),
+        answer_with(move |_| {
+            over(1, vec![call("t1", "search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 1}))])
+        }),
         answer_with(move |_| over(2, vec![call("t2", "read_file", json!({"path": "webapp/settings.py"}))])),
         step(3, |_| vec![message("Summary: read settings.py.")]),
         answer_with(move |_| over(4, vec![call("t4", "list_files", json!({"path": null}))])),

@@ -198,7 +198,8 @@ fn drive_stdio(frames: &[Frame]) -> Result<Vec<Value>, String> {
             let _ = tx.send(line);
         }
     });
-    let mut waiting: std::collections::HashSet<Value> = frames.iter().filter_map(|f| f.expects_reply).map(Value::from).collect();
+    let mut waiting: std::collections::HashSet<Value> =
+        frames.iter().filter_map(|f| f.expects_reply).map(Value::from).collect();
     waiting.insert(Value::from("final"));
     waiting.insert(Value::from("init"));
     let deadline = std::time::Instant::now() + Duration::from_secs(60);

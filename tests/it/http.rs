@@ -159,10 +159,17 @@ async fn with_tokens_a_request_needs_one_and_a_session_keeps_its_owner() {
     assert_eq!(end.unwrap().status().as_u16(), 403, "bob's DELETE of alice's session");
     // the scheme is case-insensitive (RFC 7235), and alice's session is still alive
     let shouting = format!("BEARER {ALICE}");
-    let (status, _, body) = post(&server.url, &[("authorization", &shouting)], Some(&session), json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})).await;
+    let (status, _, body) = post(
+        &server.url,
+        &[("authorization", &shouting)],
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}),
+    )
+    .await;
     assert_eq!((status, &body[0]["result"]), (200, &json!({})), "{body:?}");
     // authentication comes before the body is read: garbage without a token is a 401, not a parse error
-    let garbage = client.post(&server.url).header("content-type", "application/json").body("{oops").send().await.unwrap();
+    let garbage =
+        client.post(&server.url).header("content-type", "application/json").body("{oops").send().await.unwrap();
     assert_eq!(garbage.status().as_u16(), 401);
     let (_, _, body) = post(
         &server.url,
@@ -314,7 +321,14 @@ async fn stateless_requests_share_gate_state_per_actor_and_never_with_sessions()
     std::fs::write(workspace.join("app.txt"), "broken\n").unwrap();
     let server = Server::start(
         &dir.path().join("db"),
-        &["--config", config.to_str().unwrap(), "--workspace", workspace.to_str().unwrap(), "--test-command", SHELL_TESTS],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--test-command",
+            SHELL_TESTS,
+        ],
     );
     let store = json!({"fix_description": "x", "error_type": "E", "file_paths": ["app.txt"], "outcome": "o"});
     let gate = |reply: &Value| reply["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
@@ -354,7 +368,10 @@ async fn a_body_that_is_not_json_gets_a_json_rpc_parse_error() {
         assert_eq!(body["error"]["code"], -32700, "{url}: {body}");
     }
     // JSON that is not one MCP message: a batch, or a request without "jsonrpc": "2.0"
-    for (body, id) in [(json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]), json!(null)), (json!({"id": 4, "method": "ping"}), json!(4))] {
+    for (body, id) in [
+        (json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]), json!(null)),
+        (json!({"id": 4, "method": "ping"}), json!(4)),
+    ] {
         let (status, _, reply) = post(&server.url, &[], None, body).await;
         assert_eq!(status, 400);
         assert_eq!((&reply[0]["error"]["code"], &reply[0]["id"]), (&json!(-32600), &id), "{reply:?}");

@@ -273,9 +273,14 @@ fn memory_ingest_bulk_loads_passages_once() {
     let db = dir.path().join("db");
     let file = dir.path().join("passages.jsonl");
     let mut lines: Vec<String> = (0..150)
-        .map(|i| serde_json::json!({"text": format!("Service {i} runs on port {} behind the gateway.", 8000 + i)}).to_string())
+        .map(|i| {
+            serde_json::json!({"text": format!("Service {i} runs on port {} behind the gateway.", 8000 + i)})
+                .to_string()
+        })
         .collect();
-    lines.push(serde_json::json!({"text": "The nightly backup job writes to bucket ZEBRA-77.", "tags": ["Ops"]}).to_string());
+    lines.push(
+        serde_json::json!({"text": "The nightly backup job writes to bucket ZEBRA-77.", "tags": ["Ops"]}).to_string(),
+    );
     lines.push(lines[0].clone());
     std::fs::write(&file, lines.join("\n")).unwrap();
     let out = astra(&db).args(["memory", "ingest", "--project", "infra"]).arg(&file).output().unwrap();

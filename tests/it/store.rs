@@ -232,9 +232,8 @@ async fn upkeep_merges_vector_index_segments_so_an_indexed_table_stays_compact()
         .collect();
     let embedder = crate::support::embedder();
     let scope = |project: String| astra_mcp::domain::Scope { actor_id: "ann".into(), project };
-    let archival = |stats: Vec<TableStats>| {
-        stats.into_iter().find(|s| s.table == ARCHIVAL_TABLE).expect("archival stats")
-    };
+    let archival =
+        |stats: Vec<TableStats>| stats.into_iter().find(|s| s.table == ARCHIVAL_TABLE).expect("archival stats");
     astra_mcp::bench::populate(&store, &embedder, &scope("base".into()), &texts, ANN_MIN_ROWS, 1, &|_| {})
         .await
         .unwrap();
@@ -307,7 +306,7 @@ async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
         ["rotate the signing key before the audit", "the signing key lives in vault", "audit log retention is 90 days"];
     let stored = passages(&store, "ann", &texts).await;
     let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
-    let keyword = store.passage_keyword(&q, 0).await.unwrap();
+    let keyword = store.passage_keyword(&q).await.unwrap();
     let ranked = store.passage_ranked(&q, keyword).await.unwrap();
     assert_eq!(ranked.by_vector.len(), 3);
     assert_eq!(ranked.by_keyword.len(), 2, "two texts hold the words");
@@ -322,42 +321,6 @@ async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
     assert_eq!(got, want, "every row still stored, by id, in ranking order; the forgotten one dropped");
     assert!(rows.iter().all(|(p, v)| p.actor_id == "ann" && v.len() == 384));
     assert!(store.passage_rows("bob", &refs).await.unwrap().is_empty(), "another actor reads none of them");
-}
-
-/// The keyword rankings read the rows of their first `prefetch` refs (what a search's hits mostly
-/// are) with them: those rows, complete, the actor's own, and no others.
-#[tokio::test]
-async fn keyword_rankings_prefetch_the_rows_of_their_top() {
-    use astra_mcp::store::ArchivalStore;
-    let dir = tempfile::tempdir().unwrap();
-    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
-    let texts = [
-        "the signing key rotates every 90 days",
-        "rotate the signing key before the audit",
-        "the signing key lives in vault",
-        "audit log retention is 90 days",
-    ];
-    let stored = passages(&store, "ann", &texts).await;
-    passages(&store, "bob", &["bob keeps his signing key on a yubikey"]).await;
-    let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
-    let keyword = store.passage_keyword(&q, 2).await.unwrap();
-    let ranked: Vec<_> = keyword.rankings[0].iter().map(|r| r.id).collect();
-    assert_eq!(ranked.len(), 3, "three of ann's texts hold the words: {ranked:?}");
-    let mut prefetched: Vec<_> = keyword.rows.iter().map(|(p, _)| p.id).collect();
-    let mut top: Vec<_> = ranked[..2].to_vec();
-    prefetched.sort();
-    top.sort();
-    assert_eq!(prefetched, top, "the rows of the ranking's first two refs");
-    for (passage, vector) in &keyword.rows {
-        let original = stored.iter().find(|p| p.id == passage.id).expect("one of ann's");
-        assert_eq!((passage.actor_id.as_str(), passage.text.as_str()), ("ann", original.text.as_str()));
-        assert_eq!(vector.len(), 384);
-    }
-    assert!(store.passage_keyword(&q, 0).await.unwrap().rows.is_empty(), "nothing prefetched when not asked");
-    let bob = text_query("bob", q.vector.clone(), "signing key");
-    let bobs = store.passage_keyword(&bob, 10).await.unwrap();
-    assert_eq!(bobs.rows.len(), 1);
-    assert_eq!(bobs.rows[0].0.actor_id, "bob", "another actor's search prefetches only their rows");
 }
 
 #[tokio::test]

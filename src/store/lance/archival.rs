@@ -229,18 +229,15 @@ impl ArchivalStore for LanceStore {
         Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
     }
 
-    async fn passage_keyword(
-        &self,
-        query: &TextQuery,
-        prefetch: usize,
-    ) -> Result<KeywordRankings<Passage>, StoreError> {
-        self.keyword_rankings(&search_filter(&query.filter, true, false), &query.text, query.limit, prefetch).await
+    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.text, query.limit)
+            .await
     }
 
     async fn passage_ranked(
         &self,
         query: &TextQuery,
-        keyword: KeywordRankings<Passage>,
+        keyword: KeywordRankings,
     ) -> Result<Candidates<RowRef>, StoreError> {
         self.ranked(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.vector, query.limit, keyword)
             .await

@@ -213,7 +213,7 @@ fn fix_filter(query: &FixQuery) -> super::Filter {
     }
     let broad =
         query.error_type.is_none().then(|| super::Broad { actor_id: query.actor_id.clone(), current_only: false });
-    super::Filter { actor_id: query.actor_id.clone(), sql, broad }
+    super::Filter { sql, broad }
 }
 
 fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
@@ -239,15 +239,11 @@ impl FixStore for LanceStore {
         Ok(result.num_inserted_rows > 0)
     }
 
-    async fn fix_keyword(&self, query: &FixQuery, prefetch: usize) -> Result<KeywordRankings<FixRecord>, StoreError> {
-        self.keyword_rankings(&fix_filter(query), &query.text, query.limit, prefetch).await
+    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(FIXES_TABLE, &fix_filter(query), &query.text, query.limit).await
     }
 
-    async fn fix_ranked(
-        &self,
-        query: &FixQuery,
-        keyword: KeywordRankings<FixRecord>,
-    ) -> Result<Candidates<RowRef>, StoreError> {
+    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
         self.ranked(FIXES_TABLE, &fix_filter(query), &query.vector, query.limit, keyword).await
     }
 

@@ -245,14 +245,13 @@ impl LanceStore {
             let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
             while tasks.try_join_next().is_some() {}
             tasks.spawn(async move {
-                if let Err(e) =
-                    store
-                        .optimize_table(
-                            name,
-                            Some(chrono::Duration::seconds(manage::PRUNE_OLDER_THAN_SECS)),
-                            manage::MAX_VECTOR_INDEX_SEGMENTS,
-                        )
-                        .await
+                if let Err(e) = store
+                    .optimize_table(
+                        name,
+                        Some(chrono::Duration::seconds(manage::PRUNE_OLDER_THAN_SECS)),
+                        manage::MAX_VECTOR_INDEX_SEGMENTS,
+                    )
+                    .await
                 {
                     tracing::warn!(table = name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
                 }
@@ -260,19 +259,17 @@ impl LanceStore {
         }
     }
 
-    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `T`'s table for `text`,
-    /// filtered (see [`Self::rank_then_filter`]), as row references, with the rows of each ranking's
-    /// first `prefetch` refs ([`Self::prefetch_rows`]); the other rows are read only for the hits a
-    /// search returns. A query the full-text parser rejects leaves that ranking empty rather than
-    /// failing the search.
-    async fn keyword_rankings<T: SearchedRow>(
+    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, filtered
+    /// (see [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
+    /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
+    /// search.
+    async fn keyword_rankings(
         &self,
+        name: &'static str,
         filter: &Filter,
         text: &str,
         limit: usize,
-        prefetch: usize,
-    ) -> Result<crate::store::KeywordRankings<T>, StoreError> {
-        let name = T::TABLE;
+    ) -> Result<crate::store::KeywordRankings, StoreError> {
         let started = std::time::Instant::now();
         let mut rankings = Vec::new();
         for &column in fts_columns(name) {
@@ -285,49 +282,7 @@ impl LanceStore {
             }
             rankings.push(refs);
         }
-        let rows = self.prefetch_rows(&rankings, prefetch, &filter.actor_id).await;
-        Ok(crate::store::KeywordRankings { rankings, rows, ms: ms_since(started) })
-    }
-
-    /// The rows (every column, decoded) of the first `prefetch` refs of each of `rankings`, read by
-    /// address in one take: the rankings have just been read, so the addresses hold these rows unless a
-    /// compaction or deletion came in between. Then, or on any error, the rows not found are left out
-    /// (the search reads them by [`Self::rows_by_ref`] after fusion), so this never fails a search.
-    async fn prefetch_rows<T: SearchedRow>(
-        &self,
-        rankings: &[Vec<crate::store::RowRef>],
-        prefetch: usize,
-        actor_id: &str,
-    ) -> Vec<(T, Vec<f32>)> {
-        let mut wanted = HashMap::new();
-        for r in rankings.iter().flat_map(|ranking| ranking.iter().take(prefetch)) {
-            wanted.insert(r.row_id, r.id);
-        }
-        if wanted.is_empty() {
-            return Vec::new();
-        }
-        let take = self.table(T::TABLE).take_row_ids(wanted.keys().copied().collect()).with_row_id();
-        let batches = match collect(&take).await {
-            Ok(batches) => batches,
-            Err(e) => {
-                tracing::debug!(table = T::TABLE, "prefetched rows moved before they were read: {e}");
-                return Vec::new();
-            }
-        };
-        let mut rows = Vec::new();
-        for batch in &batches {
-            let decoded = match (row_addresses(batch, T::TABLE), T::decode(batch)) {
-                (Ok(addresses), Ok(decoded)) => addresses.into_iter().zip(decoded),
-                (Err(e), _) | (_, Err(e)) => {
-                    tracing::warn!(table = T::TABLE, "prefetched rows unreadable, reading them later: {e}");
-                    return Vec::new();
-                }
-            };
-            rows.extend(decoded.filter(|(address, (row, _))| {
-                wanted.get(address) == Some(&row.id()) && row.actor_id() == actor_id
-            }).map(|(_, row)| row));
-        }
-        rows
+        Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
     }
 
     /// The BM25 ranking of `name.column` for `text`, at most `limit` rows: unfiltered, then checked
@@ -362,13 +317,13 @@ impl LanceStore {
 
     /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
     /// their cosine, joined with the full-text rankings `keyword` (from [`Self::keyword_rankings`]).
-    async fn ranked<T>(
+    async fn ranked(
         &self,
         name: &'static str,
         filter: &Filter,
         vector: &[f32],
         limit: usize,
-        keyword: crate::store::KeywordRankings<T>,
+        keyword: crate::store::KeywordRankings,
     ) -> Result<crate::store::Candidates<crate::store::RowRef>, StoreError> {
         use crate::store::Scored;
         use lancedb::query::{QueryBase, Select};
@@ -735,7 +690,7 @@ fn search_filter(filter: &crate::store::SearchFilter, has_tags: bool, has_roles:
         || filter.end.is_some();
     let broad = (!narrow)
         .then(|| Broad { actor_id: filter.actor_id.clone(), current_only: has_tags && !filter.include_superseded });
-    Filter { actor_id: filter.actor_id.clone(), sql: filter_sql(filter, has_tags, has_roles), broad }
+    Filter { sql: filter_sql(filter, has_tags, has_roles), broad }
 }
 
 /// A SQL filter over a table's `actor_id`, `session_id`, time, and (where the table has them) tags,
@@ -789,8 +744,6 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 /// filter (tags, times, sessions, roles, an error type) keeps a small part of the table; it has no
 /// `broad` form and is always applied by Lance, before ranking.
 pub(super) struct Filter {
-    /// The actor whose rows pass (every filter has one).
-    pub actor_id: String,
     pub sql: String,
     pub broad: Option<Broad>,
 }

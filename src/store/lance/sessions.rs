@@ -226,19 +226,12 @@ impl SessionStore for LanceStore {
         Ok(last)
     }
 
-    async fn item_keyword(
-        &self,
-        query: &TextQuery,
-        prefetch: usize,
-    ) -> Result<KeywordRankings<SessionItem>, StoreError> {
-        self.keyword_rankings(&search_filter(&query.filter, false, true), &query.text, query.limit, prefetch).await
+    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(SESSION_ITEMS_TABLE, &search_filter(&query.filter, false, true), &query.text, query.limit)
+            .await
     }
 
-    async fn item_ranked(
-        &self,
-        query: &TextQuery,
-        keyword: KeywordRankings<SessionItem>,
-    ) -> Result<Candidates<RowRef>, StoreError> {
+    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
         self.ranked(
             SESSION_ITEMS_TABLE,
             &search_filter(&query.filter, false, true),
