@@ -413,7 +413,8 @@ impl LanceStore {
     ) -> Result<Vec<String>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let mut query = self
-            .nearest(name, vector, k)?
+            .nearest(name, vector, k)
+            .await?
             .only_if(format!("actor_id = {}", sql_literal(actor)))
             .select(Select::columns(&["id", "_distance"]));
         if exact {

@@ -85,8 +85,24 @@ pub const UPKEEP_EVERY_WRITES: usize = 100;
 /// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 8–9 ms at 10k rows of 384
 /// floats here (BENCHMARKS.md).
 pub const ANN_MIN_ROWS: usize = 5_000;
-/// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits.
+/// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits, and to
+/// one per [`ANN_ROWS_PER_EF`] rows of the table for large tables ([`ann_ef`]).
 pub const ANN_EF: usize = 100;
+/// Table rows per HNSW candidate in large tables: `ef` grows with the table, since a fixed `ef` loses
+/// recall there. Measured on the 1M benchmark store (100 queries, store only; BENCHMARKS.md): `ef` 200
+/// gave recall@10 0.830 at p50 22.7 ms, 400 0.892 (21.8 ms), 1,000 0.942 (22.2 ms), 2,000 0.982 (24.7 ms);
+/// at 10k every `ef` up to 2,000 gave 1.000, and p50 5.0 ms (200), 5.9–6.4 (1,000), 6.7–7.0 (2,000).
+pub const ANN_ROWS_PER_EF: usize = 500;
+/// The largest `ef` [`ann_ef`] chooses (for tables of 1M rows and more) unless the limit asks for more.
+pub const ANN_EF_MAX: usize = 2_000;
+
+/// The HNSW candidate list (`ef`) of a query for `limit` rows in a table of `rows` rows: 4 × `limit`
+/// and at least [`ANN_EF`], growing by one per [`ANN_ROWS_PER_EF`] rows up to [`ANN_EF_MAX`]. 200 for a
+/// search of 50 candidates up to 100k rows, 2,000 at 1M.
+pub fn ann_ef(rows: usize, limit: usize) -> usize {
+    let least = ANN_EF.max(4 * limit);
+    (rows / ANN_ROWS_PER_EF).clamp(least, ANN_EF_MAX.max(least))
+}
 /// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation's order.
 /// 1 re-ranks exactly the rows returned: at 1M rows it kept recall@10 of the search's 50 candidates at
 /// 1.0 on a probe where no re-ranking gave 0.95, and costs about 4 ms less than 4 there (BENCHMARKS.md).
@@ -331,7 +347,7 @@ impl LanceStore {
         let ranked = match &filter.broad {
             Some(broad) => {
                 let unfiltered =
-                    self.nearest_approx(name, vector, limit)?.select(Select::columns(&["_distance"])).with_row_id();
+                    self.nearest_approx(name, vector, limit).await?.select(Select::columns(&["_distance"])).with_row_id();
                 self.rank_then_filter(name, unfiltered, broad, true).await?
             }
             None => None,
@@ -351,7 +367,7 @@ impl LanceStore {
             }
             None => {
                 let nearest =
-                    self.nearest(name, vector, limit)?.select(Select::columns(&["id", "_distance"])).with_row_id();
+                    self.nearest(name, vector, limit).await?.select(Select::columns(&["id", "_distance"])).with_row_id();
                 let mut by_vector = Vec::new();
                 for batch in &prefiltered(nearest, filter).await.map_err(backend)? {
                     by_vector.extend(row_refs(batch, name)?.into_iter().map(|(row, distance)| Scored {
@@ -421,32 +437,34 @@ impl LanceStore {
     }
 
     /// The `limit` rows of `name` nearest to `vector` by cosine, with the ANN settings of every search
-    /// ([`ANN_EF`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
-    fn nearest(
+    /// ([`ann_ef`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
+    async fn nearest(
         &self,
         name: &'static str,
         vector: &[f32],
         limit: usize,
     ) -> Result<lancedb::query::VectorQuery, StoreError> {
-        Ok(self.nearest_approx(name, vector, limit)?.refine_factor(ANN_REFINE_FACTOR))
+        Ok(self.nearest_approx(name, vector, limit).await?.refine_factor(ANN_REFINE_FACTOR))
     }
 
     /// [`Self::nearest`] without the refine step: through the vector index, the rows come in the order
     /// of their quantised distances, which the caller corrects from the stored vectors.
-    fn nearest_approx(
+    async fn nearest_approx(
         &self,
         name: &'static str,
         vector: &[f32],
         limit: usize,
     ) -> Result<lancedb::query::VectorQuery, StoreError> {
         use lancedb::query::QueryBase;
-        Ok(self
-            .table(name)
+        let table = self.table(name);
+        // the row count is in the manifest Lance already holds: no data is read
+        let rows = table.count_rows(None).await.map_err(backend)?;
+        Ok(table
             .query()
             .nearest_to(vector)
             .map_err(backend)?
             .distance_type(lancedb::DistanceType::Cosine)
-            .ef(ANN_EF.max(4 * limit))
+            .ef(ann_ef(rows, limit))
             .limit(limit))
     }
 
@@ -1046,6 +1064,17 @@ mod tests {
         let before_compaction = vec![at_now[&a]];
         let after = store.read_ranked(ARCHIVAL_TABLE, before_compaction, &ann(false), false).await.unwrap();
         assert!(after.is_none(), "a compaction moved every row");
+    }
+
+    #[test]
+    fn ef_grows_with_the_table_between_its_bounds() {
+        assert_eq!(super::ann_ef(0, 50), 200, "4 x the limit");
+        assert_eq!(super::ann_ef(100_000, 50), 200);
+        assert_eq!(super::ann_ef(400_000, 50), 800, "one per 500 rows");
+        assert_eq!(super::ann_ef(1_000_000, 50), 2_000);
+        assert_eq!(super::ann_ef(10_000_000, 50), 2_000, "capped");
+        assert_eq!(super::ann_ef(10_000_000, 1_000), 4_000, "a larger limit still gets 4 x");
+        assert_eq!(super::ann_ef(0, 5), 100, "at least ANN_EF");
     }
 
     /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the
