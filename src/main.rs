@@ -29,6 +29,15 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
+    // Lance's index statistics (read by upkeep's segment check and `memory stats`) load the vector
+    // index's centroids, which nothing here uses, and warn once on every run that this default will
+    // change, unless the variable is set. Opt in to the coming default, unless the user set it.
+    if std::env::var_os("LANCE_INCLUDE_VECTOR_CENTROIDS").is_none() {
+        // SAFETY: no other thread exists yet (before logging and the runtime start).
+        unsafe {
+            std::env::set_var("LANCE_INCLUDE_VECTOR_CENTROIDS", "false");
+        }
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|e| {
         eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
         tracing_subscriber::EnvFilter::new("info")
