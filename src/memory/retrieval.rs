@@ -200,8 +200,8 @@ where
     };
     let keyword = async {
         let keyword = keyword.await?;
-        let tops = keyword.tops(prefetch(top_k));
-        let rows = if tops.is_empty() || embedded.load(Ordering::Acquire) { Vec::new() } else { read(tops).await? };
+        let tops = if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(top_k)) };
+        let rows = if tops.is_empty() { Vec::new() } else { read(tops).await? };
         Ok((keyword, rows))
     };
     let ((vector, embed_ms), keyword) = tokio::join!(embed, keyword);

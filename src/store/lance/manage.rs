@@ -276,9 +276,7 @@ impl LanceStore {
         if rows < ANN_MIN_ROWS {
             return Ok(false);
         }
-        let indices = table.list_indices().await.map_err(backend)?;
-        let existing = indices.iter().find(|ix| ix.columns.iter().any(|c| c == "vector"));
-        let build = match existing {
+        let build = match self.vector_index(name).await? {
             None => true,
             Some(ix) => table
                 .index_stats(&ix.name)
@@ -355,12 +353,9 @@ impl LanceStore {
 
     /// The name of `name`'s vector index and how many segments it has (`None`: no vector index).
     pub async fn vector_index_segments(&self, name: &'static str) -> Result<Option<(String, usize)>, StoreError> {
-        let table = self.table(name);
-        let indices = table.list_indices().await.map_err(backend)?;
-        let Some(ix) = indices.into_iter().find(|ix| ix.columns.iter().any(|c| c == "vector")) else {
-            return Ok(None);
-        };
-        let segments = table.index_stats(&ix.name).await.map_err(backend)?.and_then(|s| s.num_indices).unwrap_or(1);
+        let Some(ix) = self.vector_index(name).await? else { return Ok(None) };
+        let stats = self.table(name).index_stats(&ix.name).await.map_err(backend)?;
+        let segments = stats.and_then(|s| s.num_indices).unwrap_or(1);
         Ok(Some((ix.name, segments as usize)))
     }
 
@@ -373,7 +368,7 @@ impl LanceStore {
     /// Cost, measured over 10,000 single inserts (BENCHMARKS.md): 79 ms with about 500 rows written
     /// since the first segment, 0.6–0.7 s with about 5,000 (building the first over 5,000 rows took
     /// 1.2 s); background upkeep merges about every 500th write.
-    pub async fn merge_vector_index_segments(
+    pub(super) async fn merge_vector_index_segments(
         &self,
         name: &'static str,
         max_segments: usize,
@@ -395,10 +390,15 @@ impl LanceStore {
         Ok(Some(segments - 1))
     }
 
+    /// `name`'s index on `vector`, if it has one.
+    async fn vector_index(&self, name: &'static str) -> Result<Option<lancedb::index::IndexConfig>, StoreError> {
+        let indices = self.table(name).list_indices().await.map_err(backend)?;
+        Ok(indices.into_iter().find(|ix| ix.columns.iter().any(|c| c == "vector")))
+    }
+
     /// Whether `name` has an index on `vector`.
     pub async fn has_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
-        let indices = self.table(name).list_indices().await.map_err(backend)?;
-        Ok(indices.iter().any(|ix| ix.columns.iter().any(|c| c == "vector")))
+        Ok(self.vector_index(name).await?.is_some())
     }
 
     /// Ids of the `k` rows of `actor` nearest to `vector` by cosine, through the vector index (as the
