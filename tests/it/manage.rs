@@ -188,6 +188,45 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
 }
 
 #[tokio::test]
+async fn import_never_moves_a_memory_to_another_actor() {
+    let db = tempfile::tempdir().unwrap();
+    {
+        use astra_mcp::memory::SessionState;
+        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let p = serde_json::json!({"text": "Ann's deploy key rotates every 30 days.", "tags": []});
+        assert!(!host.call(&SessionState::new("s"), "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
+        host.flush().await;
+    }
+    let export = db.path().join("../ann.jsonl");
+    stdout(astra(db.path()).args(["memory", "export", "--out"]).arg(&export));
+    let text = std::fs::read_to_string(&export).unwrap();
+    let mut lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let at = lines.iter().position(|l| l["table"] == "archival").unwrap();
+    let id = lines[at]["row"]["id"].as_str().unwrap().to_string();
+    // the same row handed to bob, and a new row of bob's after it
+    lines[at]["row"]["actor_id"] = "bob".into();
+    let mut new_row = lines[at].clone();
+    let new_id = uuid::Uuid::new_v4().to_string();
+    new_row["row"]["id"] = new_id.clone().into();
+    new_row["row"]["text"] = "Bob's own note.".into();
+    lines.push(new_row);
+    let edited = db.path().join("../edited.jsonl");
+    std::fs::write(&edited, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+
+    let out = astra(db.path()).args(["memory", "import"]).arg(&edited).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("line {}: archival row {id} belongs to actor `ann`", at + 1)) && err.contains("`bob`"),
+        "{err}"
+    );
+    let shown = stdout(astra(db.path()).args(["memory", "show", &id]));
+    assert!(shown.contains("\"actor_id\": \"ann\"") && shown.contains("deploy key"), "still ann's: {shown}");
+    let bobs = astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "show", &new_id]).output().unwrap();
+    assert_eq!(bobs.status.code(), Some(1), "nothing of the refused file was imported");
+}
+
+#[tokio::test]
 async fn optimize_compacts_and_reindex_reopens_a_store_of_another_model() {
     let db = tempfile::tempdir().unwrap();
     {

@@ -2,7 +2,7 @@
 //! and import, upkeep (`optimize`, design.md §4) and re-embedding (`reindex`). These read and write
 //! every table generically through Arrow, so a new column needs no change here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -589,6 +589,7 @@ impl LanceStore {
         };
         let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
         let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
+        let mut line_numbers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
         for (i, line) in lines {
             #[derive(Deserialize)]
             struct Line {
@@ -616,6 +617,11 @@ impl LanceStore {
                 row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
             }
             by_table.entry(name).or_default().push(row);
+            line_numbers.entry(name).or_default().push(i + 1);
+        }
+        // checked before anything is written: an import that would move a memory to another actor fails whole
+        for (name, rows_in) in &by_table {
+            self.refuse_actor_changes(name, rows_in, &line_numbers[name]).await?;
         }
         let mut report = ImportReport { reembedded: reembed, ..Default::default() };
         for (name, rows_in) in by_table {
@@ -649,6 +655,49 @@ impl LanceStore {
             retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
         }
         Ok(report)
+    }
+
+    /// Fails when a row of `rows_in` (import rows of table `name`, from lines `lines`) has the `id` of a
+    /// row this store keeps for another actor: an upsert by id would hand that actor's memory to the
+    /// export's actor. Tables without `id` and `actor_id` columns are not checked.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] naming the first such line, the id and both actors, or a failed read.
+    async fn refuse_actor_changes(
+        &self,
+        name: &'static str,
+        rows_in: &[Map<String, Value>],
+        lines: &[usize],
+    ) -> Result<(), StoreError> {
+        let table = self.table(name);
+        let schema = table.schema().await.map_err(backend)?;
+        if schema.column_with_name("id").is_none() || schema.column_with_name("actor_id").is_none() {
+            return Ok(());
+        }
+        let str_of = |row: &Map<String, Value>, column: &str| row.get(column).and_then(Value::as_str).map(str::to_string);
+        let mut stored: HashMap<String, String> = HashMap::new();
+        for chunk in rows_in.chunks(500) {
+            let ids: Vec<String> = chunk.iter().filter_map(|row| str_of(row, "id")).collect();
+            let query = table
+                .query()
+                .only_if(super::in_list("id", ids.iter().map(String::as_str)))
+                .select(Select::columns(&["id", "actor_id"]));
+            for batch in collect(&query).await.map_err(backend)? {
+                let rows = Rows::new(&batch, name);
+                stored.extend(rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?));
+            }
+        }
+        for (row, line) in rows_in.iter().zip(lines) {
+            let (Some(id), Some(actor)) = (str_of(row, "id"), str_of(row, "actor_id")) else { continue };
+            if let Some(owner) = stored.get(&id).filter(|owner| **owner != actor) {
+                return Err(StoreError::Backend(format!(
+                    "line {line}: {name} row {id} belongs to actor `{owner}` in this store, but the export gives it to \
+                     `{actor}`; nothing was imported. An import never moves a memory between actors: drop that line \
+                     from the file, or delete the stored row first (`astra-mcp memory rm {id} --actor {owner}`)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Replaces the rows of `batch` that still exist, by `id`; inserts nothing.
