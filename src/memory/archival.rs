@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Hit, embed_alongside, fuse, hit_rows, log_timings, ms_since, with_rows};
+use super::retrieval::{Fusion, Hit, Search};
 use super::session::SessionState;
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::LazyEmbedder;
@@ -215,7 +215,7 @@ impl ArchivalMemory {
     pub async fn search(&self, request: &PassageSearch) -> Result<Vec<Hit<Passage>>, MemoryError> {
         let started = std::time::Instant::now();
         let query = redact(&request.query).into_owned();
-        let mut text_query = TextQuery {
+        let text_query = TextQuery {
             filter: SearchFilter {
                 actor_id: self.config.scope.actor_id.clone(),
                 tags_any: normalize_tags(&request.tags_any),
@@ -229,20 +229,25 @@ impl ArchivalMemory {
             limit: self.config.fusion.limit(request.top_k),
         };
         let actor_id = &self.config.scope.actor_id;
-        // reads rows by ref: the keyword rankings' tops while the query is embedded, then the hits missing
-        let read = |refs: Vec<crate::store::RowRef>| async move { self.store.passage_rows(actor_id, &refs).await };
-        let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.passage_keyword(&text_query), request.top_k, read).await;
-        text_query.vector = vector?;
-        let (keyword, prefetched) = keyword?;
-        let candidates = self.store.passage_ranked(&text_query, keyword).await?;
-        let mut timings = candidates.timings;
-        let hits = fuse(candidates, |r| r.id, &self.config.fusion, request.top_k);
-        let reading = std::time::Instant::now();
-        let rows = hit_rows(&hits, prefetched, |p| p.id, read).await?;
-        let hits = with_rows(hits, rows, |p| p.id, &text_query.vector);
-        timings.rows_ms = ms_since(reading);
-        log_timings("archival", embed_ms, &timings, ms_since(started));
-        Ok(hits)
+        let store = &self.store;
+        let search = Search {
+            name: "archival",
+            embedder: &self.embedder,
+            query: &query,
+            fusion: &self.config.fusion,
+            top_k: request.top_k,
+            started,
+        };
+        search
+            .run(
+                store.passage_keyword(&text_query),
+                |vector, keyword| {
+                    let query = TextQuery { vector, ..text_query.clone() };
+                    async move { store.passage_ranked(&query, keyword).await }
+                },
+                |refs: Vec<crate::store::RowRef>| async move { store.passage_rows(actor_id, &refs).await },
+                |p: &Passage| p.id,
+            )
+            .await
     }
 }

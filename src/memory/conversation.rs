@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Hit, embed_alongside, fuse, hit_rows, log_timings, ms_since, with_rows};
+use super::retrieval::{Fusion, Hit, Search};
 use crate::domain::{Role, SessionItem, context_line, session_item_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{SearchFilter, SessionStore, TextQuery};
@@ -233,7 +233,7 @@ impl ConversationMemory {
     ) -> Result<Vec<Hit<SessionItem>>, MemoryError> {
         let started = std::time::Instant::now();
         let query = redact(&request.query).into_owned();
-        let mut text_query = TextQuery {
+        let text_query = TextQuery {
             filter: SearchFilter {
                 actor_id: actor_id.to_string(),
                 session_ids: request.session_ids.clone(),
@@ -246,21 +246,26 @@ impl ConversationMemory {
             text: query.clone(),
             limit: self.fusion.limit(request.top_k),
         };
-        // reads rows by ref: the keyword rankings' tops while the query is embedded, then the hits missing
-        let read = |refs: Vec<crate::store::RowRef>| async move { self.store.item_rows(actor_id, &refs).await };
-        let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.item_keyword(&text_query), request.top_k, read).await;
-        text_query.vector = vector?;
-        let (keyword, prefetched) = keyword?;
-        let candidates = self.store.item_ranked(&text_query, keyword).await?;
-        let mut timings = candidates.timings;
-        let hits = fuse(candidates, |r| r.id, &self.fusion, request.top_k);
-        let reading = std::time::Instant::now();
-        let rows = hit_rows(&hits, prefetched, |i| i.id, read).await?;
-        let hits = with_rows(hits, rows, |i| i.id, &text_query.vector);
-        timings.rows_ms = ms_since(reading);
-        log_timings("conversation", embed_ms, &timings, ms_since(started));
-        Ok(hits)
+        let store = &self.store;
+        let search = Search {
+            name: "conversation",
+            embedder: &self.embedder,
+            query: &query,
+            fusion: &self.fusion,
+            top_k: request.top_k,
+            started,
+        };
+        search
+            .run(
+                store.item_keyword(&text_query),
+                |vector, keyword| {
+                    let query = TextQuery { vector, ..text_query.clone() };
+                    async move { store.item_ranked(&query, keyword).await }
+                },
+                |refs: Vec<crate::store::RowRef>| async move { store.item_rows(actor_id, &refs).await },
+                |i: &SessionItem| i.id,
+            )
+            .await
     }
 
     pub fn fusion(&self) -> &Fusion {

@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, embed_alongside, fuse, hit_rows, log_timings, ms_since, with_rows};
+use super::retrieval::{Fusion, Search};
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -106,7 +106,7 @@ impl FixMemory {
         let query = redact(query).into_owned();
         // the fusion of every search (see `retrieval::Fusion`), with this server's cosine floor
         let fusion = Fusion { min_score: self.config.min_score, ..Fusion::default() };
-        let mut fix_query = FixQuery {
+        let fix_query = FixQuery {
             actor_id: self.config.scope.actor_id.clone(),
             error_type: error_type.map(str::to_string),
             vector: Vec::new(),
@@ -114,19 +114,19 @@ impl FixMemory {
             limit: fusion.limit(top_k),
         };
         let actor_id = &fix_query.actor_id;
-        // reads rows by ref: the keyword rankings' tops while the query is embedded, then the hits missing
-        let read = |refs: Vec<crate::store::RowRef>| async move { self.store.fix_rows(actor_id, &refs).await };
-        let (vector, embed_ms, keyword) =
-            embed_alongside(&self.embedder, &query, self.store.fix_keyword(&fix_query), top_k, read).await;
-        fix_query.vector = vector?;
-        let (keyword, prefetched) = keyword?;
-        let candidates = self.store.fix_ranked(&fix_query, keyword).await?;
-        let mut timings = candidates.timings;
-        let hits = fuse(candidates, |r| r.id, &fusion, top_k);
-        let reading = std::time::Instant::now();
-        let rows = hit_rows(&hits, prefetched, |r| r.memory_id, read).await?;
-        let hits = with_rows(hits, rows, |r| r.memory_id, &fix_query.vector);
-        timings.rows_ms = ms_since(reading);
+        let store = &self.store;
+        let search = Search { name: "fixes", embedder: &self.embedder, query: &query, fusion: &fusion, top_k, started };
+        let hits = search
+            .run(
+                store.fix_keyword(&fix_query),
+                |vector, keyword| {
+                    let query = FixQuery { vector, ..fix_query.clone() };
+                    async move { store.fix_ranked(&query, keyword).await }
+                },
+                |refs: Vec<crate::store::RowRef>| async move { store.fix_rows(actor_id, &refs).await },
+                |r: &FixRecord| r.memory_id,
+            )
+            .await?;
         let hits: Vec<FixHit> = hits
             .into_iter()
             .map(|hit| FixHit {
@@ -138,7 +138,6 @@ impl FixMemory {
             })
             .collect();
         session.record_search(&query);
-        log_timings("fixes", embed_ms, &timings, ms_since(started));
         Ok(hits)
     }
 

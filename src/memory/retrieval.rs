@@ -1,4 +1,4 @@
-//! Hybrid retrieval shared by archival memory and conversation search: the vector and full-text (BM25)
+//! Hybrid retrieval shared by archival memory, conversation search and fix memory: the vector and full-text (BM25)
 //! rankings of one query, both filtered before ranking, fused by weighted reciprocal rank fusion.
 
 use std::collections::HashMap;
@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::fusion::weighted_reciprocal_rank_fusion;
-use crate::embed::{EmbedError, LazyEmbedder};
+use super::MemoryError;
+use crate::embed::LazyEmbedder;
 use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError};
 
 /// How the rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
@@ -134,7 +135,7 @@ pub(crate) fn with_rows<T>(
 }
 
 /// How many refs of each keyword ranking a search of `top_k` results reads the rows of while the query
-/// is embedded ([`embed_alongside`]): `2 × top_k`. With the fusion's weights
+/// is embedded ([`Search::run`]): `2 × top_k`. With the fusion's weights
 /// (keyword 1, vector 0.25) a hit outside the keyword rankings' first `2 × top_k` is rare, so the read
 /// after fusion is mostly gone from the path. `top_k` alone left about half of it (hits at keyword ranks
 /// 11–20 that the vector ranking also holds); 30 was no better than 20 (BENCHMARKS.md).
@@ -143,7 +144,7 @@ pub(crate) fn prefetch(top_k: usize) -> usize {
 }
 
 /// The rows of the fused `hits`: those among `prefetched` (read while the query was embedded, see
-/// [`embed_alongside`]), and the others read by `read`, which gets their refs and
+/// [`Search::run`]), and the others read by `read`, which gets their refs and
 /// returns the rows still stored. In no particular order ([`with_rows`] matches them by `id`).
 ///
 /// # Errors
@@ -167,45 +168,93 @@ where
     Ok(rows)
 }
 
-/// The full-text rankings of a search, and the rows of their tops when they were read in the
-/// embedding's shadow (see [`embed_alongside`]; empty otherwise).
-pub(crate) type KeywordWithRows<T> = (KeywordRankings, Vec<(T, Vec<f32>)>);
+/// One hybrid search, the shape archival memory, conversation search and fix memory share: the query is
+/// embedded while its full-text rankings run, then the vector ranking, the fusion and the read of the
+/// hits' rows follow. Built by each search with its table's operations ([`Search::run`]).
+pub(crate) struct Search<'a> {
+    /// Names the search in the timings log line ([`log_timings`]): `archival`, `conversation`, `fixes`.
+    pub name: &'static str,
+    pub embedder: &'a LazyEmbedder,
+    /// The query text as searched (already redacted).
+    pub query: &'a str,
+    pub fusion: &'a Fusion,
+    pub top_k: usize,
+    /// When the request arrived: `total_ms` of the timings counts from here.
+    pub started: std::time::Instant,
+}
 
-/// Embeds `query` while `keyword` (the full-text rankings, which need no vector) runs, so they overlap
-/// the model's work (on the blocking pool). When the rankings are done before the embedding, the rows of
-/// their tops ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`) are read by `read` in the time left:
-/// a search's hits are nearly always among them, so the read after fusion mostly disappears. When the
-/// embedding is done first (a large table's full-text query can outlast it), nothing is prefetched, since
-/// that read would now delay the vector ranking. Returns the embedding (`[f32; 384]`, L2-normalized), the
-/// embedding's own time in ms, and the rankings with the rows prefetched.
-pub(crate) async fn embed_alongside<T, K, R, F>(
-    embedder: &LazyEmbedder,
-    query: &str,
-    keyword: K,
-    top_k: usize,
-    read: R,
-) -> (Result<Vec<f32>, EmbedError>, f64, Result<KeywordWithRows<T>, StoreError>)
-where
-    K: Future<Output = Result<KeywordRankings, StoreError>>,
-    R: FnOnce(Vec<RowRef>) -> F,
-    F: Future<Output = Result<Vec<(T, Vec<f32>)>, StoreError>>,
-{
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let embedded = AtomicBool::new(false);
-    let embed = async {
-        let started = std::time::Instant::now();
-        let vector = embedder.embed_query(query).await;
-        embedded.store(true, Ordering::Release);
-        (vector, ms_since(started))
-    };
-    let keyword = async {
-        let keyword = keyword.await?;
-        let tops = if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(top_k)) };
-        let rows = if tops.is_empty() { Vec::new() } else { read(tops).await? };
-        Ok((keyword, rows))
-    };
-    let ((vector, embed_ms), keyword) = tokio::join!(embed, keyword);
-    (vector, embed_ms, keyword)
+impl Search<'_> {
+    /// Runs the search: `keyword` (the full-text rankings, which need no vector) overlaps the query's
+    /// embedding (on the blocking pool); `rank` gets the embedding (`[f32; 384]`, L2-normalized) and the
+    /// keyword rankings and returns the candidates of both rankings; [`fuse`] keeps `top_k`; `read`
+    /// returns the rows still stored for refs (matched by `id`); each hit is scored by its row's cosine
+    /// with the query ([`with_rows`]).
+    ///
+    /// When the keyword rankings finish before the embedding, the rows of their tops
+    /// ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`) are read in the time left: a search's hits are
+    /// nearly always among them, so the read after fusion mostly disappears. That read is joined only when
+    /// the hits need their rows, so when it outlasts the embedding (the full-text query of a large table
+    /// ends just before it) it runs beside the vector ranking instead of delaying it. When the embedding
+    /// finishes first, nothing is prefetched.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embed`] when the query cannot be embedded, [`MemoryError::Store`] when a ranking or a
+    /// read fails.
+    pub(crate) async fn run<T, K, Rank, RankFut, Read, ReadFut>(
+        self,
+        keyword: K,
+        rank: Rank,
+        read: Read,
+        id: impl Fn(&T) -> Uuid + Copy,
+    ) -> Result<Vec<Hit<T>>, MemoryError>
+    where
+        K: Future<Output = Result<KeywordRankings, StoreError>>,
+        Rank: FnOnce(Vec<f32>, KeywordRankings) -> RankFut,
+        RankFut: Future<Output = Result<Candidates<RowRef>, StoreError>>,
+        Read: FnOnce(Vec<RowRef>) -> ReadFut + Copy,
+        ReadFut: Future<Output = Result<Vec<(T, Vec<f32>)>, StoreError>>,
+    {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let embedded = AtomicBool::new(false);
+        let (keyword_tx, keyword_rx) = tokio::sync::oneshot::channel();
+        // the keyword rankings go to the ranking below as soon as they are done; their tops' rows are
+        // read afterwards, only while the embedding is still running
+        let keyword_then_prefetch = async {
+            let keyword = match keyword.await {
+                Ok(keyword) => keyword,
+                Err(e) => {
+                    let _ = keyword_tx.send(Err(e));
+                    return Ok(Vec::new());
+                }
+            };
+            let tops =
+                if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
+            let _ = keyword_tx.send(Ok(keyword));
+            if tops.is_empty() { Ok(Vec::new()) } else { read(tops).await }
+        };
+        let ranked = async {
+            let embedding = std::time::Instant::now();
+            let vector = self.embedder.embed_query(self.query).await;
+            embedded.store(true, Ordering::Release);
+            let embed_ms = ms_since(embedding);
+            let vector = vector?;
+            let keyword = keyword_rx
+                .await
+                .map_err(|_| StoreError::Backend("the full-text ranking ended without a result".into()))??;
+            let candidates = rank(vector.clone(), keyword).await?;
+            let timings = candidates.timings;
+            let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k);
+            Ok::<_, MemoryError>((vector, embed_ms, timings, hits, std::time::Instant::now()))
+        };
+        let (prefetched, ranked) = tokio::join!(keyword_then_prefetch, ranked);
+        let (vector, embed_ms, mut timings, hits, fused_at) = ranked?;
+        let rows = hit_rows(&hits, prefetched?, id, read).await?;
+        let hits = with_rows(hits, rows, id, &vector);
+        // from the fused hits to their rows in hand, the wait for the prefetch included
+        timings.rows_ms = ms_since(fused_at);
+        log_timings(self.name, embed_ms, &timings, ms_since(self.started));
+        Ok(hits)
+    }
 }
 
 /// Milliseconds since `t`.
