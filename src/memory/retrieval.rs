@@ -192,10 +192,10 @@ impl Search<'_> {
     ///
     /// When the keyword rankings finish before the embedding, the rows of their tops
     /// ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`) are read in the time left: a search's hits are
-    /// nearly always among them, so the read after fusion mostly disappears. That read is joined only when
-    /// the hits need their rows, so when it outlasts the embedding (the full-text query of a large table
-    /// ends just before it) it runs beside the vector ranking instead of delaying it. When the embedding
-    /// finishes first, nothing is prefetched.
+    /// nearly always among them, so the read after fusion mostly disappears. When the embedding finishes
+    /// first (a large table's full-text query can outlast it), nothing is prefetched. The vector ranking
+    /// starts once both are done: letting an unfinished prefetch run on beside it instead was no faster
+    /// at 10k or 100k rows (within the run-to-run spread of about 1 ms; BENCHMARKS.md).
     ///
     /// # Errors
     /// [`MemoryError::Embed`] when the query cannot be embedded, [`MemoryError::Store`] when a ranking or a
@@ -216,42 +216,30 @@ impl Search<'_> {
     {
         use std::sync::atomic::{AtomicBool, Ordering};
         let embedded = AtomicBool::new(false);
-        let (keyword_tx, keyword_rx) = tokio::sync::oneshot::channel();
-        // the keyword rankings go to the ranking below as soon as they are done; their tops' rows are
-        // read afterwards, only while the embedding is still running
-        let keyword_then_prefetch = async {
-            let keyword = match keyword.await {
-                Ok(keyword) => keyword,
-                Err(e) => {
-                    let _ = keyword_tx.send(Err(e));
-                    return Ok(Vec::new());
-                }
-            };
-            let tops =
-                if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
-            let _ = keyword_tx.send(Ok(keyword));
-            if tops.is_empty() { Ok(Vec::new()) } else { read(tops).await }
-        };
-        let ranked = async {
-            let embedding = std::time::Instant::now();
+        let embed = async {
+            let started = std::time::Instant::now();
             let vector = self.embedder.embed_query(self.query).await;
             embedded.store(true, Ordering::Release);
-            let embed_ms = ms_since(embedding);
-            let vector = vector?;
-            let keyword = keyword_rx
-                .await
-                .map_err(|_| StoreError::Backend("the full-text ranking ended without a result".into()))??;
-            let candidates = rank(vector.clone(), keyword).await?;
-            let timings = candidates.timings;
-            let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k);
-            Ok::<_, MemoryError>((vector, embed_ms, timings, hits, std::time::Instant::now()))
+            (vector, ms_since(started))
         };
-        let (prefetched, ranked) = tokio::join!(keyword_then_prefetch, ranked);
-        let (vector, embed_ms, mut timings, hits, fused_at) = ranked?;
-        let rows = hit_rows(&hits, prefetched?, id, read).await?;
+        let keyword_then_prefetch = async {
+            let keyword = keyword.await?;
+            let tops =
+                if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
+            let rows = if tops.is_empty() { Vec::new() } else { read(tops).await? };
+            Ok::<_, StoreError>((keyword, rows))
+        };
+        // the embedding is polled first, so the model starts before the full-text query's first CPU work
+        let ((vector, embed_ms), keyword) = tokio::join!(embed, keyword_then_prefetch);
+        let vector = vector?;
+        let (keyword, prefetched) = keyword?;
+        let candidates = rank(vector.clone(), keyword).await?;
+        let mut timings = candidates.timings;
+        let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k);
+        let reading = std::time::Instant::now();
+        let rows = hit_rows(&hits, prefetched, id, read).await?;
         let hits = with_rows(hits, rows, id, &vector);
-        // from the fused hits to their rows in hand, the wait for the prefetch included
-        timings.rows_ms = ms_since(fused_at);
+        timings.rows_ms = ms_since(reading);
         log_timings(self.name, embed_ms, &timings, ms_since(self.started));
         Ok(hits)
     }

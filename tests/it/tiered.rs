@@ -582,3 +582,29 @@ async fn retrieved_text_that_reads_like_instructions_is_flagged_not_followed() {
     assert!(found.text.contains(expected), "{}", found.text);
     assert_eq!(found.text.matches("Warning:").count(), 1, "{}", found.text);
 }
+
+/// A fresh store builds its full-text index over its first row; rows written after it are searched
+/// unindexed until upkeep folds them in. The BM25 scores of both parts must stay comparable: every
+/// passage searched by its own text ranks first.
+#[tokio::test]
+async fn in_a_fresh_store_every_passage_ranks_first_for_its_own_text() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("s");
+    let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];
+    let facts = ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
+    let texts: Vec<String> = (0..24)
+        .map(|i| format!("The {} service {} {}.", services[i % services.len()], facts[i / services.len()], 10 + i))
+        .collect();
+    let mut ids = Vec::new();
+    for text in &texts {
+        let stored: ArchivalInsertOutput =
+            structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
+        ids.push(stored.id);
+    }
+    for (text, id) in texts.iter().zip(&ids) {
+        let found = call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 5})).await;
+        let out: ArchivalSearchOutput = structured(&found);
+        assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
+    }
+}
