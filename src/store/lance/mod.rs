@@ -81,12 +81,17 @@ pub struct LanceStore {
 /// writes to it through one store handle.
 pub const UPKEEP_EVERY_WRITES: usize = 100;
 
-/// Tables of up to this many rows fold every write into their full-text indexes at once; larger ones
-/// leave it to upkeep. Lance scores the rows its full-text index does not cover apart from the indexed
-/// ones; while those are a large share of a small table (a fresh store's index covers its first row
-/// only), a passage could rank below its neighbours for its own words. Each fold rebuilds a small
-/// index (milliseconds at this size).
-pub const FTS_FOLD_EVERY_WRITE_ROWS: usize = 1_000;
+/// Tables of up to this many rows fold new rows into their full-text indexes as soon as the rows the
+/// index does not cover exceed [`FTS_UNINDEXED_SHARE`] of those it does; larger ones leave it to upkeep.
+/// Lance scores the rows a full-text index does not cover with the index's statistics (document count,
+/// term frequencies), so while those rows are a large share of a small table (a fresh store's index
+/// covers its first row only) a passage could rank below its neighbours for its own words.
+pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
+
+/// The share of unindexed rows (against indexed ones) above which a small table folds them in: 1/8, so
+/// the folds of a growing table come at every 12.5 % of growth (about 60 for its first 1,000 rows), not
+/// at every write, since each fold writes a new copy of the index until upkeep prunes old versions.
+pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
 
 /// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
 /// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 8–9 ms at 10k rows of 384
@@ -243,25 +248,27 @@ impl LanceStore {
     }
 
     /// Folds the rows not yet indexed into the full-text indexes of `name` when the table has at most
-    /// [`FTS_FOLD_EVERY_WRITE_ROWS`] rows.
+    /// [`FTS_FOLD_MAX_ROWS`] rows and more than [`FTS_UNINDEXED_SHARE`] of them are not indexed.
     async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
         let table = self.table(name);
-        if table.count_rows(None).await.map_err(backend)? > FTS_FOLD_EVERY_WRITE_ROWS {
+        if table.count_rows(None).await.map_err(backend)? > FTS_FOLD_MAX_ROWS {
             return Ok(());
         }
-        let fts: Vec<String> = table
-            .list_indices()
-            .await
-            .map_err(backend)?
-            .into_iter()
-            .filter(|ix| ix.index_type == lancedb::index::IndexType::FTS)
-            .map(|ix| ix.name)
-            .collect();
-        if fts.is_empty() {
+        let mut stale = Vec::new();
+        for ix in table.list_indices().await.map_err(backend)? {
+            if ix.index_type != lancedb::index::IndexType::FTS {
+                continue;
+            }
+            let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? else { continue };
+            if stats.num_unindexed_rows as f64 > FTS_UNINDEXED_SHARE * stats.num_indexed_rows as f64 {
+                stale.push(ix.name);
+            }
+        }
+        if stale.is_empty() {
             return Ok(());
         }
-        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(fts.clone()))))
+        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(stale.clone()))))
             .await
             .map_err(backend)?;
         Ok(())
