@@ -224,6 +224,46 @@ async fn import_never_moves_a_memory_to_another_actor() {
     assert!(shown.contains("\"actor_id\": \"ann\"") && shown.contains("deploy key"), "still ann's: {shown}");
     let bobs = astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "show", &new_id]).output().unwrap();
     assert_eq!(bobs.status.code(), Some(1), "nothing of the refused file was imported");
+
+    // nor can one file give a new id to two actors, or hold a row that does not fit before a valid one
+    let header = &lines[0];
+    let mut twice = new_row_for("carol", &lines[at]);
+    let carol_id = twice["row"]["id"].as_str().unwrap().to_string();
+    // a conversation item (the insert recorded one) without its actor: a table written after archival
+    let item_line = lines.iter().find(|l| l["table"] == "session_items").expect("the call was recorded");
+    let mut unfit = new_row_for("dave", item_line);
+    unfit["row"].as_object_mut().unwrap().remove("actor_id");
+    for (file, want) in [
+        (vec![header.clone(), twice.clone(), { twice["row"]["actor_id"] = "mallory".into(); twice }], "both hold archival row"),
+        (vec![header.clone(), new_row_for("carol", &lines[at]), unfit], "line 3: the session_items row does not fit"),
+    ] {
+        let path = db.path().join("../bad.jsonl");
+        std::fs::write(&path, file.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+        let out = astra(db.path()).args(["memory", "import"]).arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{want}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(want), "{}", String::from_utf8_lossy(&out.stderr));
+        let listed = stdout(astra(db.path()).args(["memory", "list", "--all-actors"]));
+        assert!(!listed.contains(&carol_id) && !listed.contains("carol"), "nothing written: {listed}");
+    }
+
+    // a `forgotten` row deletes only its own actor's conversation item
+    stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["sessions", "import"]).arg(fixture("responses.jsonl")));
+    let items = stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "list", "--table", "session_items"]));
+    let item = items.split_whitespace().nth(1).unwrap().to_string();
+    let forget = serde_json::json!({"table": "forgotten", "row": {"id": item, "actor_id": "ann", "forgotten_at": "2026-12-01T00:00:00Z"}});
+    let path = db.path().join("../forget.jsonl");
+    std::fs::write(&path, format!("{header}\n{forget}")).unwrap();
+    stdout(astra(db.path()).args(["memory", "import"]).arg(&path));
+    stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "show", &item]));
+}
+
+/// `line` (an export line of an archival row) as a new row of `actor` with a fresh id.
+fn new_row_for(actor: &str, line: &serde_json::Value) -> serde_json::Value {
+    let mut row = line.clone();
+    row["row"]["id"] = uuid::Uuid::new_v4().to_string().into();
+    row["row"]["actor_id"] = actor.into();
+    row["row"]["text"] = format!("{actor}'s note").into();
+    row
 }
 
 #[tokio::test]

@@ -146,6 +146,39 @@ fn json_to_batch(schema: SchemaRef, rows_in: &[Map<String, Value>]) -> Result<Op
     decoder.flush().map_err(backend)
 }
 
+/// The first row of `chunk` (from lines `lines`) that does not fit `schema` on its own, as an error naming
+/// its line; `None` when each fits alone.
+fn first_unfit_row(
+    schema: &SchemaRef,
+    name: &str,
+    chunk: &[Map<String, Value>],
+    lines: &[usize],
+) -> Option<StoreError> {
+    chunk.iter().zip(lines).find_map(|(row, line)| {
+        json_to_batch(schema.clone(), std::slice::from_ref(row)).err().map(|e| {
+            StoreError::Backend(format!(
+                "line {line}: the {name} row does not fit the table ({e}); nothing was imported. Give rows as \
+                 `astra-mcp memory export` writes them"
+            ))
+        })
+    })
+}
+
+/// Fails when two rows of `rows_in` (of table `name`, from lines `lines`) share an `id`: an export never
+/// holds the same row twice, and both would be written.
+fn refuse_duplicate_ids(name: &str, rows_in: &[Map<String, Value>], lines: &[usize]) -> Result<(), StoreError> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (row, line) in rows_in.iter().zip(lines) {
+        let Some(id) = row.get("id").and_then(Value::as_str) else { continue };
+        if let Some(first) = seen.insert(id, *line) {
+            return Err(StoreError::Backend(format!(
+                "lines {first} and {line} both hold {name} row {id}; nothing was imported. Keep one of them"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl LanceStore {
     fn actor_filter(actor: Option<&str>) -> Option<String> {
         actor.map(|a| format!("actor_id = {}", sql_literal(a)))
@@ -611,6 +644,8 @@ impl LanceStore {
                     )));
                 };
                 row.insert("id".into(), Value::String(id.to_string()));
+            } else if let Some(id) = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok()) {
+                row.insert("id".into(), Value::String(id.to_string()));
             }
             if reembed && row.contains_key("vector") {
                 // placeholder of the right shape; replaced below
@@ -619,40 +654,48 @@ impl LanceStore {
             by_table.entry(name).or_default().push(row);
             line_numbers.entry(name).or_default().push(i + 1);
         }
-        // checked before anything is written: an import that would move a memory to another actor fails whole
+        // Everything is checked before anything is written: a row that does not fit its table, or that
+        // would move a memory to another actor, fails the whole import.
+        let mut decoded: Vec<(&'static str, usize, RecordBatch)> = Vec::new();
         for (name, rows_in) in &by_table {
-            self.refuse_actor_changes(name, rows_in, &line_numbers[name]).await?;
-        }
-        let mut report = ImportReport { reembedded: reembed, ..Default::default() };
-        for (name, rows_in) in by_table {
+            let lines = &line_numbers[name];
+            refuse_duplicate_ids(name, rows_in, lines)?;
+            self.refuse_actor_changes(name, rows_in, lines).await?;
             let schema = self.table(name).schema().await.map_err(backend)?;
-            for chunk in rows_in.chunks(1000) {
-                let Some(mut batch) = json_to_batch(schema.clone(), chunk).map_err(|e| match e {
-                    StoreError::Backend(m) => StoreError::Backend(format!("rows of table {name}: {m}")),
-                    other => other,
-                })?
-                else {
-                    continue;
-                };
-                if reembed && SEARCHABLE_TABLES.contains(&name) {
-                    batch = reembed_batch(&batch, name, embedder).await?;
+            for (chunk, chunk_lines) in rows_in.chunks(1000).zip(lines.chunks(1000)) {
+                match json_to_batch(schema.clone(), chunk) {
+                    Ok(Some(batch)) => decoded.push((name, chunk.len(), batch)),
+                    Ok(None) => {}
+                    Err(e) => return Err(first_unfit_row(&schema, name, chunk, chunk_lines).unwrap_or(e)),
                 }
-                self.upsert_batch(name, batch).await?;
-                *report.rows.entry(name.to_string()).or_default() += chunk.len();
             }
         }
-        // an item forgotten after an older export was made stays forgotten
-        let forgotten: Vec<String> = collect(&self.table(super::FORGOTTEN_TABLE).query())
-            .await
-            .map_err(backend)?
-            .iter()
-            .map(|b| Rows::new(b, super::FORGOTTEN_TABLE).strs("id"))
-            .collect::<Result<Vec<_>, _>>()?
-            .concat();
-        for chunk in forgotten.chunks(500) {
-            let filter = super::in_list("id", chunk.iter().map(String::as_str));
-            let table = self.table(super::SESSION_ITEMS_TABLE);
-            retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+        let mut report = ImportReport { reembedded: reembed, ..Default::default() };
+        for (name, n, mut batch) in decoded {
+            if reembed && SEARCHABLE_TABLES.contains(&name) {
+                batch = reembed_batch(&batch, name, embedder).await?;
+            }
+            self.upsert_batch(name, batch).await?;
+            *report.rows.entry(name.to_string()).or_default() += n;
+        }
+        // an item forgotten after an older export was made stays forgotten (only its own actor's item)
+        let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for batch in collect(&self.table(super::FORGOTTEN_TABLE).query()).await.map_err(backend)? {
+            let rows = Rows::new(&batch, super::FORGOTTEN_TABLE);
+            for (id, actor) in rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?) {
+                forgotten.entry(actor).or_default().push(id);
+            }
+        }
+        let table = self.table(super::SESSION_ITEMS_TABLE);
+        for (actor, ids) in &forgotten {
+            for chunk in ids.chunks(500) {
+                let filter = format!(
+                    "{} AND {}",
+                    Self::actor_filter(Some(actor)).unwrap_or_default(),
+                    super::in_list("id", chunk.iter().map(String::as_str))
+                );
+                retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            }
         }
         Ok(report)
     }
