@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::fusion::weighted_reciprocal_rank_fusion;
 use super::MemoryError;
+use super::fusion::weighted_reciprocal_rank_fusion;
 use crate::embed::LazyEmbedder;
 use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError};
 
@@ -224,8 +224,7 @@ impl Search<'_> {
         };
         let keyword_then_prefetch = async {
             let keyword = keyword.await?;
-            let tops =
-                if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
+            let tops = if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
             let rows = if tops.is_empty() { Vec::new() } else { read(tops).await? };
             Ok::<_, StoreError>((keyword, rows))
         };

@@ -194,7 +194,13 @@ async fn import_never_moves_a_memory_to_another_actor() {
         use astra_mcp::memory::SessionState;
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
         let p = serde_json::json!({"text": "Ann's deploy key rotates every 30 days.", "tags": []});
-        assert!(!host.call(&SessionState::new("s"), "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
+        assert!(
+            !host
+                .call(&SessionState::new("s"), "archival_memory_insert", crate::support::args(p))
+                .await
+                .unwrap()
+                .is_error
+        );
         host.flush().await;
     }
     let export = db.path().join("../ann.jsonl");
@@ -234,7 +240,13 @@ async fn import_never_moves_a_memory_to_another_actor() {
     let mut unfit = new_row_for("dave", item_line);
     unfit["row"].as_object_mut().unwrap().remove("actor_id");
     for (file, want) in [
-        (vec![header.clone(), twice.clone(), { twice["row"]["actor_id"] = "mallory".into(); twice }], "both hold archival row"),
+        (
+            vec![header.clone(), twice.clone(), {
+                twice["row"]["actor_id"] = "mallory".into();
+                twice
+            }],
+            "both hold archival row",
+        ),
         (vec![header.clone(), new_row_for("carol", &lines[at]), unfit], "line 3: the session_items row does not fit"),
     ] {
         let path = db.path().join("../bad.jsonl");

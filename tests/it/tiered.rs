@@ -592,7 +592,8 @@ async fn in_a_fresh_store_every_passage_ranks_first_for_its_own_text() {
     let host = host(db.path(), config("ann", "p", None, None)).await;
     let s = SessionState::new("s");
     let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];
-    let facts = ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
+    let facts =
+        ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
     let texts: Vec<String> = (0..24)
         .map(|i| format!("The {} service {} {}.", services[i % services.len()], facts[i / services.len()], 10 + i))
         .collect();

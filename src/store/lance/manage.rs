@@ -644,7 +644,8 @@ impl LanceStore {
                     )));
                 };
                 row.insert("id".into(), Value::String(id.to_string()));
-            } else if let Some(id) = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok()) {
+            } else if let Some(id) = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok())
+            {
                 row.insert("id".into(), Value::String(id.to_string()));
             }
             if reembed && row.contains_key("vector") {
@@ -717,7 +718,8 @@ impl LanceStore {
         if schema.column_with_name("id").is_none() || schema.column_with_name("actor_id").is_none() {
             return Ok(());
         }
-        let str_of = |row: &Map<String, Value>, column: &str| row.get(column).and_then(Value::as_str).map(str::to_string);
+        let str_of =
+            |row: &Map<String, Value>, column: &str| row.get(column).and_then(Value::as_str).map(str::to_string);
         let mut stored: HashMap<String, String> = HashMap::new();
         for chunk in rows_in.chunks(500) {
             let ids: Vec<String> = chunk.iter().filter_map(|row| str_of(row, "id")).collect();

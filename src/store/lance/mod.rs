@@ -387,8 +387,11 @@ impl LanceStore {
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
             Some(broad) => {
-                let unfiltered =
-                    self.nearest_approx(name, vector, limit).await?.select(Select::columns(&["_distance"])).with_row_id();
+                let unfiltered = self
+                    .nearest_approx(name, vector, limit)
+                    .await?
+                    .select(Select::columns(&["_distance"]))
+                    .with_row_id();
                 self.rank_then_filter(name, unfiltered, broad, true).await?
             }
             None => None,
@@ -407,8 +410,11 @@ impl LanceStore {
                 scored
             }
             None => {
-                let nearest =
-                    self.nearest(name, vector, limit).await?.select(Select::columns(&["id", "_distance"])).with_row_id();
+                let nearest = self
+                    .nearest(name, vector, limit)
+                    .await?
+                    .select(Select::columns(&["id", "_distance"]))
+                    .with_row_id();
                 let mut by_vector = Vec::new();
                 for batch in &prefiltered(nearest, filter).await.map_err(backend)? {
                     by_vector.extend(row_refs(batch, name)?.into_iter().map(|(row, distance)| Scored {
