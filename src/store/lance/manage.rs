@@ -660,9 +660,9 @@ impl LanceStore {
         let mut decoded: Vec<(&'static str, usize, RecordBatch)> = Vec::new();
         for (name, rows_in) in &by_table {
             let lines = &line_numbers[name];
-            refuse_duplicate_ids(name, rows_in, lines)?;
-            self.refuse_actor_changes(name, rows_in, lines).await?;
             let schema = self.table(name).schema().await.map_err(backend)?;
+            refuse_duplicate_ids(name, rows_in, lines)?;
+            self.refuse_actor_changes(name, &schema, rows_in, lines).await?;
             for (chunk, chunk_lines) in rows_in.chunks(1000).zip(lines.chunks(1000)) {
                 match json_to_batch(schema.clone(), chunk) {
                     Ok(Some(batch)) => decoded.push((name, chunk.len(), batch)),
@@ -690,18 +690,15 @@ impl LanceStore {
         let table = self.table(super::SESSION_ITEMS_TABLE);
         for (actor, ids) in &forgotten {
             for chunk in ids.chunks(500) {
-                let filter = format!(
-                    "{} AND {}",
-                    Self::actor_filter(Some(actor)).unwrap_or_default(),
-                    super::in_list("id", chunk.iter().map(String::as_str))
-                );
+                let ids = super::in_list("id", chunk.iter().map(String::as_str));
+                let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
                 retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
             }
         }
         Ok(report)
     }
 
-    /// Fails when a row of `rows_in` (import rows of table `name`, from lines `lines`) has the `id` of a
+    /// Fails when a row of `rows_in` (import rows of table `name` of `schema`, from lines `lines`) has the `id` of a
     /// row this store keeps for another actor: an upsert by id would hand that actor's memory to the
     /// export's actor. Tables without `id` and `actor_id` columns are not checked.
     ///
@@ -710,11 +707,11 @@ impl LanceStore {
     async fn refuse_actor_changes(
         &self,
         name: &'static str,
+        schema: &SchemaRef,
         rows_in: &[Map<String, Value>],
         lines: &[usize],
     ) -> Result<(), StoreError> {
         let table = self.table(name);
-        let schema = table.schema().await.map_err(backend)?;
         if schema.column_with_name("id").is_none() || schema.column_with_name("actor_id").is_none() {
             return Ok(());
         }
