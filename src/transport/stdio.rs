@@ -7,9 +7,11 @@
 //! with `-32700`. A malformed notification is only logged: JSON-RPC 2.0 §4.1 forbids replying to one.
 //! Every well-formed message goes to rmcp, which answers unknown methods with `-32601`.
 //!
-//! Shutdown: when stdin reaches EOF the client is gone, so in-flight calls are abandoned at once (which
-//! kills their test process groups, `memory::testrun`) before clients that kill the server after a short
-//! grace period (the Python SDK waits 2 s) do so. On SIGINT/SIGTERM the server drains ([`Shutdown`]).
+//! Shutdown: when stdin reaches EOF, the calls already received (in flight, or read but not yet started,
+//! as when a script pipes a whole session in) get [`EOF_GRACE`] to finish and answer; then whatever still
+//! runs is abandoned (which kills its test process group, `memory::testrun`). The grace is shorter than
+//! the 2 s the Python SDK waits after closing stdin before it terminates the server, so the server kills
+//! its test runs itself. On SIGINT/SIGTERM the server drains ([`Shutdown`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,9 @@ use super::shutdown::{Shutdown, exit_on_second_signal, signal_received};
 
 /// Largest JSON-RPC frame read from stdin, in bytes (the limit rmcp's HTTP server applies to a body).
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long calls already received may still run after stdin reaches EOF, before they are abandoned.
+pub const EOF_GRACE: Duration = Duration::from_secs(1);
 
 /// JSON-RPC 2.0 error codes (JSON-RPC 2.0 specification §5.1).
 const PARSE_ERROR: i64 = -32700;
@@ -53,9 +58,13 @@ pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) 
     let (messages_tx, messages_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
     let reader = tokio::spawn(read_frames(BufReader::new(tokio::io::stdin()), messages_tx, lines_tx.clone(), {
         let shutdown = shutdown.clone();
+        // Not `drain`: that would refuse the calls rmcp has yet to start. No call arrives after EOF anyway.
         move || {
-            tracing::debug!("stdin closed");
-            shutdown.abandon();
+            tracing::debug!(in_flight = shutdown.in_flight(), "stdin closed: calls already received get {EOF_GRACE:?}");
+            tokio::spawn(async move {
+                tokio::time::sleep(EOF_GRACE).await;
+                shutdown.abandon();
+            });
         }
     }));
     let sink = lines_tx.with(|message: ServerJsonRpcMessage| {
@@ -66,17 +75,25 @@ pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) 
     let running = server.with_shutdown(shutdown.clone()).serve((Box::pin(sink), messages_rx)).await?;
     tracing::info!("serving MCP over stdio");
     let service = running.cancellation_token();
-    let on_signal = tokio::spawn(async move {
-        signal.await;
-        tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining (a second signal exits at once)");
-        tokio::spawn(exit_on_second_signal());
-        let abandoned = shutdown.drain(grace).await;
-        if abandoned > 0 {
-            tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
+    let on_signal = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            signal.await;
+            tracing::info!(
+                in_flight = shutdown.in_flight(),
+                "signal received, draining (a second signal exits at once)"
+            );
+            tokio::spawn(exit_on_second_signal());
+            let abandoned = shutdown.drain(grace).await;
+            if abandoned > 0 {
+                tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
+            }
+            service.cancel();
         }
-        service.cancel();
     });
+    // rmcp returns once the input has ended and every call it started has answered, or on a cancel
     let result = running.waiting().await;
+    shutdown.abandon();
     on_signal.abort();
     reader.abort();
     let _ = writer.await;

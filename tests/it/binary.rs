@@ -130,9 +130,10 @@ async fn initialized_stdio_server(
 }
 
 /// Speaks raw JSON-RPC over the real binary's pipes: starts `run_tests` on a command that sleeps,
-/// then closes stdin as MCP clients do on shutdown (the Python SDK kills the server 2 s later).
+/// then closes stdin as MCP clients do on shutdown (the Python SDK terminates the server 2 s later,
+/// and does not reach the test's own process group).
 #[tokio::test]
-async fn closing_stdin_kills_a_running_test_at_once() {
+async fn closing_stdin_kills_a_running_test_within_the_eof_grace() {
     use tokio::io::AsyncWriteExt;
     let db = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
@@ -154,15 +155,85 @@ async fn closing_stdin_kills_a_running_test_at_once() {
     assert!(group_alive(pgid));
     drop(stdin);
     let closed = std::time::Instant::now();
+    let deadline = astra_mcp::transport::stdio::EOF_GRACE + std::time::Duration::from_millis(900);
     while group_alive(pgid) {
-        assert!(
-            closed.elapsed() < std::time::Duration::from_millis(1_500),
-            "the test process group {pgid} outlived the closed connection"
-        );
+        assert!(closed.elapsed() < deadline, "the test process group {pgid} outlived the closed connection");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
     assert!(status.is_ok(), "the server exits after stdin closes");
+}
+
+/// Pipes a whole session into a fresh `serve --stdio` and closes stdin at once (a script's
+/// `printf ... | astra-mcp serve --stdio`); returns every JSON line the server writes before it exits.
+fn piped_session(db: &std::path::Path, calls: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--db"])
+        .arg(db)
+        .env("ASTRA_LOG", "error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "script", "version": "0"}}});
+    let mut input = format!("{init}\n{}\n", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for call in calls {
+        input.push_str(&format!("{call}\n"));
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).unwrap();
+        out
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the server did not exit within 30 s of EOF");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "the server exits cleanly at EOF: {status:?}");
+    reader.join().unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A client that writes its requests and closes stdin before reading gets them answered: calls read
+/// just before EOF run (for up to `EOF_GRACE`) instead of being refused as "server shutting down".
+#[test]
+fn calls_piped_in_before_stdin_closes_are_answered() {
+    let db = tempfile::tempdir().unwrap();
+    let call = |id: i64, name: &str, arguments: serde_json::Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+    let reply = |replies: &[serde_json::Value], id: i64| {
+        replies.iter().find(|r| r["id"] == json!(id)).cloned().unwrap_or_else(|| panic!("no reply {id}: {replies:?}"))
+    };
+    let first = piped_session(
+        db.path(),
+        &[call(1, "core_memory_append", json!({"section": "human", "text": "Prefers pnpm over npm."}))],
+    );
+    let appended = reply(&first, 1);
+    assert_eq!(appended["result"]["isError"], json!(false), "{appended}");
+    assert!(appended["result"]["structuredContent"].to_string().contains("Prefers pnpm over npm."), "{appended}");
+    // a second piped session sees the first one's write, and can change it
+    let second = piped_session(
+        db.path(),
+        &[call(
+            2,
+            "core_memory_replace",
+            json!({"section": "human", "old_text": "Prefers pnpm over npm.", "new_text": "Prefers bun."}),
+        )],
+    );
+    let replaced = reply(&second, 2);
+    assert_eq!(replaced["result"]["isError"], json!(false), "{replaced}");
+    assert!(replaced["result"]["structuredContent"].to_string().contains("Prefers bun."), "{replaced}");
 }
 
 /// SIGTERM while the client keeps stdin open (a client that signals instead of closing the pipe): the
