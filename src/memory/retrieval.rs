@@ -66,9 +66,11 @@ pub struct Hit<T> {
 
 /// Fuses both rankings of `candidates` (rows identified by `id`) and keeps the best `top_k`.
 pub fn fuse<T>(candidates: Candidates<T>, id: impl Fn(&T) -> Uuid, fusion: &Fusion, top_k: usize) -> Vec<Hit<T>> {
-    let vector_ids: Vec<Uuid> = candidates.by_vector.iter().map(|c| id(&c.row)).collect();
-    let keyword_ids: Vec<Uuid> = candidates.by_keyword.iter().map(|c| id(&c.row)).collect();
-    let own_ids: Vec<Uuid> = candidates.by_own_text.iter().map(|c| id(&c.row)).collect();
+    let ranks = |ranking: &[crate::store::Scored<T>]| -> Vec<(Uuid, usize)> {
+        ranking.iter().map(|c| (id(&c.row), c.rank)).collect()
+    };
+    let (vector_ids, keyword_ids, own_ids) =
+        (ranks(&candidates.by_vector), ranks(&candidates.by_keyword), ranks(&candidates.by_own_text));
     // the first ranking a row appears in provides it: the vector ranking's carries the cosine
     let mut by_id: HashMap<Uuid, _> = HashMap::new();
     for c in candidates.by_vector.into_iter().chain(candidates.by_keyword).chain(candidates.by_own_text) {

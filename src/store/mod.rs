@@ -77,12 +77,35 @@ pub trait FixStore: Send + Sync {
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError>;
 }
 
-/// A row of any searchable table with the cosine similarity of its vector to the query vector.
+/// A row of any searchable table with the cosine similarity of its vector to the query vector and its
+/// rank in the ranking that holds it.
 #[derive(Debug, Clone)]
 pub struct Scored<T> {
     pub row: T,
     /// Cosine similarity in [-1, 1].
     pub cosine: f32,
+    /// 1-based rank in its ranking by that ranking's own score (cosine, or BM25 for the full-text
+    /// rankings). Rows with equal scores share the best rank of their group ("1224", standard competition
+    /// ranking), so the order Lance returns ties in decides nothing: fusion breaks them by the other
+    /// rankings. Two passages with the same words in another order tie on BM25.
+    pub rank: usize,
+}
+
+/// Standard competition ranks ("1224") for `scores`, which are best first: each score gets 1 + the
+/// number of scores before it that differ from it, so equal neighbours share a rank. NaN counts as its
+/// own value (never equal).
+pub fn competition_ranks(scores: impl IntoIterator<Item = f32>) -> Vec<usize> {
+    let mut ranks = Vec::new();
+    let mut previous: Option<f32> = None;
+    for (i, score) in scores.into_iter().enumerate() {
+        let rank = match (previous, ranks.last()) {
+            (Some(p), Some(&r)) if p == score => r,
+            _ => i + 1,
+        };
+        ranks.push(rank);
+        previous = Some(score);
+    }
+    ranks
 }
 
 /// The rankings a hybrid search fuses, each best first, filtered. As [`RowRef`]s (before the rows are
@@ -126,7 +149,9 @@ impl Candidates<RowRef> {
         let map = |ranking: Vec<Scored<RowRef>>| {
             ranking
                 .into_iter()
-                .filter_map(|s| by_id.get(&s.row.id).map(|(row, cosine)| Scored { row: row.clone(), cosine: *cosine }))
+                .filter_map(|s| {
+                    by_id.get(&s.row.id).map(|(row, cosine)| Scored { row: row.clone(), cosine: *cosine, rank: s.rank })
+                })
                 .collect()
         };
         Candidates {
@@ -178,7 +203,8 @@ pub struct RowRef {
 /// vector ranking afterwards.
 #[derive(Debug, Clone, Default)]
 pub struct KeywordRankings {
-    pub rankings: Vec<Vec<RowRef>>,
+    /// Each ranking's refs with their [`Scored::rank`] by BM25; `cosine` is NaN (not known yet).
+    pub rankings: Vec<Vec<Scored<RowRef>>>,
     /// How long the queries took, ms.
     pub ms: f64,
 }
@@ -188,7 +214,7 @@ impl KeywordRankings {
     /// runs, since with the fusion's weights its hits are nearly always among them.
     pub fn tops(&self, n: usize) -> Vec<RowRef> {
         let mut seen = std::collections::HashSet::new();
-        self.rankings.iter().flat_map(|r| r.iter().take(n)).filter(|r| seen.insert(r.id)).copied().collect()
+        self.rankings.iter().flat_map(|r| r.iter().take(n)).map(|s| s.row).filter(|r| seen.insert(r.id)).collect()
     }
 }
 
@@ -377,10 +403,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn equal_scores_share_the_best_rank_of_their_group() {
+        assert_eq!(competition_ranks([9.0, 7.5, 7.5, 7.5, 3.0, 3.0, 1.0]), vec![1, 2, 2, 2, 5, 5, 7]);
+        assert_eq!(competition_ranks([0.9, 0.8, 0.7]), vec![1, 2, 3], "no ties: positions");
+        assert_eq!(competition_ranks([f32::NAN, f32::NAN]), vec![1, 2], "NaN never ties");
+        assert_eq!(competition_ranks([]), Vec::<usize>::new());
+    }
+
+    #[test]
     fn tops_are_the_first_refs_of_each_ranking_once() {
         let r = |n: u128| RowRef { id: Uuid::from_u128(n), row_id: n as u64 };
-        let keyword =
-            KeywordRankings { rankings: vec![vec![r(1), r(2), r(3)], vec![r(2), r(4), r(5)], vec![]], ms: 0.0 };
+        let ranking = |ns: &[u128]| {
+            ns.iter().enumerate().map(|(i, &n)| Scored { row: r(n), cosine: f32::NAN, rank: i + 1 }).collect()
+        };
+        let keyword = KeywordRankings { rankings: vec![ranking(&[1, 2, 3]), ranking(&[2, 4, 5]), vec![]], ms: 0.0 };
         assert_eq!(keyword.tops(2), vec![r(1), r(2), r(4)]);
         assert_eq!(keyword.tops(0), vec![]);
         assert_eq!(keyword.tops(9).len(), 5);

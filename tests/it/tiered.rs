@@ -609,3 +609,25 @@ async fn in_a_fresh_store_every_passage_ranks_first_for_its_own_text() {
         assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
     }
 }
+
+/// Passages with the same words in another order tie on BM25; the tie must not be broken by the order
+/// Lance returns them in but by the vector ranking, so the exact text ranks first for itself.
+#[tokio::test]
+async fn a_passage_outranks_the_same_words_in_another_order() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("s");
+    let texts = ["Use pnpm not npm", "pnpm not npm use", "npm not pnpm use", "not npm use pnpm"];
+    let mut ids = Vec::new();
+    for text in texts {
+        let stored: ArchivalInsertOutput =
+            structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
+        ids.push(stored.id);
+    }
+    for (text, id) in texts.iter().zip(&ids) {
+        let found = call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 4})).await;
+        let out: ArchivalSearchOutput = structured(&found);
+        assert_eq!(out.results.len(), 4, "{}", found.text);
+        assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
+    }
+}

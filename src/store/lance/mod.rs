@@ -352,7 +352,7 @@ impl LanceStore {
         filter: &Filter,
         text: &str,
         limit: usize,
-    ) -> Result<Vec<crate::store::RowRef>, StoreError> {
+    ) -> Result<Vec<crate::store::Scored<crate::store::RowRef>>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
             .with_column(column.to_string())
@@ -361,15 +361,15 @@ impl LanceStore {
         if let Some(broad) = &filter.broad {
             let unfiltered = fts.clone().select(Select::columns(&["_score"])).with_row_id();
             if let Some(ranked) = self.rank_then_filter(name, unfiltered, broad, false).await? {
-                return Ok(ranked.into_iter().map(|r| r.row).collect());
+                return Ok(by_score(ranked.into_iter().map(|r| (r.row, r.score)), |_| f32::NAN));
             }
         }
         let fts = fts.select(Select::columns(&["id", "_score"])).with_row_id();
         let mut refs = Vec::new();
         for batch in &prefiltered(fts, filter).await.map_err(backend)? {
-            refs.extend(row_refs(batch, name)?.into_iter().map(|(r, _)| r));
+            refs.extend(row_refs(batch, name)?);
         }
-        Ok(refs)
+        Ok(by_score(refs, |_| f32::NAN))
     }
 
     /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
@@ -382,7 +382,6 @@ impl LanceStore {
         limit: usize,
         keyword: crate::store::KeywordRankings,
     ) -> Result<crate::store::Candidates<crate::store::RowRef>, StoreError> {
-        use crate::store::Scored;
         use lancedb::query::{QueryBase, Select};
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
@@ -399,15 +398,10 @@ impl LanceStore {
         let by_vector = match ranked {
             // re-ranked by the exact cosine of the stored vectors, as Lance's refine step would
             Some(ranked) => {
-                let mut scored: Vec<Scored<crate::store::RowRef>> = ranked
-                    .into_iter()
-                    .map(|r| Scored {
-                        row: r.row,
-                        cosine: r.vector.map_or(f32::NAN, |v| crate::embed::cosine(vector, &v)),
-                    })
-                    .collect();
-                scored.sort_by(|a, b| b.cosine.total_cmp(&a.cosine));
-                scored
+                let mut scored: Vec<(crate::store::RowRef, Option<f32>)> =
+                    ranked.into_iter().map(|r| (r.row, r.vector.map(|v| crate::embed::cosine(vector, &v)))).collect();
+                scored.sort_by(|a, b| b.1.unwrap_or(f32::NAN).total_cmp(&a.1.unwrap_or(f32::NAN)));
+                by_score(scored, |cosine| cosine)
             }
             None => {
                 let nearest = self
@@ -415,24 +409,21 @@ impl LanceStore {
                     .await?
                     .select(Select::columns(&["id", "_distance"]))
                     .with_row_id();
-                let mut by_vector = Vec::new();
+                let mut refs = Vec::new();
                 for batch in &prefiltered(nearest, filter).await.map_err(backend)? {
-                    by_vector.extend(row_refs(batch, name)?.into_iter().map(|(row, distance)| Scored {
-                        row,
-                        // Lance's cosine distance is 1 - cosine
-                        cosine: distance.map_or(f32::NAN, |d| 1.0 - d),
-                    }));
+                    // Lance's cosine distance is 1 - cosine
+                    refs.extend(
+                        row_refs(batch, name)?.into_iter().map(|(row, distance)| (row, distance.map(|d| 1.0 - d))),
+                    );
                 }
-                by_vector
+                by_score(refs, |cosine| cosine)
             }
         };
-        let unscored =
-            |refs: Vec<crate::store::RowRef>| refs.into_iter().map(|row| Scored { row, cosine: f32::NAN }).collect();
         let mut rankings = keyword.rankings.into_iter();
         Ok(crate::store::Candidates {
             by_vector,
-            by_keyword: rankings.next().map(unscored).unwrap_or_default(),
-            by_own_text: rankings.next().map(unscored).unwrap_or_default(),
+            by_keyword: rankings.next().unwrap_or_default(),
+            by_own_text: rankings.next().unwrap_or_default(),
             timings: crate::store::StageTimings { vector_ms: ms_since(started), keyword_ms: keyword.ms, rows_ms: 0.0 },
         })
     }
@@ -537,10 +528,13 @@ impl LanceStore {
         Q: ExecutableQuery,
     {
         let mut addresses = Vec::new();
+        let mut scores = Vec::new();
         for batch in collect(&query).await.map_err(backend)? {
             addresses.extend(row_addresses(&batch, name)?);
+            scores.extend(ranking_scores(&batch));
         }
-        self.read_ranked(name, addresses, filter, vectors).await
+        let ranked = self.read_ranked(name, addresses, filter, vectors).await?;
+        Ok(ranked.map(|rows| rows.into_iter().zip(scores).map(|(r, score)| Ranked { score, ..r }).collect()))
     }
 
     /// The reading half of [`Self::rank_then_filter`]: the rows at `addresses` (a ranking, best first)
@@ -583,7 +577,8 @@ impl LanceStore {
                 if !passes {
                     return Ok(None);
                 }
-                by_address.insert(address, Ranked { row: crate::store::RowRef { id, row_id: address }, vector });
+                by_address
+                    .insert(address, Ranked { row: crate::store::RowRef { id, row_id: address }, vector, score: None });
             }
         }
         Ok(addresses.into_iter().map(|a| by_address.remove(&a)).collect())
@@ -856,11 +851,39 @@ pub(super) trait SearchedRow: Sized + Send {
     fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError>;
 }
 
-/// One row of a ranking read by [`LanceStore::rank_then_filter`]: where it is, and its stored vector
-/// (`[f32; 384]`, L2-normalized) when asked for.
+/// One row of a ranking read by [`LanceStore::rank_then_filter`]: where it is, its stored vector
+/// (`[f32; 384]`, L2-normalized) when asked for, and the ranking's score (`_distance` or `_score`).
 struct Ranked {
     row: crate::store::RowRef,
     vector: Option<Vec<f32>>,
+    score: Option<f32>,
+}
+
+/// A ranking (best first) as [`Scored`](crate::store::Scored) refs: ranks from the ranking's scores,
+/// ties sharing one ([`competition_ranks`](crate::store::competition_ranks)); `cosine(score)` gives the
+/// cosine where the score is one (NaN for BM25). A missing score is NaN, which ties with nothing.
+fn by_score(
+    ranking: impl IntoIterator<Item = (crate::store::RowRef, Option<f32>)>,
+    cosine: impl Fn(f32) -> f32,
+) -> Vec<crate::store::Scored<crate::store::RowRef>> {
+    let (refs, scores): (Vec<_>, Vec<f32>) =
+        ranking.into_iter().map(|(row, score)| (row, score.unwrap_or(f32::NAN))).unzip();
+    let ranks = crate::store::competition_ranks(scores.iter().copied());
+    refs.into_iter()
+        .zip(scores)
+        .zip(ranks)
+        .map(|((row, score), rank)| crate::store::Scored { row, cosine: cosine(score), rank })
+        .collect()
+}
+
+/// The ranking score of each row of `batch`: `_distance` (vector) or `_score` (BM25), `None` without
+/// either column.
+fn ranking_scores(batch: &RecordBatch) -> Vec<Option<f32>> {
+    let column = ["_distance", "_score"]
+        .iter()
+        .find_map(|name| batch.column_by_name(name))
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::Float32Array>());
+    (0..batch.num_rows()).map(|i| column.map(|c| c.value(i))).collect()
 }
 
 /// The `_rowid` of each row of `batch`.
@@ -872,17 +895,15 @@ fn row_addresses(batch: &RecordBatch, table: &'static str) -> Result<Vec<u64>, S
     Ok(row_ids.values().to_vec())
 }
 
-/// The `(id, _rowid)` of each row of `batch`, with its `_distance` when the batch has one.
+/// The `(id, _rowid)` of each row of `batch`, with its ranking score ([`ranking_scores`]).
 fn row_refs(batch: &RecordBatch, table: &'static str) -> Result<Vec<(crate::store::RowRef, Option<f32>)>, StoreError> {
     let ids = rows::Rows::new(batch, table).uuids("id")?;
     let row_ids = row_addresses(batch, table)?;
-    let distances =
-        batch.column_by_name("_distance").and_then(|c| c.as_any().downcast_ref::<arrow_array::Float32Array>());
     Ok(ids
         .into_iter()
         .zip(row_ids)
-        .enumerate()
-        .map(|(i, (id, row_id))| (crate::store::RowRef { id, row_id }, distances.map(|d| d.value(i))))
+        .zip(ranking_scores(batch))
+        .map(|((id, row_id), score)| (crate::store::RowRef { id, row_id }, score))
         .collect())
 }
 
