@@ -127,6 +127,10 @@ class Embedders:
             self._e = OnnxEmbedder(MODEL_DIR, self.threads)
         return self._e
 
+    def fresh(self) -> OnnxEmbedder:
+        """A new embedder with a new session (not shared)."""
+        return OnnxEmbedder(MODEL_DIR, self.threads)
+
 
 def _rates(values: list[float]) -> dict:
     """Median, min and max of texts/s figures."""
@@ -136,35 +140,57 @@ def _rates(values: list[float]) -> dict:
 
 
 def run_embed(args, emb: Embedders, work: Path) -> dict:
-    """Embedding throughput of the binary (`astra-mcp bench embed`) and of Python onnxruntime on the same
-    `model.onnx`, the same texts (generated fix and passage texts, on one line each) and the same batch
-    sizes, in generated order, plus the largest batch on the texts sorted by length. The two sides
-    alternate pass by pass (binary, Python, binary, ...), so a busy moment hits both."""
+    """Embedding throughput of the binary (`astra-mcp bench embed --one-batch`: each call one ONNX batch)
+    and of Python onnxruntime on the same `model.onnx`, the same texts (generated fix and passage texts,
+    on one line each) and the same batch sizes, in generated order, plus the largest batch on the texts
+    sorted by length. The two sides alternate pass by pass (binary, Python, binary, ...), so a busy
+    moment hits both, and both start each pass from a fresh session: the binary is a new process for the
+    sizes in generated order and another for the sorted texts, and Python loads a new `InferenceSession`
+    for each (a session kept across passes, or used for larger batches before, runs warm).
+    Beside them, the binary's own batching (`bench embed` without `--one-batch`: length order, ONNX
+    batches of 8) on calls of the largest size: what `memory ingest` and the server get."""
     texts = [dataset.one_line(t) for t in dataset.embedding_texts(args.seed, args.embed_texts)]
     path = stores.write_lines(work / "embed-texts.txt", texts)
     largest = [b for b in args.batch_sizes if b > 1][-1:]
     configs = [(b, False) for b in args.batch_sizes] + [(b, True) for b in largest]
     log(f"embedding throughput: {len(texts)} texts, batches {args.batch_sizes} (+{largest} sorted), "
-        f"{args.embed_repeats} passes per side")
+        f"{args.embed_repeats} passes per side, a fresh session each")
     astra = {c: [] for c in configs}
+    own = {c: [] for c in configs if c[0] in largest}
     python = {c: [] for c in configs}
     for rep in range(args.embed_repeats):
-        for r in stores.bench_embed(args.binary, path, args.batch_sizes):
+        for r in stores.bench_embed(args.binary, path, args.batch_sizes, one_batch=True):
             astra[(r["batch"], False)].append(r["texts_per_second"])
         if largest:
-            for r in stores.bench_embed(args.binary, path, largest, sort_by_length=True):
+            for r in stores.bench_embed(args.binary, path, largest, sort_by_length=True, one_batch=True):
                 astra[(r["batch"], True)].append(r["texts_per_second"])
-        for b, srt in configs:
-            python[(b, srt)].append(throughput(emb.get(), texts, [b], 1, sort_by_length=srt)[0]["texts_per_s_median"])
+            for srt in (False, True):
+                for r in stores.bench_embed(args.binary, path, largest, sort_by_length=srt):
+                    own[(r["batch"], srt)].append(r["texts_per_second"])
+        # as the binary: one session for the sizes in generated order, a new one for the sorted texts
+        for group in (False, True):
+            fresh = emb.fresh()
+            for b, srt in configs:
+                if srt == group:
+                    python[(b, srt)].append(
+                        throughput(fresh, texts, [b], 1, sort_by_length=srt)[0]["texts_per_s_median"])
+            del fresh
         log(f"  pass {rep + 1}: " + ", ".join(
             f"b{b}{'s' if srt else ''} astra {astra[(b, srt)][-1]:.1f} / python {python[(b, srt)][-1]:.1f}"
-            for b, srt in configs))
+            for b, srt in configs) + "; own batching " + ", ".join(
+            f"b{b}{'s' if srt else ''} {own[(b, srt)][-1]:.1f}" for b, srt in own))
     rows = []
     for b, srt in configs:
         a, py = _rates(astra[(b, srt)]), _rates(python[(b, srt)])
         rows.append({"batch": b, "sorted_by_length": srt, "texts": len(texts), "astra_texts_per_s": a,
                      "python_texts_per_s": py, "ratio_astra_over_python": round(a["median"] / py["median"], 2)})
-    return {"rows": rows, "text_chars_median": sorted(len(t) for t in texts)[len(texts) // 2],
+    own_rows = []
+    for (b, srt), values in own.items():
+        a, py = _rates(values), _rates(python[(b, srt)])
+        own_rows.append({"batch": b, "sorted_by_length": srt, "texts": len(texts), "astra_texts_per_s": a,
+                         "python_texts_per_s": py, "ratio_astra_over_python": round(a["median"] / py["median"], 2)})
+    return {"rows": rows, "own_batching_rows": own_rows, "fresh_session_per_pass": True,
+            "text_chars_median": sorted(len(t) for t in texts)[len(texts) // 2],
             "ort_python": emb.get().ort_version}
 
 

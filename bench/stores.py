@@ -312,12 +312,16 @@ def _run(argv: list[str], what: str, timeout: float | None = None) -> tuple[subp
     return p, secs
 
 
-def bench_embed(binary: str, texts_file: Path, batches: list[int], sort_by_length: bool = False) -> list[dict]:
-    """`astra-mcp bench embed --texts FILE --batch B,... [--sort-by-length]`: the binary's texts/s per batch
-    size (one pass over the texts after one warm-up batch, model load excluded)."""
+def bench_embed(binary: str, texts_file: Path, batches: list[int], sort_by_length: bool = False,
+                one_batch: bool = False) -> list[dict]:
+    """`astra-mcp bench embed --texts FILE --batch B,... [--sort-by-length] [--one-batch]`: the binary's
+    texts/s per batch size (one pass over the texts after one warm-up batch, model load excluded); with
+    `one_batch` each call of B texts is one ONNX batch of B, else the server's own batching."""
     argv = [binary, "bench", "embed", "--texts", str(texts_file), "--batch", ",".join(map(str, batches))]
     if sort_by_length:
         argv.append("--sort-by-length")
+    if one_batch:
+        argv.append("--one-batch")
     p, _ = _run(argv, "astra-mcp bench embed")
     return _json_lines(p.stdout)
 

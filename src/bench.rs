@@ -25,16 +25,27 @@ pub enum BenchError {
     Input(String),
 }
 
-/// Texts per second of `embed_documents` over `texts` in batches of `batch`, after one warm-up batch.
+/// Texts per second over `texts` in calls of `batch` texts, after one warm-up call: of
+/// `embed_documents` (what the server and `memory ingest` do with a call, [`crate::embed::Embedder`]),
+/// or with `one_batch` of `embed_one_batch`, each call one ONNX batch (what another runtime does with a
+/// batch of that size).
 ///
 /// # Errors
 /// The model cannot be loaded or run.
-pub async fn embed_throughput(embedder: &LazyEmbedder, texts: &[String], batch: usize) -> Result<f64, BenchError> {
+pub async fn embed_throughput(
+    embedder: &LazyEmbedder,
+    texts: &[String],
+    batch: usize,
+    one_batch: bool,
+) -> Result<f64, BenchError> {
     let batch = batch.max(1);
-    embedder.embed_documents(texts.iter().take(batch).cloned().collect()).await?;
+    let embed = |chunk: Vec<String>| async move {
+        if one_batch { embedder.embed_one_batch(chunk).await } else { embedder.embed_documents(chunk).await }
+    };
+    embed(texts.iter().take(batch).cloned().collect()).await?;
     let started = Instant::now();
     for chunk in texts.chunks(batch) {
-        embedder.embed_documents(chunk.to_vec()).await?;
+        embed(chunk.to_vec()).await?;
     }
     Ok(texts.len() as f64 / started.elapsed().as_secs_f64())
 }

@@ -85,6 +85,10 @@ pub enum BenchCommand {
         /// Sort the texts by length first (less padding per batch).
         #[arg(long)]
         sort_by_length: bool,
+        /// Run each call of N texts as one ONNX batch of N, in the given order (as another runtime
+        /// would), instead of the server's own batching (length order, ONNX batches of 8).
+        #[arg(long)]
+        one_batch: bool,
     },
     /// Append ROWS archival passages built from the texts of FILE (one per line; each text embedded for
     /// real, further rows get its vector plus seeded noise), then build the indexes. For a fresh store.

@@ -732,7 +732,7 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
     use serde_json::json;
     let machine = json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)});
     match command {
-        BenchCommand::Embed { store, texts, batch, sort_by_length } => {
+        BenchCommand::Embed { store, texts, batch, sort_by_length, one_batch } => {
             let settings = StoreSettings::resolve(&store)?;
             let embedder = settings.embedder();
             let mut texts = lines_of(&texts)?;
@@ -740,10 +740,11 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
                 texts.sort_by_key(|t| t.chars().count());
             }
             for size in batch {
-                let per_second = astra_mcp::bench::embed_throughput(&embedder, &texts, size).await?;
+                let per_second = astra_mcp::bench::embed_throughput(&embedder, &texts, size, one_batch).await?;
                 println!(
                     "{}",
                     json!({"bench": "embed", "batch": size, "texts": texts.len(), "sorted": sort_by_length,
+                    "one_batch": one_batch,
                     "texts_per_second": per_second, "machine": machine})
                 );
             }

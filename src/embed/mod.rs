@@ -119,8 +119,15 @@ impl ModelPaths {
 /// Turns text into vectors. Implementations are synchronous and CPU-bound: call them from the blocking
 /// pool (as [`LazyEmbedder`] does), never directly on the async runtime.
 pub trait Embedder: Send + Sync {
-    /// Embeds texts to be stored; one L2-normalized vector per text, in order.
+    /// Embeds texts to be stored; one L2-normalized vector per text, in order. The implementation picks
+    /// how to batch them.
     fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embeds `texts` as one model batch, in the given order (padded to the longest): what another
+    /// runtime does with a batch of that size, for benchmarks (`astra-mcp bench embed --one-batch`).
+    /// By default [`Self::embed_documents`].
+    fn embed_one_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_documents(texts)
+    }
     /// Embeds a search query. MiniLM is symmetric, so by default this is the document embedding.
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let mut out = self.embed_documents(&[text.to_string()])?;
@@ -191,10 +198,18 @@ impl LazyEmbedder {
             .unwrap_or_else(|e| Err(EmbedError::Inference(format!("embedding task failed: {e}"))))
     }
 
-    /// Embeds documents on the blocking pool.
+    /// Embeds documents on the blocking pool ([`Embedder::embed_documents`]).
     pub async fn embed_documents(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let embedder = self.get().await?;
         tokio::task::spawn_blocking(move || embedder.embed_documents(&texts))
+            .await
+            .unwrap_or_else(|e| Err(EmbedError::Inference(format!("embedding task failed: {e}"))))
+    }
+
+    /// Embeds `texts` as one model batch on the blocking pool ([`Embedder::embed_one_batch`]).
+    pub async fn embed_one_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let embedder = self.get().await?;
+        tokio::task::spawn_blocking(move || embedder.embed_one_batch(&texts))
             .await
             .unwrap_or_else(|e| Err(EmbedError::Inference(format!("embedding task failed: {e}"))))
     }
