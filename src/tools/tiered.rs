@@ -79,9 +79,10 @@ pub struct ArchivalMemoryInsertParams {
     /// The passage to remember, self-contained (1–8000 characters).
     #[schemars(length(min = 1, max = 8000))]
     pub text: String,
-    /// Labels to filter by later, e.g. `["decision", "build"]` (0–10 tags, each 1–64 characters).
+    /// Labels to filter by later, e.g. `["decision", "build"]` (0–10 tags, each 1–64 characters); null
+    /// or empty for none.
     #[schemars(length(max = 10), inner(length(min = 1, max = 64)))]
-    pub tags: Vec<String>,
+    pub tags: Option<Vec<String>>,
 }
 
 /// A stored passage similar to a new one.
@@ -454,8 +455,9 @@ pub(super) async fn archival_insert(
     const TOOL: &str = "archival_memory_insert";
     let p: ArchivalMemoryInsertParams = parse(TOOL, args)?;
     check_text(TOOL, "text", &p.text, MAX_PASSAGE_CHARS)?;
-    check_tags(TOOL, &p.tags)?;
-    let inserted = archival.insert(Some(session), &p.text, &p.tags, TOOL).await?;
+    let tags = p.tags.unwrap_or_default();
+    check_tags(TOOL, &tags)?;
+    let inserted = archival.insert(Some(session), &p.text, &tags, TOOL).await?;
     let passage = &inserted.passage;
     let near: Vec<NearDuplicate> = inserted
         .near_duplicates

@@ -631,3 +631,31 @@ async fn a_passage_outranks_the_same_words_in_another_order() {
         assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
     }
 }
+
+/// `tags` is optional in the tool's description: null and an omitted `tags` store a passage without
+/// tags, as `[]` does; a search by any tag then does not find it.
+#[tokio::test]
+async fn archival_insert_takes_null_or_omitted_tags_as_none() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("s");
+    for (text, args) in [
+        (
+            "The staging database is reset every Monday.",
+            json!({"text": "The staging database is reset every Monday.", "tags": null}),
+        ),
+        ("Release notes live in docs/CHANGES.md.", json!({"text": "Release notes live in docs/CHANGES.md."})),
+    ] {
+        let result = call(&host, &s, "archival_memory_insert", args).await;
+        assert!(!result.is_error, "{text}: {}", result.text);
+        let stored: ArchivalInsertOutput = structured(&result);
+        assert_eq!(stored.tags, Vec::<String>::new());
+        let found: ArchivalSearchOutput =
+            structured(&call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 1})).await);
+        assert_eq!(found.results[0].id, stored.id);
+        let tagged: ArchivalSearchOutput = structured(
+            &call(&host, &s, "archival_memory_search", json!({"query": text, "tags": ["decision"], "top_k": 1})).await,
+        );
+        assert!(tagged.results.is_empty(), "an untagged passage matched a tag filter");
+    }
+}
