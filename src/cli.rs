@@ -79,8 +79,9 @@ pub enum BenchCommand {
         store: StoreArgs,
         #[arg(long, value_name = "FILE")]
         texts: PathBuf,
-        /// Batch sizes, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_name = "N,...")]
+        /// Batch sizes (texts per call, at least 1), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_name = "N,...",
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         batch: Vec<usize>,
         /// Sort the texts by length first (less padding per batch).
         #[arg(long)]

@@ -199,6 +199,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         MemoryCommand::Ingest { store, file } => {
             let settings = StoreSettings::resolve(&store)?;
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
             let mut passages = Vec::new();
             for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
                 #[derive(serde::Deserialize)]
@@ -206,12 +207,16 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 struct Line {
                     text: String,
                     #[serde(default)]
-                    tags: Vec<String>,
+                    tags: Option<Vec<String>>,
                 }
                 let parsed: Line = serde_json::from_str(line).with_context(|| {
                     format!("{} line {}: expected {{\"text\": \"…\", \"tags\": [\"…\"]}}", file.display(), n + 1)
                 })?;
-                passages.push((parsed.text, parsed.tags));
+                let tags = parsed.tags.unwrap_or_default();
+                // the limits of archival_memory_insert, so no way in stores what the tool refuses
+                astra_mcp::tools::check_passage(&format!("{} line {}", file.display(), n + 1), &parsed.text, &tags)
+                    .map_err(|e| anyhow::anyhow!("{e}; nothing was ingested"))?;
+                passages.push((parsed.text, tags));
             }
             let project = cli_project(&settings);
             let lance = Arc::new(settings.open_store().await?);

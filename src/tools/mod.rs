@@ -23,7 +23,7 @@ pub use schema::JsonObject;
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,
     MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, SEARCH_TOP_K_MAX,
-    render_conversation, render_passages,
+    check_passage, render_conversation, render_passages,
 };
 
 use crate::domain::{Role, Scope};

@@ -372,8 +372,25 @@ fn check_tags(tool: &str, tags: &[String]) -> Result<(), ToolError> {
     }
     for tag in tags {
         check_text(tool, "tags[]", tag, MAX_TAG_CHARS)?;
+        // a tag is shown inside one provenance line, comma-separated: a line break could fake a result
+        if tag.chars().any(|c| c.is_control() || c == ',') {
+            return Err(ToolError::InvalidArguments(format!(
+                "{tool}: tag {tag:?} has a line break, another control character or a comma; give each tag as \
+one short label, in its own array entry."
+            )));
+        }
     }
     Ok(())
+}
+
+/// The checks `archival_memory_insert` applies to a passage, for other ways in (`memory ingest`): `text`
+/// non-blank and at most [`MAX_PASSAGE_CHARS`] characters; at most [`MAX_TAGS`] tags, each non-blank,
+/// at most [`MAX_TAG_CHARS`] characters, without control characters or commas.
+///
+/// # Errors
+/// A message saying which limit and what to do, prefixed with `what`.
+pub fn check_passage(what: &str, text: &str, tags: &[String]) -> Result<(), String> {
+    check_text(what, "text", text, MAX_PASSAGE_CHARS).and_then(|()| check_tags(what, tags)).map_err(|e| e.to_string())
 }
 
 /// Stored text as quoted lines, cut at [`SHOWN_CHARS`].
@@ -454,9 +471,8 @@ pub(super) async fn archival_insert(
 ) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = "archival_memory_insert";
     let p: ArchivalMemoryInsertParams = parse(TOOL, args)?;
-    check_text(TOOL, "text", &p.text, MAX_PASSAGE_CHARS)?;
     let tags = p.tags.unwrap_or_default();
-    check_tags(TOOL, &tags)?;
+    check_passage(TOOL, &p.text, &tags).map_err(ToolError::InvalidArguments)?;
     let inserted = archival.insert(Some(session), &p.text, &tags, TOOL).await?;
     let passage = &inserted.passage;
     let near: Vec<NearDuplicate> = inserted

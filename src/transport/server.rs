@@ -256,7 +256,11 @@ impl ServerHandler for McpServer {
                 return Err(McpError::internal_error("request cancelled", None));
             }
             _ = self.shutdown.reached(Phase::Abandoned) => {
-                return Err(McpError::internal_error("server shut down before the call finished", None));
+                return Err(McpError::internal_error(
+                    "server shut down before the call finished; a write it had begun may still have been stored \
+        (storing the same text again deduplicates)",
+                    None,
+                ));
             }
         }
         .map_err(|unknown| McpError::invalid_params(unknown.to_string(), None))?;

@@ -393,3 +393,40 @@ fn memory_ingest_bulk_loads_passages_once() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1: expected"), "{refused:?}");
 }
+
+/// `memory ingest` applies `archival_memory_insert`'s limits before writing anything (a line over them
+/// fails the whole file, naming the line), takes `tags: null` as no tags, and reads a file that starts
+/// with a UTF-8 byte-order mark.
+#[test]
+fn memory_ingest_applies_the_insert_tools_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let ok = serde_json::json!({"text": "The VPN config lives in ops/vpn.toml.", "tags": null}).to_string();
+    let cases = [
+        (serde_json::json!({"text": "x".repeat(8_001)}).to_string(), "8001 characters"),
+        (serde_json::json!({"text": "fine", "tags": ["t".repeat(65)]}).to_string(), "65 characters"),
+        (
+            serde_json::json!({"text": "fine", "tags": (0..11).map(|i| format!("t{i}")).collect::<Vec<_>>()})
+                .to_string(),
+            "11 entries",
+        ),
+        (serde_json::json!({"text": "   "}).to_string(), "is empty"),
+        (serde_json::json!({"text": "fine", "tags": ["a\nb"]}).to_string(), "line break"),
+    ];
+    for (bad, expected) in cases {
+        let file = dir.path().join("bad.jsonl");
+        std::fs::write(&file, format!("{ok}\n{bad}\n")).unwrap();
+        let refused = astra(&db).args(["memory", "ingest"]).arg(&file).output().unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{bad} was ingested");
+        assert!(stderr.contains("bad.jsonl line 2") && stderr.contains(expected), "{stderr}");
+        assert!(stderr.contains("nothing was ingested"), "{stderr}");
+    }
+    let list = astra(&db).args(["memory", "list", "--table", "archival", "--json"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 0, "a refused file wrote rows");
+    let file = dir.path().join("bom.jsonl");
+    std::fs::write(&file, format!("\u{feff}{ok}\n")).unwrap();
+    let out = astra(&db).args(["memory", "ingest"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ingested 1 passages"), "{out:?}");
+}
