@@ -185,6 +185,11 @@ def warm(results: dict) -> list[str]:
     return out + [""]
 
 
+def _batch_label(row: dict) -> str:
+    """`64` or `64, sorted by length`."""
+    return f"{row['batch']}, sorted by length" if row.get("sorted_by_length") else str(row["batch"])
+
+
 def embedding(results: dict) -> list[str]:
     """Embedding throughput and ingest tables."""
     out = []
@@ -195,8 +200,7 @@ def embedding(results: dict) -> list[str]:
                 "| --- | --- | --- | --- | --- | --- |"]
         for r in e["rows"]:
             a, p = r["astra_texts_per_s"], r["python_texts_per_s"]
-            label = f"{r['batch']}, sorted by length" if r.get("sorted_by_length") else str(r["batch"])
-            out.append(f"| {label} | {r['texts']} × {a['n']} | {a['median']} ({a['min']}–{a['max']}) "
+            out.append(f"| {_batch_label(r)} | {r['texts']} × {a['n']} | {a['median']} ({a['min']}–{a['max']}) "
                        f"| {p['median']} ({p['min']}–{p['max']}) | {r['ratio_astra_over_python']} "
                        f"| {_met(r['ratio_astra_over_python'], 1.0, True)} |")
         if e.get("own_batching_rows"):
@@ -206,8 +210,7 @@ def embedding(results: dict) -> list[str]:
                     "| --- | --- | --- | --- | --- |"]
             for r in e["own_batching_rows"]:
                 a, p = r["astra_texts_per_s"], r["python_texts_per_s"]
-                label = f"{r['batch']}, sorted by length" if r.get("sorted_by_length") else str(r["batch"])
-                out.append(f"| {label} | {r['texts']} × {a['n']} | {a['median']} ({a['min']}–{a['max']}) "
+                out.append(f"| {_batch_label(r)} | {r['texts']} × {a['n']} | {a['median']} ({a['min']}–{a['max']}) "
                            f"| {p['median']} | {r['ratio_astra_over_python']} |")
         out.append("")
     i = results.get("ingest")

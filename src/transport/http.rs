@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::McpServer;
-use super::shutdown::{Phase, Shutdown, exit_on_second_signal, signal_received};
+use super::shutdown::{Phase, Shutdown, drain_after, signal_received};
 use crate::domain::Scope;
 use crate::tools::Hosts;
 
@@ -531,16 +531,7 @@ pub async fn serve(
     let draining = {
         let shutdown = shutdown.clone();
         async move {
-            signal.await;
-            tracing::info!(
-                in_flight = shutdown.in_flight(),
-                "signal received, draining (a second signal exits at once)"
-            );
-            tokio::spawn(exit_on_second_signal());
-            let abandoned = shutdown.drain(options.grace).await;
-            if abandoned > 0 {
-                tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
-            }
+            drain_after(signal, &shutdown, options.grace).await;
             stop.cancel(); // ends rmcp's sessions and streams; legacy SSE streams end at Abandoned
         }
     };

@@ -100,6 +100,19 @@ impl Shutdown {
 /// handed to the transport) is written out.
 pub const FLUSH_PAUSE: Duration = Duration::from_millis(250);
 
+/// Waits for `signal`, then drains `shutdown` for up to `grace` ([`Shutdown::drain`]; from then on a
+/// second signal exits at once) and logs how many calls were abandoned. Each transport runs it beside
+/// its service and closes its streams when it returns.
+pub async fn drain_after(signal: impl Future<Output = ()>, shutdown: &Shutdown, grace: Duration) {
+    signal.await;
+    tracing::info!(in_flight = shutdown.in_flight(), "signal received, draining (a second signal exits at once)");
+    tokio::spawn(exit_on_second_signal());
+    let abandoned = shutdown.drain(grace).await;
+    if abandoned > 0 {
+        tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
+    }
+}
+
 /// Exits the process on the next SIGTERM or SIGINT (the impatient second Ctrl-C). Acknowledged writes
 /// are durable already; calls in flight are cut off.
 pub async fn exit_on_second_signal() {

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::McpServer;
-use super::shutdown::{Shutdown, exit_on_second_signal, signal_received};
+use super::shutdown::{Shutdown, drain_after, signal_received};
 
 /// Largest JSON-RPC frame read from stdin, in bytes (the limit rmcp's HTTP server applies to a body).
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
@@ -78,16 +78,7 @@ pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) 
     let on_signal = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            signal.await;
-            tracing::info!(
-                in_flight = shutdown.in_flight(),
-                "signal received, draining (a second signal exits at once)"
-            );
-            tokio::spawn(exit_on_second_signal());
-            let abandoned = shutdown.drain(grace).await;
-            if abandoned > 0 {
-                tracing::warn!(abandoned, "grace period over, abandoning tool calls still running");
-            }
+            drain_after(signal, &shutdown, grace).await;
             service.cancel();
         }
     });
