@@ -38,7 +38,7 @@ pub struct ArchivalConfig {
 pub struct Inserted {
     /// The stored passage: the new one, or the existing one when `deduplicated`.
     pub passage: Passage,
-    /// True when identical text was already stored: nothing new was written.
+    /// True when identical text was already stored: no new passage was written (new tags were added to it).
     pub deduplicated: bool,
     /// Other passages of the same actor and project with cosine >= the near-duplicate threshold.
     pub near_duplicates: Vec<(Passage, f32)>,

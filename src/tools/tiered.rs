@@ -98,8 +98,8 @@ pub struct NearDuplicate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ArchivalInsertOutput {
     pub id: String,
-    /// True when the same text (ignoring case and whitespace) was stored already: this is its id, and
-    /// nothing new was written.
+    /// True when the same text (ignoring case and whitespace) was stored already: this is its id, no new
+    /// passage was written, and tags it did not have yet were added to it (`tags` shows them all).
     pub deduplicated: bool,
     /// Passages of this actor and project at or above the near-duplicate cosine threshold.
     pub near_duplicates: Vec<NearDuplicate>,
@@ -481,7 +481,11 @@ pub(super) async fn archival_insert(
         .map(|(p, c)| NearDuplicate { id: p.id.to_string(), cosine: round4(*c), text: p.text.clone() })
         .collect();
     let mut text = if inserted.deduplicated {
-        format!("Already stored: passage {} has the same text; nothing new was written (deduplicated).", passage.id)
+        format!(
+            "Already stored: passage {} has the same text; no new passage was written (deduplicated; new tags \
+are added to it).",
+            passage.id
+        )
     } else {
         format!("Stored passage {} in archival memory (project {}).", passage.id, passage.project)
     };
