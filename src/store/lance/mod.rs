@@ -75,6 +75,9 @@ pub struct LanceStore {
     /// Writes committed through this handle per table, for background upkeep every
     /// [`UPKEEP_EVERY_WRITES`] writes to that table.
     writes: Arc<std::sync::Mutex<HashMap<&'static str, usize>>>,
+    /// Tables seen past [`FTS_FOLD_MAX_ROWS`] rows through this handle: their writes skip the fold check
+    /// (and its row count) from then on, leaving new rows to upkeep.
+    past_fold_size: Arc<std::sync::Mutex<std::collections::HashSet<&'static str>>>,
 }
 
 /// Background upkeep (compaction, index refresh, pruning; design.md §4) runs on a table after this many
@@ -175,6 +178,7 @@ impl LanceStore {
             distill_runs,
             fts_ready: Arc::default(),
             writes: Arc::default(),
+            past_fold_size: Arc::default(),
         };
         for name in SEARCHABLE_TABLES {
             for &column in fts_columns(name) {
@@ -248,11 +252,16 @@ impl LanceStore {
     }
 
     /// Folds the rows not yet indexed into the full-text indexes of `name` when the table has at most
-    /// [`FTS_FOLD_MAX_ROWS`] rows and more than [`FTS_UNINDEXED_SHARE`] of them are not indexed.
+    /// [`FTS_FOLD_MAX_ROWS`] rows and more than [`FTS_UNINDEXED_SHARE`] of them are not indexed. Once a
+    /// table is seen larger, this handle stops checking it (no row count per write).
     async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
+        if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
+            return Ok(());
+        }
         let table = self.table(name);
         if table.count_rows(None).await.map_err(backend)? > FTS_FOLD_MAX_ROWS {
+            self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
             return Ok(());
         }
         let mut stale = Vec::new();
