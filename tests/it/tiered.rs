@@ -632,6 +632,37 @@ async fn a_passage_outranks_the_same_words_in_another_order() {
     }
 }
 
+/// A passage written after others is scored by Lance apart from the indexed ones (with document
+/// frequencies that count it) until its full-text index takes it in; in a small store it must be taken in
+/// at once, so a new passage still outranks an older one with the same words in another order. Before
+/// the fold at every write, the 26th passage here was left unindexed and the older "pnpm not npm use"
+/// ranked first for "Use pnpm not npm".
+#[tokio::test]
+async fn a_new_passage_outranks_an_indexed_one_with_its_words_in_another_order() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = SessionState::new("s");
+    let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];
+    let facts =
+        ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
+    let mut texts: Vec<String> = (0..24)
+        .map(|i| format!("The {} service {} {}.", services[i % services.len()], facts[i / services.len()], 10 + i))
+        .collect();
+    texts.push("pnpm not npm use".into());
+    texts.push("Use pnpm not npm".into());
+    let mut ids = Vec::new();
+    for text in &texts {
+        let stored: ArchivalInsertOutput =
+            structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
+        ids.push(stored.id);
+    }
+    for (text, id) in texts.iter().zip(&ids).skip(24) {
+        let found = call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 5})).await;
+        let out: ArchivalSearchOutput = structured(&found);
+        assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
+    }
+}
+
 /// `tags` is optional in the tool's description: null and an omitted `tags` store a passage without
 /// tags, as `[]` does; a search by any tag then does not find it.
 #[tokio::test]

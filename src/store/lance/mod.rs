@@ -86,14 +86,25 @@ pub const UPKEEP_EVERY_WRITES: usize = 100;
 
 /// Tables of up to this many rows fold new rows into their full-text indexes as soon as the rows the
 /// index does not cover exceed [`FTS_UNINDEXED_SHARE`] of those it does; larger ones leave it to upkeep.
-/// Lance scores the rows a full-text index does not cover with the index's statistics (document count,
-/// term frequencies), so while those rows are a large share of a small table (a fresh store's index
-/// covers its first row only) a passage could rank below its neighbours for its own words.
+/// Lance 14 scores the rows an FTS index covers with the index's statistics (document count, document
+/// frequency of each term) and the rows it does not cover with those statistics plus the new rows'
+/// (`lance::io::exec::fts`, `residual_bm25_scorer`), so a new row sharing a rare term with an indexed
+/// one scores lower for it (the term's document frequency counts the new row on one side only). While
+/// such rows are a large share of a small table (a fresh store's index covers its first row only) a
+/// passage could rank below its neighbours for its own words.
 pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
 
-/// The share of unindexed rows (against indexed ones) above which a small table folds them in: 1/8, so
-/// the folds of a growing table come at every 12.5 % of growth (about 60 for its first 1,000 rows), not
-/// at every write, since each fold writes a new copy of the index until upkeep prunes old versions.
+/// Tables of up to this many rows fold every new row into their full-text indexes at once, so no row of
+/// a small store is scored apart from the others (above: a new "Use pnpm not npm" ranked below an indexed
+/// "pnpm not npm use" for its own words). Cost, measured over 400 single inserts (BENCHMARKS.md,
+/// "Full-text fold"): about 20 ms per insert (p50 105–111 against 89 ms at 26–100 rows), and the index
+/// copies each fold writes (34 against 15.5 MiB) until upkeep prunes them.
+pub const FTS_FOLD_EVERY_WRITE_ROWS: usize = 250;
+
+/// The share of unindexed rows (against indexed ones) above which a table of more than
+/// [`FTS_FOLD_EVERY_WRITE_ROWS`] and at most [`FTS_FOLD_MAX_ROWS`] rows folds them in: 1/8, so the folds
+/// of a growing table come at every 12.5 % of growth (about 60 for its first 1,000 rows), not at every
+/// write, since each fold writes a new copy of the index until upkeep prunes old versions.
 pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
 
 /// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
@@ -251,16 +262,18 @@ impl LanceStore {
         Ok(())
     }
 
-    /// Folds the rows not yet indexed into the full-text indexes of `name` when the table has at most
-    /// [`FTS_FOLD_MAX_ROWS`] rows and more than [`FTS_UNINDEXED_SHARE`] of them are not indexed. Once a
-    /// table is seen larger, this handle stops checking it (no row count per write).
+    /// Folds the rows not yet indexed into the full-text indexes of `name`: any of them while the table
+    /// has at most [`FTS_FOLD_EVERY_WRITE_ROWS`] rows, more than [`FTS_UNINDEXED_SHARE`] of the indexed
+    /// ones while it has at most [`FTS_FOLD_MAX_ROWS`]. Once a table is seen larger, this handle stops
+    /// checking it (no row count per write).
     async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
         if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
             return Ok(());
         }
         let table = self.table(name);
-        if table.count_rows(None).await.map_err(backend)? > FTS_FOLD_MAX_ROWS {
+        let rows = table.count_rows(None).await.map_err(backend)?;
+        if rows > FTS_FOLD_MAX_ROWS {
             self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
             return Ok(());
         }
@@ -270,7 +283,10 @@ impl LanceStore {
                 continue;
             }
             let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? else { continue };
-            if stats.num_unindexed_rows as f64 > FTS_UNINDEXED_SHARE * stats.num_indexed_rows as f64 {
+            let unindexed = stats.num_unindexed_rows;
+            if (rows <= FTS_FOLD_EVERY_WRITE_ROWS && unindexed > 0)
+                || unindexed as f64 > FTS_UNINDEXED_SHARE * stats.num_indexed_rows as f64
+            {
                 stale.push(ix.name);
             }
         }
