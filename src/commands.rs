@@ -11,7 +11,7 @@ use anyhow::Context;
 use astra_mcp::cli::{CoreCommand, EvalCommand, HookCommand, MemoryCommand, SessionsCommand};
 use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
-use astra_mcp::embed::{LazyEmbedder, ModelPaths};
+use astra_mcp::embed::{LazyEmbedder, ModelPaths, Workload};
 use astra_mcp::eval::locomo;
 use astra_mcp::memory::redact::escape_controls;
 use astra_mcp::memory::{ConversationMemory, CoreMemory, Fusion};
@@ -77,7 +77,7 @@ pub async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
         })
         .transpose()?;
     let owner = Owner { actor_id: settings.actor_id.clone(), project: cli_project(&settings) };
-    let memory = conversation_memory(settings.open_store().await?, settings.embedder());
+    let memory = conversation_memory(settings.open_store().await?, settings.embedder(Workload::Batch));
     let mut failed = 0;
     for file in &files {
         match sessions::import_file(&memory, &owner, file, format, session_id.as_deref()).await {
@@ -100,7 +100,7 @@ pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
     let settings = StoreSettings::resolve(&store)?;
     let project = settings.project_or(hook.project());
     let owner = Owner { actor_id: settings.actor_id.clone(), project };
-    let memory = conversation_memory(settings.open_store().await?, settings.embedder());
+    let memory = conversation_memory(settings.open_store().await?, settings.embedder(Workload::Batch));
     let result =
         sessions::import_file(&memory, &owner, &hook.transcript_path, Some(TranscriptFormat::ClaudeCode), None).await?;
     let added: usize = result.sessions.iter().map(|s| s.counts.added).sum();
@@ -186,7 +186,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let settings = StoreSettings::resolve(&store)?;
             let db = settings.open_store().await?;
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let report = db.import(&text, &settings.embedder()).await?;
+            let report = db.import(&text, &settings.embedder(Workload::Batch)).await?;
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
                 db.ensure_large_table_indexes(name).await?;
             }
@@ -222,7 +222,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let lance = Arc::new(settings.open_store().await?);
             let archival = astra_mcp::memory::ArchivalMemory::new(
                 lance.clone(),
-                settings.embedder(),
+                settings.embedder(Workload::Batch),
                 astra_mcp::memory::ArchivalConfig {
                     scope: Scope { actor_id: settings.actor_id.clone(), project },
                     near_duplicate_cosine: astra_mcp::config::DEFAULT_NEAR_DUPLICATE_COSINE,
@@ -283,7 +283,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 settings.db
             );
             let db = LanceStore::open_for_reindex(&settings.db).await?;
-            let counts = db.reindex(&settings.embedder()).await?;
+            let counts = db.reindex(&settings.embedder(Workload::Batch)).await?;
             println!("re-embedded {}; the store now opens with {}", summary(&counts), astra_mcp::embed::MODEL_ID);
         }
         MemoryCommand::Optimize { store, prune_older_than } => {
@@ -382,10 +382,11 @@ pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
         }
     };
     let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
-    let embedder = LazyEmbedder::onnx(ModelPaths {
-        model_dir: model_dir.unwrap_or(cache.model_dir),
-        ort_dylib: ort_dylib.unwrap_or(cache.ort_dylib),
-    });
+    // as the server embeds, so the timings are the server's
+    let embedder = LazyEmbedder::onnx(
+        ModelPaths { model_dir: model_dir.unwrap_or(cache.model_dir), ort_dylib: ort_dylib.unwrap_or(cache.ort_dylib) },
+        Workload::Interactive,
+    );
     embedder.get().await?;
     let defaults = Fusion::default();
     let fusion = Fusion {
@@ -565,7 +566,7 @@ pub async fn session_demo(args: astra_mcp::cli::SessionDemoArgs) -> anyhow::Resu
     }
     let settings = StoreSettings::resolve(&store_args)?;
     let store = Arc::new(settings.open_store().await?);
-    let embedder = settings.embedder();
+    let embedder = settings.embedder(Workload::Interactive);
     embedder.start_loading();
     let demo = DemoSettings {
         projects: args.projects.clone(),
@@ -608,7 +609,7 @@ pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
         let store_args = astra_mcp::cli::StoreArgs { db: Some(db), ..args.store.clone() };
         let settings = StoreSettings::resolve(&store_args)?;
         let store = Arc::new(open_existing(&settings).await?);
-        let runs = Distiller::new(store, settings.embedder()).status(actor.as_deref()).await?;
+        let runs = Distiller::new(store, settings.embedder(Workload::Batch)).status(actor.as_deref()).await?;
         print_runs(&runs, json);
         return Ok(());
     }
@@ -643,7 +644,7 @@ pub async fn distill(args: astra_mcp::cli::DistillArgs) -> anyhow::Result<()> {
         return Err(astra_mcp::drive::DriveError::NoApiKey.into());
     }
     let store = Arc::new(open_existing(&settings).await?);
-    let run = Distiller::new(store, settings.embedder()).run(&config).await?;
+    let run = Distiller::new(store, settings.embedder(Workload::Batch)).run(&config).await?;
     println!(
         "distill run {} {}: {} items read; {} added, {} updated, {} superseded, {} unchanged, {} rejected; \
 {} requests, {} input + {} output tokens, {:.4} USD",
@@ -739,7 +740,7 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
     match command {
         BenchCommand::Embed { store, texts, batch, sort_by_length, one_batch } => {
             let settings = StoreSettings::resolve(&store)?;
-            let embedder = settings.embedder();
+            let embedder = settings.embedder(Workload::Batch);
             let mut texts = lines_of(&texts)?;
             if sort_by_length {
                 texts.sort_by_key(|t| t.chars().count());
@@ -762,7 +763,7 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             let bar = progress_bar(rows as u64, "rows");
             let report = astra_mcp::bench::populate(
                 &lance,
-                &settings.embedder(),
+                &settings.embedder(Workload::Batch),
                 &Scope { actor_id: settings.actor_id.clone(), project },
                 &texts,
                 rows,
@@ -787,7 +788,9 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             let settings = StoreSettings::resolve(&store)?;
             let lance = open_existing(&settings).await?;
             let queries = lines_of(&queries)?;
-            let r = astra_mcp::bench::recall(&lance, &settings.embedder(), &settings.actor_id, &queries, k).await?;
+            let r =
+                astra_mcp::bench::recall(&lance, &settings.embedder(Workload::Batch), &settings.actor_id, &queries, k)
+                    .await?;
             println!(
                 "{}",
                 json!({"bench": "recall", "queries": r.queries, "k": r.k, "recall": r.recall, "indexed": r.indexed,

@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use crate::cli::{ServeArgs, StoreArgs};
 use crate::domain::Scope;
-use crate::embed::{LazyEmbedder, ModelPaths};
+use crate::embed::{LazyEmbedder, ModelPaths, Workload};
 use crate::memory::core::{BlockSpec, parse_block_specs};
 use crate::memory::workspace::Workspace;
 use crate::memory::{
@@ -72,9 +72,10 @@ impl StoreSettings {
         Ok(LanceStore::open(&self.db).await?)
     }
 
-    /// The embedder over the configured model files (loaded on first use).
-    pub fn embedder(&self) -> LazyEmbedder {
-        LazyEmbedder::onnx(self.model.clone())
+    /// The embedder over the configured model files (loaded on first use), its threads set for
+    /// `workload`.
+    pub fn embedder(&self, workload: Workload) -> LazyEmbedder {
+        LazyEmbedder::onnx(self.model.clone(), workload)
     }
 }
 
@@ -304,7 +305,7 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
     /// delayed), returning the tool hosts: the configured actor's, and one per bearer-token identity.
     pub async fn open(&self) -> anyhow::Result<Hosts> {
         let store = Arc::new(self.store.open_store().await?);
-        let embedder = self.store.embedder();
+        let embedder = self.store.embedder(Workload::Interactive);
         embedder.start_loading();
         let (fixes, blocks, near) = (self.fixes.clone(), self.store.core_blocks.clone(), self.near_duplicate_cosine);
         Ok(Hosts::new(

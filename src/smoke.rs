@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::config::StoreSettings;
 use crate::domain::{FixRecord, fix_memory_id};
-use crate::embed::LazyEmbedder;
+use crate::embed::{LazyEmbedder, Workload};
 use crate::memory::fixes::embedded_text;
 use crate::store::lance::LanceStore;
 use crate::store::{FixQuery, FixStore};
@@ -21,7 +21,7 @@ pub const SMOKE_PROJECT: &str = "astra-smoke";
 /// When the store or model cannot be opened, or the stored fix is not found by a search.
 pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
     let store = LanceStore::open(&settings.db).await?;
-    let embedder = LazyEmbedder::onnx(settings.model.clone());
+    let embedder = LazyEmbedder::onnx(settings.model.clone(), Workload::Interactive);
     let session_id = format!("smoke-{}", Uuid::new_v4());
     let fix = "astra-mcp smoke check: temporary fix row, safe to delete";
     let error_type = "SmokeCheck";

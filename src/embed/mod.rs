@@ -40,6 +40,21 @@ const PINNED_FILES: [(&str, bool, &str); 6] = [
     (ORT_LIBRARY_FILE, false, "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3"),
 ];
 
+/// What a process embeds for, which sets how ONNX Runtime's pool threads wait between the parallel
+/// sections of a run (`session.intra_op.allow_spinning`, `session.force_spinning_stop`: ONNX Runtime's
+/// session options config keys). Measured on 2 cores (BENCHMARKS.md, "Spinning").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// A server: a query's embedding runs while the store's full-text query runs on the same cores, so
+    /// the pool threads park instead of spinning. A search is faster this way (rest p50 4.1 against
+    /// 7.1 ms at 10k, p99 17 against 22 ms), although one text embeds about 14 % slower.
+    Interactive,
+    /// A command that embeds many texts and does little else meanwhile (`memory ingest`, `memory
+    /// import`, `bench embed`, …): the threads spin during a run and stop when it returns; one text at
+    /// a time embeds 1.15 × as fast as [`Workload::Interactive`].
+    Batch,
+}
+
 /// Why embedding is unavailable or failed. Every variant says what fixes it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
@@ -146,11 +161,12 @@ pub struct LazyEmbedder {
 }
 
 impl LazyEmbedder {
-    /// An embedder that loads the ONNX model from `paths` (verifying every file's hash first).
-    pub fn onnx(paths: ModelPaths) -> Self {
+    /// An embedder that loads the ONNX model from `paths` (verifying every file's hash first), its
+    /// threads set for `workload`.
+    pub fn onnx(paths: ModelPaths, workload: Workload) -> Self {
         Self {
             cell: Arc::new(OnceCell::new()),
-            loader: Arc::new(move || Ok(Arc::new(OnnxEmbedder::load(&paths)?) as Arc<dyn Embedder>)),
+            loader: Arc::new(move || Ok(Arc::new(OnnxEmbedder::load(&paths, workload)?) as Arc<dyn Embedder>)),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
-use super::{DIMENSION, EmbedError, Embedder, MAX_TOKENS, ModelPaths};
+use super::{DIMENSION, EmbedError, Embedder, MAX_TOKENS, ModelPaths, Workload};
 
 /// Texts per ONNX Runtime batch in [`Embedder::embed_documents`], which runs a call's texts in length
 /// order. On 2 cores (BENCHMARKS.md, "Embedding") length-sorted batches of 8 embed 1.4 × as many texts
@@ -21,26 +21,18 @@ pub struct OnnxEmbedder {
 
 impl OnnxEmbedder {
     /// Verifies the pinned files, loads ONNX Runtime from `paths.ort_dylib` and the model from
-    /// `paths.model_dir`. Takes about a second; run it off the async runtime.
+    /// `paths.model_dir`, with ONNX Runtime's threads set for `workload`. Takes about a second; run it
+    /// off the async runtime.
     ///
     /// # Errors
     /// [`EmbedError::MissingFile`] / [`EmbedError::HashMismatch`] for files, [`EmbedError::Load`] when ONNX
     /// Runtime or the model does not initialise.
-    pub fn load(paths: &ModelPaths) -> Result<Self, EmbedError> {
+    pub fn load(paths: &ModelPaths, workload: Workload) -> Result<Self, EmbedError> {
         paths.verify()?;
         let read = |name: &str| {
             std::fs::read(paths.model_dir.join(name)).map_err(|e| EmbedError::Load(format!("reading {name}: {e}")))
         };
-        let environment = ort::init_from(&paths.ort_dylib)
-            .map_err(|e| {
-                EmbedError::Load(format!(
-                    "ONNX Runtime at {} did not load ({e}); run `scripts/setup` or set ORT_DYLIB_PATH",
-                    paths.ort_dylib.display()
-                ))
-            })?
-            .with_name("astra-mcp")
-            .build()
-            .map_err(|e| EmbedError::Load(format!("ONNX Runtime environment: {e}")))?;
+        let environment = environment(paths)?;
         let model = UserDefinedEmbeddingModel::new(
             read("model.onnx")?,
             TokenizerFiles {
@@ -51,18 +43,42 @@ impl OnnxEmbedder {
             },
         )
         .with_pooling(Pooling::Mean);
-        // No spinning: ONNX Runtime's idle threads otherwise spin for a while after each run, on the cores
-        // the store's queries need (2 here). Measured at 10k rows (BENCHMARKS.md): search p90 down by
-        // 3–6 ms, p50 unchanged or lower, batch throughput unchanged within the run-to-run spread.
-        let options = InitOptionsUserDefined::new()
-            .with_environment(environment)
-            .with_max_length(MAX_TOKENS)
-            .with_session_config("session.intra_op.allow_spinning", "0")
-            .with_session_config("session.inter_op.allow_spinning", "0");
+        let options = InitOptionsUserDefined::new().with_environment(environment).with_max_length(MAX_TOKENS);
+        let options = match workload {
+            // parked between parallel sections and after the run: the cores stay free for the store's
+            // queries that run beside a query's embedding
+            Workload::Interactive => options
+                .with_session_config("session.intra_op.allow_spinning", "0")
+                .with_session_config("session.inter_op.allow_spinning", "0"),
+            // spinning between the parallel sections of a run, parked as soon as it returns
+            Workload::Batch => options.with_session_config("session.force_spinning_stop", "1"),
+        };
         let model = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EmbedError::Load(format!("model.onnx: {e}")))?;
         Ok(Self { model: Mutex::new(model) })
     }
+}
+
+/// The process's ONNX Runtime environment (ONNX Runtime allows one per process): built by the first
+/// successful load from its `ort_dylib`, shared by every later one (whose `ort_dylib` is then not read).
+fn environment(paths: &ModelPaths) -> Result<ort::environment::Environment, EmbedError> {
+    static ENVIRONMENT: Mutex<Option<ort::environment::Environment>> = Mutex::new(None);
+    let mut slot = ENVIRONMENT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(environment) = slot.as_ref() {
+        return Ok(environment.clone());
+    }
+    let environment = ort::init_from(&paths.ort_dylib)
+        .map_err(|e| {
+            EmbedError::Load(format!(
+                "ONNX Runtime at {} did not load ({e}); run `scripts/setup` or set ORT_DYLIB_PATH",
+                paths.ort_dylib.display()
+            ))
+        })?
+        .with_name("astra-mcp")
+        .build()
+        .map_err(|e| EmbedError::Load(format!("ONNX Runtime environment: {e}")))?;
+    *slot = Some(environment.clone());
+    Ok(environment)
 }
 
 impl OnnxEmbedder {

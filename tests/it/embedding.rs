@@ -1,10 +1,10 @@
 //! The embedder against reference all-MiniLM-L6-v2 embeddings (sentence-transformers, fp32):
 //! `../shared/data/embeddings/minilm_golden.json`, thresholds from `../shared/README.md`.
 
-use astra_mcp::embed::{DIMENSION, EmbedError, ModelPaths, OnnxEmbedder, cosine};
+use astra_mcp::embed::{DIMENSION, EmbedError, Embedder, ModelPaths, OnnxEmbedder, Workload, cosine};
 use serde::Deserialize;
 
-use crate::support::{embedder, repo};
+use crate::support::{cache_dir, embedder, repo};
 
 #[derive(Deserialize)]
 struct Golden {
@@ -56,11 +56,29 @@ async fn embeddings_match_the_reference_model() {
     eprintln!("worst cosine over non-empty texts: {worst:.5}");
 }
 
+/// The batch commands (`memory ingest`, `memory import`, …) load the model with threads that spin
+/// during a run ([`Workload::Batch`]); the server's never spin. The thread policy must not change a
+/// vector: both embed the reference texts to the reference and to each other's vectors.
+#[test]
+fn the_batch_thread_policy_embeds_as_the_server_does() {
+    let golden = golden();
+    let texts: Vec<String> = golden.items.iter().map(|i| i.text.clone()).collect();
+    let paths = ModelPaths::in_cache(&cache_dir());
+    let batch = OnnxEmbedder::load(&paths, Workload::Batch).unwrap().embed_documents(&texts).unwrap();
+    let server = OnnxEmbedder::load(&paths, Workload::Interactive).unwrap().embed_documents(&texts).unwrap();
+    for ((item, b), s) in golden.items.iter().zip(&batch).zip(&server) {
+        assert!(cosine(b, s) > 0.9999, "{:?}: batch and server vectors differ (cosine {})", item.text, cosine(b, s));
+        let threshold = if item.text.is_empty() { 0.995 } else { 0.998 };
+        let cos = cosine(b, &item.embedding) / norm(&item.embedding);
+        assert!(cos >= threshold, "batch embedding of {:?}: cosine {cos} < {threshold}", item.text);
+    }
+}
+
 #[test]
 fn missing_model_files_name_the_file_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let paths = ModelPaths::in_cache(dir.path());
-    let err = OnnxEmbedder::load(&paths).err().expect("loading from an empty dir must fail");
+    let err = OnnxEmbedder::load(&paths, Workload::Batch).err().expect("loading from an empty dir must fail");
     assert!(matches!(&err, EmbedError::MissingFile { file, .. } if file == "model.onnx"), "{err:?}");
     let message = err.to_string();
     assert!(

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use astra_mcp::domain::Scope;
-use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder};
+use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder, Workload};
 use astra_mcp::memory::FixMemoryConfig;
 use astra_mcp::memory::core::parse_block_specs;
 use astra_mcp::memory::workspace::Workspace;
@@ -30,7 +30,10 @@ pub fn embedder() -> LazyEmbedder {
     static MODEL: OnceLock<Arc<dyn Embedder>> = OnceLock::new();
     let model = MODEL.get_or_init(|| {
         let paths = ModelPaths::in_cache(&cache_dir());
-        Arc::new(OnnxEmbedder::load(&paths).unwrap_or_else(|e| panic!("{e} (run scripts/setup before the tests)")))
+        Arc::new(
+            OnnxEmbedder::load(&paths, Workload::Interactive)
+                .unwrap_or_else(|e| panic!("{e} (run scripts/setup before the tests)")),
+        )
     });
     LazyEmbedder::ready(model.clone())
 }
