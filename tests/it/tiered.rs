@@ -583,6 +583,36 @@ async fn retrieved_text_that_reads_like_instructions_is_flagged_not_followed() {
     assert_eq!(found.text.matches("Warning:").count(), 1, "{}", found.text);
 }
 
+/// 24 passages of similar wording: "The billing service runs on port 10." …
+fn similar_service_passages() -> Vec<String> {
+    let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];
+    let facts =
+        ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
+    (0..24)
+        .map(|i| format!("The {} service {} {}.", services[i % services.len()], facts[i / services.len()], 10 + i))
+        .collect()
+}
+
+/// Inserts each text with `archival_memory_insert`, one call each, in order; returns their ids.
+async fn insert_each(host: &ToolHost, s: &SessionState, texts: &[String]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for text in texts {
+        let stored: ArchivalInsertOutput =
+            structured(&call(host, s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
+        ids.push(stored.id);
+    }
+    ids
+}
+
+/// Searches each text with `archival_memory_search` (top 5) and asserts that its own passage comes first.
+async fn assert_each_ranks_first_for_its_own_text(host: &ToolHost, s: &SessionState, texts: &[String], ids: &[String]) {
+    for (text, id) in texts.iter().zip(ids) {
+        let found = call(host, s, "archival_memory_search", json!({"query": text, "top_k": 5})).await;
+        let out: ArchivalSearchOutput = structured(&found);
+        assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
+    }
+}
+
 /// A fresh store builds its full-text index over its first row; rows written after it are searched
 /// unindexed until upkeep folds them in. The BM25 scores of both parts must stay comparable: every
 /// passage searched by its own text ranks first.
@@ -591,23 +621,9 @@ async fn in_a_fresh_store_every_passage_ranks_first_for_its_own_text() {
     let db = tempfile::tempdir().unwrap();
     let host = host(db.path(), config("ann", "p", None, None)).await;
     let s = SessionState::new("s");
-    let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];
-    let facts =
-        ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
-    let texts: Vec<String> = (0..24)
-        .map(|i| format!("The {} service {} {}.", services[i % services.len()], facts[i / services.len()], 10 + i))
-        .collect();
-    let mut ids = Vec::new();
-    for text in &texts {
-        let stored: ArchivalInsertOutput =
-            structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
-        ids.push(stored.id);
-    }
-    for (text, id) in texts.iter().zip(&ids) {
-        let found = call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 5})).await;
-        let out: ArchivalSearchOutput = structured(&found);
-        assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
-    }
+    let texts = similar_service_passages();
+    let ids = insert_each(&host, &s, &texts).await;
+    assert_each_ranks_first_for_its_own_text(&host, &s, &texts, &ids).await;
 }
 
 /// Passages with the same words in another order tie on BM25; the tie must not be broken by the order
@@ -617,13 +633,9 @@ async fn a_passage_outranks_the_same_words_in_another_order() {
     let db = tempfile::tempdir().unwrap();
     let host = host(db.path(), config("ann", "p", None, None)).await;
     let s = SessionState::new("s");
-    let texts = ["Use pnpm not npm", "pnpm not npm use", "npm not pnpm use", "not npm use pnpm"];
-    let mut ids = Vec::new();
-    for text in texts {
-        let stored: ArchivalInsertOutput =
-            structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
-        ids.push(stored.id);
-    }
+    let texts: Vec<String> =
+        ["Use pnpm not npm", "pnpm not npm use", "npm not pnpm use", "not npm use pnpm"].map(String::from).into();
+    let ids = insert_each(&host, &s, &texts).await;
     for (text, id) in texts.iter().zip(&ids) {
         let found = call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 4})).await;
         let out: ArchivalSearchOutput = structured(&found);
@@ -642,25 +654,11 @@ async fn a_new_passage_outranks_an_indexed_one_with_its_words_in_another_order()
     let db = tempfile::tempdir().unwrap();
     let host = host(db.path(), config("ann", "p", None, None)).await;
     let s = SessionState::new("s");
-    let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];
-    let facts =
-        ["runs on port", "keeps its logs for days:", "was last deployed in week", "pages on-call after errors:"];
-    let mut texts: Vec<String> = (0..24)
-        .map(|i| format!("The {} service {} {}.", services[i % services.len()], facts[i / services.len()], 10 + i))
-        .collect();
+    let mut texts = similar_service_passages();
     texts.push("pnpm not npm use".into());
     texts.push("Use pnpm not npm".into());
-    let mut ids = Vec::new();
-    for text in &texts {
-        let stored: ArchivalInsertOutput =
-            structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": []})).await);
-        ids.push(stored.id);
-    }
-    for (text, id) in texts.iter().zip(&ids).skip(24) {
-        let found = call(&host, &s, "archival_memory_search", json!({"query": text, "top_k": 5})).await;
-        let out: ArchivalSearchOutput = structured(&found);
-        assert_eq!(&out.results[0].id, id, "{text:?} must rank first for itself: {}", found.text);
-    }
+    let ids = insert_each(&host, &s, &texts).await;
+    assert_each_ranks_first_for_its_own_text(&host, &s, &texts[24..], &ids[24..]).await;
 }
 
 /// `tags` is optional in the tool's description: null and an omitted `tags` store a passage without
