@@ -188,7 +188,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let report = db.import(&text, &settings.embedder(Workload::Batch)).await?;
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
-                db.ensure_large_table_indexes(name).await?;
+                db.fold_new_rows_into_indexes(name).await?;
             }
             println!(
                 "imported {}{}",
@@ -240,8 +240,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             bar.finish_and_clear();
             let seconds = started.elapsed().as_secs_f64();
             // the indexes the searches need, now rather than at the next upkeep
-            lance.ensure_indexes().await?;
-            lance.ensure_large_table_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            lance.fold_new_rows_into_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
             println!(
                 "ingested {added} passages ({already} already stored) in {seconds:.1} s: {:.1} passages/s",
                 added as f64 / seconds.max(1e-9)

@@ -394,6 +394,42 @@ fn memory_ingest_bulk_loads_passages_once() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1: expected"), "{refused:?}");
 }
 
+/// `memory ingest` folds what it wrote into the full-text index at its end: past 250 rows a write no
+/// longer does, and a passage Lance scores unindexed ranks below an older one with its words in another
+/// order (found by a helper: all four ingested twins missed until `memory optimize`).
+#[tokio::test]
+async fn memory_ingest_leaves_its_passages_indexed_for_the_next_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let older = dir.path().join("older.jsonl");
+    let mut lines: Vec<String> = (0..300)
+        .map(|i| {
+            serde_json::json!({"text": format!("Service {i} runs on port {} behind the gateway.", 8000 + i)})
+                .to_string()
+        })
+        .collect();
+    lines.push(serde_json::json!({"text": "friday deploy never on"}).to_string());
+    std::fs::write(&older, lines.join("\n")).unwrap();
+    stdout(astra(&db).args(["memory", "ingest"]).arg(&older));
+    let newer = dir.path().join("newer.jsonl");
+    std::fs::write(&newer, serde_json::json!({"text": "Never deploy on friday"}).to_string()).unwrap();
+    stdout(astra(&db).args(["memory", "ingest"]).arg(&newer));
+
+    let host = crate::support::host(&db, crate::support::config("ann", "datekit", None, None)).await;
+    let session = astra_mcp::memory::SessionState::new("s");
+    let found = host
+        .call(
+            &session,
+            "archival_memory_search",
+            crate::support::args(serde_json::json!({"query": "Never deploy on friday", "top_k": 3})),
+        )
+        .await
+        .unwrap();
+    let results = found.structured.as_ref().expect("structuredContent")["results"].as_array().unwrap().clone();
+    assert_eq!(results[0]["text"], "Never deploy on friday", "{}", found.text);
+    assert_eq!(results[1]["text"], "friday deploy never on", "{}", found.text);
+}
+
 /// `memory ingest` applies `archival_memory_insert`'s limits before writing anything (a line over them
 /// fails the whole file, naming the line), takes `tags: null` as no tags, and reads a file that starts
 /// with a UTF-8 byte-order mark.

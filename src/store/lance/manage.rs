@@ -535,6 +535,21 @@ impl LanceStore {
         Ok(())
     }
 
+    /// Brings every index of the searchable table `name` up to its rows: builds the full-text indexes
+    /// if missing, the vector and scalar indexes once the table is large enough
+    /// ([`Self::ensure_large_table_indexes`]), and folds the rows written since into all of them (into
+    /// the vector index as a new segment, which upkeep merges). Bulk commands (`memory ingest`, `memory
+    /// import`) run it at their end: rows a full-text index does not cover are scored apart from the
+    /// others (see [`super::FTS_FOLD_MAX_ROWS`]), so an ingested passage could otherwise rank below an
+    /// older one with its words in another order until the next upkeep.
+    pub async fn fold_new_rows_into_indexes(&self, name: &'static str) -> Result<(), StoreError> {
+        self.ensure_fts(name).await?;
+        self.ensure_large_table_indexes(name).await?;
+        let table = self.table(name);
+        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
+        Ok(())
+    }
+
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
     /// segments ([`Self::merge_vector_index_segments`]), plus removal of versions older than `prune`.
     pub(super) async fn optimize_table(
@@ -547,9 +562,7 @@ impl LanceStore {
         // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
         // fragments it does not, so compacting before would leave two groups.
         if SEARCHABLE_TABLES.contains(&name) {
-            self.ensure_fts(name).await?;
-            self.ensure_large_table_indexes(name).await?;
-            retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
+            self.fold_new_rows_into_indexes(name).await?;
             self.merge_vector_index_segments(name, max_segments).await?;
         }
         retry(|| {
