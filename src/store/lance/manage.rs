@@ -543,6 +543,12 @@ impl LanceStore {
     /// others (see [`super::FTS_FOLD_MAX_ROWS`]), so an ingested passage could otherwise rank below an
     /// older one with its words in another order until the next upkeep.
     pub async fn fold_new_rows_into_indexes(&self, name: &'static str) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance_lock(name).await;
+        self.fold_new_rows_into_indexes_locked(name).await
+    }
+
+    /// [`Self::fold_new_rows_into_indexes`] for a caller holding [`Self::maintenance_lock`].
+    async fn fold_new_rows_into_indexes_locked(&self, name: &'static str) -> Result<(), StoreError> {
         self.ensure_fts(name).await?;
         self.ensure_large_table_indexes(name).await?;
         let table = self.table(name);
@@ -558,11 +564,12 @@ impl LanceStore {
         prune: Option<chrono::Duration>,
         max_segments: usize,
     ) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance_lock(name).await;
         let table = self.table(name);
         // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
         // fragments it does not, so compacting before would leave two groups.
         if SEARCHABLE_TABLES.contains(&name) {
-            self.fold_new_rows_into_indexes(name).await?;
+            self.fold_new_rows_into_indexes_locked(name).await?;
             self.merge_vector_index_segments(name, max_segments).await?;
         }
         retry(|| {

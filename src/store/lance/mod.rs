@@ -293,6 +293,7 @@ impl LanceStore {
         if stale.is_empty() {
             return Ok(());
         }
+        let _maintenance = self.maintenance_lock(name).await;
         retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(stale.clone()))))
             .await
             .map_err(backend)?;
@@ -746,6 +747,18 @@ impl TableLock {
     }
 }
 
+impl LanceStore {
+    /// Serialises index maintenance of table `name` within this process: the fold a write runs
+    /// ([`Self::fold_into_fts_while_small`]) and upkeep ([`Self::optimize_table`],
+    /// [`Self::fold_new_rows_into_indexes`]). Two of them at once conflict at commit; the loser is
+    /// retried, and the index files its first attempt wrote are referenced by no version, so Lance's
+    /// cleanup keeps them for 7 days as possibly in progress (`lance::dataset::cleanup`,
+    /// `UNVERIFIED_THRESHOLD_DAYS`). Other processes on the same store are not serialised by it.
+    pub(super) async fn maintenance_lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        local_lock(format!("{}\0{name}\0maintenance", self.path)).lock_owned().await
+    }
+}
+
 /// Background upkeep tasks of this process, so that exiting can wait for them ([`wait_for_upkeep`]).
 fn upkeep_tasks() -> &'static std::sync::Mutex<tokio::task::JoinSet<()>> {
     static TASKS: std::sync::OnceLock<std::sync::Mutex<tokio::task::JoinSet<()>>> = std::sync::OnceLock::new();
@@ -1157,6 +1170,33 @@ mod tests {
         let before_compaction = vec![at_now[&a]];
         let after = store.read_ranked(ARCHIVAL_TABLE, before_compaction, &ann(false), false).await.unwrap();
         assert!(after.is_none(), "a compaction moved every row");
+    }
+
+    /// Upkeep while writes fold their rows into the same table's full-text index: the two are
+    /// serialised ([`LanceStore::maintenance_lock`]), so no fold is retried after a commit conflict, and
+    /// pruning leaves one index folder per index. A retried fold's first files belong to no version, and
+    /// Lance keeps such files for 7 days (2.5 × raw instead of 1.9 × after 400 inserts, measured).
+    #[tokio::test]
+    async fn upkeep_beside_the_folds_of_writes_leaves_no_orphan_index_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let row = |round: usize, i: usize| passage("ann", &format!("round {round}: the billing service note {i}"));
+        for round in 0..4 {
+            for i in 0..10 {
+                store.insert_passages(&[row(round, i)]).await.unwrap();
+            }
+            let writes = async {
+                for i in 10..25 {
+                    store.insert_passages(&[row(round, i)]).await.unwrap();
+                }
+            };
+            let (upkeep, ()) = tokio::join!(store.optimize_table(ARCHIVAL_TABLE, None, 2), writes);
+            upkeep.unwrap();
+        }
+        store.optimize(chrono::Duration::zero()).await.unwrap();
+        let indexes = store.table(ARCHIVAL_TABLE).list_indices().await.unwrap().len();
+        let folders = std::fs::read_dir(dir.path().join(format!("{ARCHIVAL_TABLE}.lance/_indices"))).unwrap().count();
+        assert_eq!(folders, indexes, "index folders on disk against indexes of the table");
     }
 
     #[test]
