@@ -432,7 +432,7 @@ def main(argv: list[str]) -> int:
     """Runs the chosen sections and writes the results."""
     args = parse_args(argv)
     if not os.access(args.binary, os.X_OK):
-        log(f"bench: no astra-mcp binary at {args.binary}: build it (cargo build --release) or pass --binary")
+        log(f"bench: no astra-mcp binary at {args.binary}: build it (cargo build --release --all-targets) or pass --binary")
         return 2
     facts = machine_facts()
     log("machine: " + json.dumps(facts))

@@ -59,7 +59,9 @@ def real_vectors(kind: str, seed: int, count: int, embedder_factory, log=print) 
         texts = [r.embedded_text for r in rows(kind, seed, len(have), count)]
         log(f"  embedding {len(texts)} {kind} texts for the store (cached in {path.parent}) ...")
         t0 = time.perf_counter()
-        new = embedder.embed_many(texts, batch=64, progress=_progress(f"  embedded {kind}"))
+        # length-sorted batches of 8, as the binary embeds: on 2 cores about twice the texts/s of batches
+        # of 64, and a text's vector does not depend on its batch (BENCHMARKS.md)
+        new = embedder.embed_many(texts, batch=8, progress=_progress(f"  embedded {kind}"))
         log(f"  embedded {len(texts)} texts in {time.perf_counter() - t0:.1f} s")
         have = np.concatenate([have, new])
         np.save(path, have)
@@ -335,7 +337,7 @@ def memory_ingest(binary: str, db: Path, jsonl: Path, actor: str, project: str) 
 
     p, wall = _run([binary, "memory", "ingest", "--db", str(db), "--actor", actor, "--project", project, str(jsonl)],
                    "astra-mcp memory ingest")
-    m = re.search(r"ingested (\d+) passages \((\d+) already stored\) in ([\d.]+) s: ([\d.]+) passages/s", p.stdout)
+    m = re.search(r"ingested (\d+) passages \((\d+) already stored[^)]*\) in ([\d.]+) s: ([\d.]+) passages/s", p.stdout)
     if not m:
         raise RuntimeError(f"memory ingest: unexpected output {p.stdout.strip()[-500:]!r}")
     return {"ingested": int(m[1]), "already_stored": int(m[2]), "seconds": float(m[3]),

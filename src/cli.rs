@@ -191,7 +191,8 @@ pub enum MemoryCommand {
     },
     /// Bulk-load archival passages from JSONL (`{"text": …, "tags": [...]}` per line): embedded in
     /// batches sorted by length, written in large commits, with a progress bar on a terminal. Texts
-    /// already stored (same actor, project and normalised text) are skipped.
+    /// already stored (same actor, project and normalised text) are skipped and keep their tags; a text
+    /// repeated in the file is stored once, with the tags of every line that gives it.
     Ingest {
         #[command(flatten)]
         store: StoreArgs,

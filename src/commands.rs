@@ -231,7 +231,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             );
             let bar = progress_bar(passages.len() as u64, "passages");
             let started = std::time::Instant::now();
-            let (added, already) = archival
+            let ingested = archival
                 .ingest(&passages, "ingest", &|done, total| {
                     bar.set_length(total as u64);
                     bar.set_position(done as u64);
@@ -241,8 +241,14 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             let seconds = started.elapsed().as_secs_f64();
             // the indexes the searches need, now rather than at the next upkeep
             lance.fold_new_rows_into_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
+            let astra_mcp::memory::Ingested { added, already_stored, repeated } = ingested;
+            let repeated = match repeated {
+                0 => String::new(),
+                1 => ", 1 line repeating an earlier one".to_string(),
+                n => format!(", {n} lines repeating earlier ones"),
+            };
             println!(
-                "ingested {added} passages ({already} already stored) in {seconds:.1} s: {:.1} passages/s",
+                "ingested {added} passages ({already_stored} already stored{repeated}) in {seconds:.1} s: {:.1} passages/s",
                 added as f64 / seconds.max(1e-9)
             );
         }
@@ -309,7 +315,11 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `3 archival, 1 fixes` (rows per table), or `no rows`.
 fn summary(counts: &astra_mcp::store::lance::manage::TableCounts) -> String {
+    if counts.is_empty() {
+        return "no rows".to_string();
+    }
     counts.iter().map(|(t, n)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
 }
 

@@ -33,6 +33,17 @@ pub struct ArchivalConfig {
     pub fusion: Fusion,
 }
 
+/// What a bulk ingest ([`ArchivalMemory::ingest`]) did; counts of passages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ingested {
+    /// Passages written.
+    pub added: usize,
+    /// Distinct texts of the file that were already stored (nothing written for them).
+    pub already_stored: usize,
+    /// Lines whose text an earlier line of the same call already gave (their tags joined its tags).
+    pub repeated: usize,
+}
+
 /// What an insert did.
 #[derive(Debug, Clone)]
 pub struct Inserted {
@@ -131,7 +142,9 @@ impl ArchivalMemory {
     /// Bulk insert (`memory ingest`): `passages` (text, tags) are redacted and de-duplicated, the ones
     /// not stored yet are embedded in batches of [`INGEST_EMBED_BATCH`] sorted by length (less padding
     /// per batch), and written in commits of [`INGEST_WRITE_BATCH`] rows. `progress(done, total)` after
-    /// each commit. Near-duplicates are not reported. Returns `(new, already stored)`.
+    /// each commit. Near-duplicates are not reported. A text given more than once (after the same
+    /// normalisation as [`passage_id`]) is stored once with the tags of all its copies; a passage already
+    /// stored is skipped and keeps its tags.
     ///
     /// # Errors
     /// The model or the store; rows committed before the error stay stored (re-running skips them).
@@ -140,15 +153,29 @@ impl ArchivalMemory {
         passages: &[(String, Vec<String>)],
         source: &str,
         progress: &(dyn Fn(usize, usize) + Send + Sync),
-    ) -> Result<(usize, usize), MemoryError> {
+    ) -> Result<Ingested, MemoryError> {
         let scope = &self.config.scope;
-        let mut seen = std::collections::HashSet::new();
+        let mut first: std::collections::HashMap<uuid::Uuid, usize> = std::collections::HashMap::new();
         let mut rows: Vec<(uuid::Uuid, String, Vec<String>)> = Vec::new();
+        let mut repeated = 0;
         for (text, tags) in passages {
             let text = redact(text.trim()).into_owned();
+            if text.is_empty() {
+                continue;
+            }
             let id = passage_id(&scope.actor_id, &scope.project, &text);
-            if !text.is_empty() && seen.insert(id) {
-                rows.push((id, text, normalize_tags(tags)));
+            match first.entry(id) {
+                std::collections::hash_map::Entry::Occupied(at) => {
+                    repeated += 1;
+                    let merged = &mut rows[*at.get()].2;
+                    merged.extend(normalize_tags(tags));
+                    merged.sort();
+                    merged.dedup();
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(rows.len());
+                    rows.push((id, text, normalize_tags(tags)));
+                }
             }
         }
         let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _, _)| *id).collect();
@@ -186,7 +213,7 @@ impl ArchivalMemory {
             done += group.len();
             progress(done, total);
         }
-        Ok((total, already))
+        Ok(Ingested { added: total, already_stored: already, repeated })
     }
 
     async fn near_duplicates(&self, vector: &[f32], id: uuid::Uuid) -> Result<Vec<(Passage, f32)>, MemoryError> {

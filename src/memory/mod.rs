@@ -14,7 +14,7 @@ pub mod session;
 pub mod testrun;
 pub mod workspace;
 
-pub use archival::{ArchivalConfig, ArchivalMemory, Inserted, PassageSearch};
+pub use archival::{ArchivalConfig, ArchivalMemory, Ingested, Inserted, PassageSearch};
 pub use conversation::{ConversationMemory, ConversationSearch, ImportCounts, ImportTarget, NewItem, ToolCallRecorder};
 pub use core::{Block, BlockSpec, CoreMemory};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
