@@ -184,8 +184,9 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Import { store, file } => {
             let settings = StoreSettings::resolve(&store)?;
-            let db = settings.open_store().await?;
+            // read first: a file that cannot be read leaves no new store behind
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let db = settings.open_store().await?;
             let report = db.import(&text, &settings.embedder(Workload::Batch)).await?;
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
                 db.fold_new_rows_into_indexes(name).await?;
@@ -193,7 +194,11 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             println!(
                 "imported {}{}",
                 summary(&report.rows),
-                if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
+                if report.reembedded && !report.rows.is_empty() {
+                    " (re-embedded: the export was made with another model)"
+                } else {
+                    ""
+                }
             );
         }
         MemoryCommand::Ingest { store, file } => {
@@ -210,12 +215,16 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                     tags: Option<Vec<String>>,
                 }
                 let parsed: Line = serde_json::from_str(line).with_context(|| {
-                    format!("{} line {}: expected {{\"text\": \"…\", \"tags\": [\"…\"]}}", file.display(), n + 1)
+                    format!(
+                        "{} line {}: expected {{\"text\": \"…\", \"tags\": [\"…\"]}}; nothing was ingested",
+                        file.display(),
+                        n + 1
+                    )
                 })?;
                 let tags = parsed.tags.unwrap_or_default();
                 // the limits of archival_memory_insert, so no way in stores what the tool refuses
                 astra_mcp::tools::check_passage(&format!("{} line {}", file.display(), n + 1), &parsed.text, &tags)
-                    .map_err(|e| anyhow::anyhow!("{e}; nothing was ingested"))?;
+                    .map_err(|e| anyhow::anyhow!("{}; nothing was ingested", e.to_string().trim_end_matches('.')))?;
                 passages.push((parsed.text, tags));
             }
             let project = cli_project(&settings);
