@@ -194,11 +194,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             println!(
                 "imported {}{}",
                 summary(&report.rows),
-                if report.reembedded && !report.rows.is_empty() {
-                    " (re-embedded: the export was made with another model)"
-                } else {
-                    ""
-                }
+                if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
             );
         }
         MemoryCommand::Ingest { store, file } => {

@@ -85,7 +85,8 @@ pub type TableCounts = BTreeMap<String, usize>;
 pub struct ImportReport {
     /// Rows upserted, by table.
     pub rows: TableCounts,
-    /// True when the export was made with another embedding model and every vector was recomputed.
+    /// True when the export was made with another embedding model and the imported rows' vectors were
+    /// recomputed (false when none of its rows has a vector).
     pub reembedded: bool,
 }
 
@@ -691,10 +692,11 @@ impl LanceStore {
                 }
             }
         }
-        let mut report = ImportReport { reembedded: reembed, ..Default::default() };
+        let mut report = ImportReport::default();
         for (name, n, mut batch) in decoded {
             if reembed && SEARCHABLE_TABLES.contains(&name) {
                 batch = reembed_batch(&batch, name, embedder).await?;
+                report.reembedded = true;
             }
             self.upsert_batch(name, batch).await?;
             *report.rows.entry(name.to_string()).or_default() += n;
