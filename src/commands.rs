@@ -524,8 +524,9 @@ pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
     let config = drive_config(&args.model, &args.tool_loop, args.run_id.trim(), prompt);
     // refuse before opening anything when no request may be sent
     preflight(&config)?;
-    let hosts = settings.open().await?;
-    let host = hosts.host(hosts.default_scope())?;
+    let (hosts, opening) = settings.open();
+    opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let host = hosts.host(hosts.default_scope()).await?;
     let result = astra_mcp::drive::run(&host, &workspace, &config).await;
     hosts.flush().await;
     let report = result?;

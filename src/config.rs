@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 
 use crate::cli::{ServeArgs, StoreArgs};
 use crate::domain::Scope;
@@ -301,20 +303,52 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
         })
     }
 
-    /// Opens the store and starts loading the model in the background (so the first requests are not
-    /// delayed), returning the tool hosts: the configured actor's, and one per bearer-token identity.
-    pub async fn open(&self) -> anyhow::Result<Hosts> {
-        let store = Arc::new(self.store.open_store().await?);
+    /// Starts opening the store and loading the model in the background, off the request path (issue 7:
+    /// `initialize` is answered while they run), and returns the tool hosts (the configured actor's, and
+    /// one per bearer-token identity, each created at its first request once the store is open) with the
+    /// store's opening, which the caller awaits or races against serving so that a store that cannot be
+    /// opened still ends the process with its error.
+    pub fn open(&self) -> (Hosts, StoreOpening) {
+        let settings = self.store.clone();
+        let opening = tokio::spawn(async move { settings.open_store().await.map(Arc::new) });
+        let opening: StoreOpening = async move {
+            match opening.await {
+                Ok(opened) => opened.map_err(Arc::new),
+                Err(join) => Err(Arc::new(anyhow::anyhow!("opening the memory store failed: {join}"))),
+            }
+        }
+        .boxed()
+        .shared();
         let embedder = self.store.embedder(Workload::Interactive);
         embedder.start_loading();
         let (fixes, blocks, near) = (self.fixes.clone(), self.store.core_blocks.clone(), self.near_duplicate_cosine);
-        Ok(Hosts::new(
+        let store = opening.clone();
+        let hosts = Hosts::new(
             self.fixes.scope.clone(),
             self.store.core_blocks.clone(),
             Box::new(move |scope| {
                 let fixes = FixMemoryConfig { scope, ..fixes.clone() };
-                memories(store.clone(), embedder.clone(), fixes, blocks.clone(), near)
+                let (store, embedder, blocks) = (store.clone(), embedder.clone(), blocks.clone());
+                async move {
+                    let store = store.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+                    Ok(memories(store, embedder, fixes, blocks, near))
+                }
+                .boxed()
             }),
-        ))
+        );
+        (hosts, opening)
+    }
+}
+
+/// The store a server opens at launch ([`ServeSettings::open`]); clones share one opening. Resolves to
+/// the open store, or to why it could not be opened (e.g. [`crate::store::StoreError::Open`]).
+pub type StoreOpening = Shared<BoxFuture<'static, Result<Arc<LanceStore>, Arc<anyhow::Error>>>>;
+
+/// Resolves only if `opening` fails, with its error: raced against serving, it ends the process when the
+/// store cannot be opened and never otherwise.
+pub async fn store_failure(opening: StoreOpening) -> anyhow::Error {
+    match opening.await {
+        Ok(_) => std::future::pending().await,
+        Err(e) => anyhow::anyhow!("{e:#}"),
     }
 }

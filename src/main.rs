@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use astra_mcp::cli::{Cli, Command, SmokeCommand};
-use astra_mcp::config::{ServeSettings, StoreSettings};
+use astra_mcp::config::{ServeSettings, StoreSettings, store_failure};
 use astra_mcp::transport::{McpServer, Shutdown, http, stdio};
 use clap::Parser;
 
@@ -77,17 +77,29 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => {
             let settings = ServeSettings::resolve(&args)?;
-            let hosts = Arc::new(settings.open().await?);
-            tracing::info!(
-                db = %settings.store.db,
-                actor = %settings.fixes.scope.actor_id,
-                project = %settings.fixes.scope.project,
-                workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
-                "astra-mcp ready"
-            );
+            let (hosts, opening) = settings.open();
+            let hosts = Arc::new(hosts);
+            let ready = {
+                let (opening, settings) = (opening.clone(), settings.clone());
+                async move {
+                    if opening.await.is_ok() {
+                        tracing::info!(
+                            db = %settings.store.db,
+                            actor = %settings.fixes.scope.actor_id,
+                            project = %settings.fixes.scope.project,
+                            workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
+                            "astra-mcp ready"
+                        );
+                    }
+                }
+            };
+            tokio::spawn(ready);
             let shutdown = Shutdown::new();
             let served = match settings.http.clone() {
                 Some(options) => {
+                    // Nothing listens before the store is open: a client never reaches a server that
+                    // cannot serve it.
+                    opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
                     http::serve(hosts.clone(), options, shutdown, |bound| {
                         // Scripts that pass port 0 read the URL here; stdout is not the protocol over HTTP.
                         println!("http://{bound}/mcp");
@@ -95,8 +107,16 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .await
                 }
                 None => {
+                    // `initialize` is answered while the store opens (issue 7); a store that cannot be
+                    // opened ends the session with its error, as it did before the first message.
                     let server = McpServer::connection(hosts.clone(), hosts.default_scope().clone());
-                    stdio::serve(server, shutdown, settings.shutdown_grace).await
+                    let served = tokio::select! {
+                        served = stdio::serve(server, shutdown, settings.shutdown_grace) => served,
+                        failed = store_failure(opening.clone()) => return Err(failed),
+                    };
+                    // a session that ended before the store was open still reports a store that failed
+                    opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+                    served
                 }
             };
             hosts.flush().await; // recorded tool calls reach the store before we exit

@@ -3,14 +3,28 @@
 //! but nothing else, so one actor's memories, core blocks and sessions are invisible to another.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use tokio::sync::Mutex;
 
 use super::{Memories, ToolHost};
 use crate::domain::Scope;
 use crate::memory::BlockSpec;
 
-/// Builds the memory tiers of one identity over the shared store and embedder.
-pub type MemoriesFactory = dyn Fn(Scope) -> Memories + Send + Sync;
+/// Builds the memory tiers of one identity over the shared store and embedder. The future may wait for
+/// the store, which a server opens at launch beside its first requests (`ServeSettings::open`); it fails
+/// when the store could not be opened.
+pub type MemoriesFactory = dyn Fn(Scope) -> BoxFuture<'static, anyhow::Result<Memories>> + Send + Sync;
+
+/// Why no tool host serves a request.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    UnknownIdentity(#[from] UnknownIdentity),
+    /// The shared store could not be opened (the message says why and what to do).
+    #[error("{0:#}")]
+    Unavailable(anyhow::Error),
+}
 
 /// Lazily created tool hosts, keyed by [`Scope`] (actor and project label).
 pub struct Hosts {
@@ -51,24 +65,26 @@ impl Hosts {
     }
 
     /// The host of `scope`, created on first use (it starts its tool-call recorder on the current Tokio
-    /// runtime).
+    /// runtime). The first call waits until the store is open.
     ///
     /// # Errors
-    /// [`UnknownIdentity`] when the set is fixed and has no host for `scope`.
-    pub fn host(&self, scope: &Scope) -> Result<ToolHost, UnknownIdentity> {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+    /// [`HostError::UnknownIdentity`] when the set is fixed and has no host for `scope`;
+    /// [`HostError::Unavailable`] when the store could not be opened.
+    pub async fn host(&self, scope: &Scope) -> Result<ToolHost, HostError> {
+        // Held across the creation, so that concurrent first requests of one identity share one host.
+        let mut hosts = self.hosts.lock().await;
         if let Some(host) = hosts.get(scope) {
             return Ok(host.clone());
         }
         let make = self.make.as_ref().ok_or_else(|| UnknownIdentity(scope.clone()))?;
-        let host = ToolHost::new(make(scope.clone()));
+        let host = ToolHost::new(make(scope.clone()).await.map_err(HostError::Unavailable)?);
         hosts.insert(scope.clone(), host.clone());
         Ok(host)
     }
 
     /// Waits until every host's recorded tool calls are written (call before exiting).
     pub async fn flush(&self) {
-        let hosts: Vec<ToolHost> = self.hosts.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let hosts: Vec<ToolHost> = self.hosts.lock().await.values().cloned().collect();
         for host in hosts {
             host.flush().await;
         }

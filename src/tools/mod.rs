@@ -18,7 +18,7 @@ pub use fixes::{
     FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
     RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
 };
-pub use hosts::{Hosts, MemoriesFactory, UnknownIdentity};
+pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,

@@ -119,16 +119,16 @@ impl McpServer {
     }
 
     /// The tool host and gate state a request with these `extensions` uses.
-    fn resolve(&self, extensions: &Extensions) -> Result<(ToolHost, Arc<SessionState>), McpError> {
+    async fn resolve(&self, extensions: &Extensions) -> Result<(ToolHost, Arc<SessionState>), McpError> {
         match &self.binding {
-            Binding::Connection(scope) => Ok((self.hosts.host(scope).map_err(internal)?, self.session.clone())),
+            Binding::Connection(scope) => Ok((self.hosts.host(scope).await.map_err(internal)?, self.session.clone())),
             Binding::StreamableHttp => {
                 let scope = extensions
                     .get::<axum::http::request::Parts>()
                     .and_then(|parts| parts.extensions.get::<Scope>())
                     .cloned()
                     .ok_or_else(|| internal("the HTTP request carries no identity"))?;
-                let host = self.hosts.host(&scope).map_err(internal)?;
+                let host = self.hosts.host(&scope).await.map_err(internal)?;
                 let session =
                     if self.initialized.load(Ordering::Acquire) { self.session.clone() } else { host.sessionless() };
                 Ok((host, session))
@@ -137,8 +137,8 @@ impl McpServer {
     }
 
     /// The tool host of a request (see [`Self::resolve`]).
-    fn host(&self, extensions: &Extensions) -> Result<ToolHost, McpError> {
-        self.resolve(extensions).map(|(host, _)| host)
+    async fn host(&self, extensions: &Extensions) -> Result<ToolHost, McpError> {
+        self.resolve(extensions).await.map(|(host, _)| host)
     }
 }
 
@@ -243,7 +243,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let (host, session) = self.resolve(&context.extensions)?;
+        let (host, session) = self.resolve(&context.extensions).await?;
         let Some(_in_flight) = self.shutdown.begin_call() else {
             return Err(McpError::internal_error("server shutting down: call the tool again once it is back", None));
         };
@@ -278,7 +278,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let blocks = self.host(&context.extensions)?.memories().core.read_all().await.map_err(internal)?;
+        let blocks = self.host(&context.extensions).await?.memories().core.read_all().await.map_err(internal)?;
         Ok(ListResourcesResult::with_all_items(blocks.iter().map(block_resource).collect()))
     }
 
@@ -287,7 +287,7 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let host = self.host(&context.extensions)?;
+        let host = self.host(&context.extensions).await?;
         let core = &host.memories().core;
         let section = section_of_uri(&request.uri)
             .filter(|s| core.blocks().iter().any(|b| b.name == *s))
@@ -302,7 +302,7 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let core = self.host(&context.extensions)?.memories().core.clone();
+        let core = self.host(&context.extensions).await?.memories().core.clone();
         if section_of_uri(&request.uri).is_none_or(|s| !core.blocks().iter().any(|b| b.name == s)) {
             return Err(unknown_resource(&request.uri, &core));
         }
@@ -358,7 +358,7 @@ impl ServerHandler for McpServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let mut changes = self.host(&context.request_context().extensions)?.memories().core.subscribe();
+        let mut changes = self.host(&context.request_context().extensions).await?.memories().core.subscribe();
         let accepted: HashSet<String> = context.accepted().resource_subscriptions.iter().flatten().cloned().collect();
         loop {
             let changed = tokio::select! {
@@ -401,7 +401,7 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let blocks = self.host(&context.extensions)?.memories().core.read_all().await.map_err(internal)?;
+        let blocks = self.host(&context.extensions).await?.memories().core.read_all().await.map_err(internal)?;
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, render_core_memory(&blocks))])
             .with_description("Core memory blocks of this user and project")
             .into())

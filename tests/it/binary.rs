@@ -89,6 +89,28 @@ fn bad_configuration_is_one_clear_line_and_exit_1() {
     );
 }
 
+#[test]
+fn a_store_that_cannot_be_opened_ends_the_stdio_server_with_its_error() {
+    // The store opens beside the first messages (`initialize` does not wait for it); failing, it still
+    // ends the process with exit 1 and the store's error, whether or not stdin reached EOF first.
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("db");
+    std::fs::write(&not_a_dir, "a file where the store should be").unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    for stdin in [format!("{init}\n"), String::new()] {
+        Command::new(BIN)
+            .args(["serve", "--stdio", "--db"])
+            .arg(&not_a_dir)
+            .env("ASTRA_LOG", "warn")
+            .write_stdin(stdin)
+            .assert()
+            .code(1)
+            .stderr(predicates::str::contains(format!("cannot open the memory store at {}", not_a_dir.display())))
+            .stderr(predicates::str::contains("set --db or ASTRA_DB to a writable directory"));
+    }
+}
+
 /// Does a live (not zombie) process of process group `pgid` still exist? Reads /proc (Linux).
 fn group_alive(pgid: i32) -> bool {
     std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {

@@ -67,6 +67,9 @@ pub struct TableStats {
     pub versions: usize,
 }
 
+/// The version of the export format `export` writes and `import` reads (`astra_mcp_export` in the header).
+pub const EXPORT_VERSION: u32 = 1;
+
 /// The first line of an export: what made it, so an import knows whether vectors are comparable.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExportHeader {
@@ -597,7 +600,7 @@ impl LanceStore {
     /// exactly.
     pub async fn export(&self, out: &mut dyn Write, actor: Option<&str>) -> Result<TableCounts, StoreError> {
         let header = ExportHeader {
-            astra_mcp_export: 1,
+            astra_mcp_export: EXPORT_VERSION,
             format_version: super::FORMAT_VERSION.to_string(),
             embedding_model: MODEL_ID.to_string(),
             embedding_dimension: DIMENSION,
@@ -641,6 +644,15 @@ impl LanceStore {
             })?,
             None => return Err(StoreError::Backend("the export is empty".into())),
         };
+        if header.astra_mcp_export != EXPORT_VERSION || header.format_version != super::FORMAT_VERSION {
+            return Err(StoreError::Backend(format!(
+                "line 1: this export is version {} of store format {}, and this astra-mcp reads version {EXPORT_VERSION} \
+of store format {}; nothing was imported: import it with the astra-mcp that wrote it (or a newer one)",
+                header.astra_mcp_export,
+                header.format_version,
+                super::FORMAT_VERSION
+            )));
+        }
         let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
         let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
         let mut line_numbers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
