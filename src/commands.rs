@@ -184,8 +184,13 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
         }
         MemoryCommand::Import { store, file } => {
             let settings = StoreSettings::resolve(&store)?;
-            // read first: a file that cannot be read leaves no new store behind
+            // read and check first: a file that cannot be read, or is no export this build reads, leaves no
+            // new store behind
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            astra_mcp::store::lance::manage::read_export_header(&text).map_err(|e| match e {
+                astra_mcp::store::StoreError::Backend(why) => anyhow::anyhow!("{}: {why}", file.display()),
+                other => other.into(),
+            })?;
             let db = settings.open_store().await?;
             let report = db.import(&text, &settings.embedder(Workload::Batch)).await?;
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {

@@ -303,14 +303,24 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
         })
     }
 
-    /// Starts opening the store and loading the model in the background, off the request path (issue 7:
-    /// `initialize` is answered while they run), and returns the tool hosts (the configured actor's, and
+    /// Starts opening the store, then loading the model, in the background, off the request path (issue
+    /// 7: `initialize` is answered while they run), and returns the tool hosts (the configured actor's, and
     /// one per bearer-token identity, each created at its first request once the store is open) with the
     /// store's opening, which the caller awaits or races against serving so that a store that cannot be
     /// opened still ends the process with its error.
     pub fn open(&self) -> (Hosts, StoreOpening) {
         let settings = self.store.clone();
-        let opening = tokio::spawn(async move { settings.open_store().await.map(Arc::new) });
+        let embedder = self.store.embedder(Workload::Interactive);
+        // The model loads once the store is open (a few ms), so a store that cannot be opened ends the
+        // process without waiting for a model load it never needs.
+        let loading = embedder.clone();
+        let opening = tokio::spawn(async move {
+            let store = settings.open_store().await.map(Arc::new);
+            if store.is_ok() {
+                loading.start_loading();
+            }
+            store
+        });
         let opening: StoreOpening = async move {
             match opening.await {
                 Ok(opened) => opened.map_err(Arc::new),
@@ -319,8 +329,6 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
         }
         .boxed()
         .shared();
-        let embedder = self.store.embedder(Workload::Interactive);
-        embedder.start_loading();
         let (fixes, blocks, near) = (self.fixes.clone(), self.store.core_blocks.clone(), self.near_duplicate_cosine);
         let store = opening.clone();
         let hosts = Hosts::new(

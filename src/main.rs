@@ -14,6 +14,7 @@ use astra_mcp::cli::{Cli, Command, SmokeCommand};
 use astra_mcp::config::{ServeSettings, StoreSettings, store_failure};
 use astra_mcp::transport::{McpServer, Shutdown, http, stdio};
 use clap::Parser;
+use futures::FutureExt;
 
 /// How long exiting waits for blocking tasks still running once the command has returned.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
@@ -107,14 +108,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .await
                 }
                 None => {
-                    // `initialize` is answered while the store opens (issue 7); a store that cannot be
-                    // opened ends the session with its error, as it did before the first message.
+                    // `initialize` is answered while the store opens (issue 7). A store that cannot be
+                    // opened ends the session (calls in flight get its error as their answer) and then
+                    // the process, with its error, as it did before the first message.
                     let server = McpServer::connection(hosts.clone(), hosts.default_scope().clone());
-                    let served = tokio::select! {
-                        served = stdio::serve(server, shutdown, settings.shutdown_grace) => served,
-                        failed = store_failure(opening.clone()) => return Err(failed),
-                    };
-                    // a session that ended before the store was open still reports a store that failed
+                    let failed = store_failure(opening.clone()).map(|_| {
+                        tracing::info!("the memory store could not be opened: ending the session");
+                    });
+                    let served = stdio::serve(server, shutdown, settings.shutdown_grace, failed).await;
+                    // also when the session ended before the store was open
                     opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
                     served
                 }

@@ -243,14 +243,20 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let (host, session) = self.resolve(&context.extensions).await?;
         let Some(_in_flight) = self.shutdown.begin_call() else {
             return Err(McpError::internal_error("server shutting down: call the tool again once it is back", None));
         };
         let arguments = request.arguments.unwrap_or_default();
+        // Counted in flight from here, the wait for the store (a first call right after launch) included.
+        let call = async {
+            let (host, session) = self.resolve(&context.extensions).await?;
+            host.call(&session, &request.name, arguments)
+                .await
+                .map_err(|unknown| McpError::invalid_params(unknown.to_string(), None))
+        };
         // A cancelled request or an abandoning shutdown drops the call, and with it any test run it started.
         let output = tokio::select! {
-            output = host.call(&session, &request.name, arguments) => output,
+            output = call => output?,
             _ = context.ct.cancelled() => {
                 tracing::info!(tool = %request.name, "request cancelled by the client");
                 return Err(McpError::internal_error("request cancelled", None));
@@ -262,8 +268,7 @@ impl ServerHandler for McpServer {
                     None,
                 ));
             }
-        }
-        .map_err(|unknown| McpError::invalid_params(unknown.to_string(), None))?;
+        };
         let mut result = if output.is_error {
             CallToolResult::error(vec![ContentBlock::text(output.text)])
         } else {

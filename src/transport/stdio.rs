@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde_json::{Value, json};
@@ -36,14 +36,21 @@ pub const EOF_GRACE: Duration = Duration::from_secs(1);
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 
-/// Serves `server` on this process's stdin/stdout until the client disconnects or a signal arrives; on
-/// a signal, calls in flight get up to `grace` to finish.
+/// Serves `server` on this process's stdin/stdout until the client disconnects, a signal arrives, or
+/// `stop` resolves (the caller's fatal error, such as a store that could not be opened). On a signal or
+/// `stop` after the handshake, calls in flight get up to `grace` to finish and their answers are
+/// written; before it, the session ends at once.
 ///
 /// # Errors
 /// When the MCP handshake fails or the transport breaks.
-pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) -> anyhow::Result<()> {
-    // before the handshake: a signal right after `initialize` drains like any other
-    let signal = signal_received();
+pub async fn serve(
+    server: McpServer,
+    shutdown: Arc<Shutdown>,
+    grace: Duration,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    // installed before the handshake: a signal right after `initialize` drains like any other
+    let stop = futures::future::select(Box::pin(signal_received()), Box::pin(stop)).map(|_| ()).boxed().shared();
     let (lines_tx, mut lines_rx) = mpsc::channel::<String>(64);
     // One writer owns stdout, so rmcp's messages and our error replies never interleave within a line.
     let writer = tokio::spawn(async move {
@@ -72,13 +79,22 @@ pub async fn serve(server: McpServer, shutdown: Arc<Shutdown>, grace: Duration) 
             serde_json::to_string(&message).expect("JSON-RPC messages serialize"),
         ))
     });
-    let running = server.with_shutdown(shutdown.clone()).serve((Box::pin(sink), messages_rx)).await?;
+    let running = tokio::select! {
+        running = server.with_shutdown(shutdown.clone()).serve((Box::pin(sink), messages_rx)) => running?,
+        () = stop.clone() => {
+            // no session yet, so nothing to drain (the handshake's future, and its sink, are dropped)
+            tracing::info!("stopping before the MCP handshake completed");
+            reader.abort();
+            let _ = writer.await;
+            return Ok(());
+        }
+    };
     tracing::info!("serving MCP over stdio");
     let service = running.cancellation_token();
     let on_signal = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            drain_after(signal, &shutdown, grace).await;
+            drain_after(stop, &shutdown, grace).await;
             service.cancel();
         }
     });

@@ -273,6 +273,75 @@ async fn sigterm_with_stdin_still_open_exits() {
     drop(stdin);
 }
 
+#[tokio::test]
+async fn sigterm_before_initialize_exits() {
+    // the store opens and the model loads in the background from launch: a supervisor's SIGTERM before
+    // any message still ends the process, gracefully
+    let db = tempfile::tempdir().unwrap();
+    let mut server = tokio::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = server.stdin.take().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await; // past the signal handlers' setup
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
+    let status = status.expect("the server exits after SIGTERM although stdin is still open").unwrap();
+    assert_eq!(status.code(), Some(0), "a graceful exit");
+    drop(stdin);
+}
+
+#[tokio::test]
+async fn a_store_failing_after_initialize_answers_the_waiting_call_with_its_error_and_exits_1() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    // A file where one table's directory should be: the store fails at its last table, well after
+    // `initialize` was answered, while a tool call waits for it with stdin still open.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    std::fs::write(db.join("distill_runs.lance"), "not a table").unwrap();
+    let mut server = tokio::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--db"])
+        .arg(&db)
+        .env("ASTRA_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(reply["id"], json!(1), "initialize is answered before the store is open: {reply}");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "archival_memory_search", "arguments": {"query": "deploy"}}});
+    stdin.write_all(format!("{initialized}\n{call}\n").as_bytes()).await.unwrap();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(30), stdout.next_line()).await;
+    let reply: serde_json::Value =
+        serde_json::from_str(&line.expect("the call is answered").unwrap().unwrap()).unwrap();
+    assert_eq!(reply["id"], json!(2), "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("cannot open the memory store at {}", db.display())), "{reply}");
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
+    let status = status.expect("the server exits although stdin is still open").unwrap();
+    assert_eq!(status.code(), Some(1));
+    let mut stderr = String::new();
+    server.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    assert!(stderr.contains(&format!("astra-mcp: cannot open the memory store at {}", db.display())), "{stderr}");
+    drop(stdin);
+}
+
 /// Sends `frames` (one per line) to a fresh `serve --stdio` and returns the first `n` JSON lines it
 /// writes back, failing after 20 s (a hang).
 fn stdio_replies(frames: &[&[u8]], n: usize) -> Vec<serde_json::Value> {

@@ -165,21 +165,37 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     std::fs::write(&header_only, format!("{}\n", lines[0])).unwrap();
     let empty = tempfile::tempdir().unwrap();
     assert_eq!(stdout(astra(empty.path()).args(["memory", "import"]).arg(&header_only)), "imported no rows\n");
-    // an export of a format this build does not read is refused before anything is written
+    // an export of a newer format than this build reads is refused before any store is made; so is an
+    // empty file
+    let files = tempfile::tempdir().unwrap();
     for (field, value) in [("astra_mcp_export", serde_json::json!(2)), ("format_version", serde_json::json!("2"))] {
         let mut newer: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         newer[field] = value.clone();
-        let newer_file = db.path().join("../newer.jsonl");
-        std::fs::write(&newer_file, [newer.to_string(), lines[1].clone()].join("\n")).unwrap();
-        let untouched = tempfile::tempdir().unwrap();
-        let out = astra(untouched.path()).args(["memory", "import"]).arg(&newer_file).output().unwrap();
+        let newer_file = files.path().join("newer.jsonl");
+        // a blank line first: the header is the first non-blank line, and the message names its number
+        std::fs::write(&newer_file, ["".to_string(), newer.to_string(), lines[1].clone()].join("\n")).unwrap();
+        let nowhere = files.path().join("no-store");
+        let out = astra(&nowhere).args(["memory", "import"]).arg(&newer_file).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{field} = {value}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("this astra-mcp reads version 1 of store format 1; nothing was imported"), "{err}");
-        let stats: serde_json::Value =
-            serde_json::from_str(&stdout(astra(untouched.path()).args(["memory", "stats", "--json"]))).unwrap();
-        assert!(stats.as_array().unwrap().iter().all(|t| t["rows"] == 0), "no row was written: {stats}");
+        assert!(
+            err.contains(&format!("{}: line 2: this export is version", newer_file.display()))
+                && err.contains("newer than this astra-mcp reads (version 1, store format 1); nothing was imported"),
+            "{err}"
+        );
+        assert!(!nowhere.exists(), "no store was made for a refused file");
     }
+    let empty_file = files.path().join("empty.jsonl");
+    std::fs::write(&empty_file, "\n\n").unwrap();
+    let out = astra(&files.path().join("no-store")).args(["memory", "import"]).arg(&empty_file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        format!(
+            "astra-mcp: {}: the export is empty: give a file written by `astra-mcp memory export`",
+            empty_file.display()
+        )
+    );
     let hits = search(fresh.path(), "what tools does the responses fixture mention").await;
     assert!(!hits.is_empty(), "re-embedded items are searchable");
 

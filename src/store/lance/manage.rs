@@ -80,6 +80,41 @@ pub struct ExportHeader {
     pub exported_at: String,
 }
 
+/// The header of the export `text` (its first non-blank line), checked as [`LanceStore::import`] checks
+/// it; for callers that refuse a file before opening a store.
+///
+/// # Errors
+/// [`StoreError::Backend`] when the file is empty, its first line is not a header, or it was written in
+/// a newer export version or store format than this build reads.
+pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
+    match text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) {
+        Some((i, line)) => parse_export_header(i + 1, line),
+        None => {
+            Err(StoreError::Backend("the export is empty: give a file written by `astra-mcp memory export`".into()))
+        }
+    }
+}
+
+/// Line `number` of an export as its header: newer export versions and store formats are refused (this
+/// build cannot know what they changed); older ones would be read (there are none yet).
+fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreError> {
+    let header: ExportHeader = serde_json::from_str(line).map_err(|e| {
+        StoreError::Backend(format!(
+            "line {number} is not an astra-mcp export header ({e}); give a file written by `astra-mcp memory export`"
+        ))
+    })?;
+    let ours: u32 = super::FORMAT_VERSION.parse().expect("FORMAT_VERSION is a number");
+    let newer_format = header.format_version.parse::<u32>().map_or(true, |theirs| theirs > ours);
+    if header.astra_mcp_export > EXPORT_VERSION || newer_format {
+        return Err(StoreError::Backend(format!(
+            "line {number}: this export is version {} of store format {}, newer than this astra-mcp reads \
+(version {EXPORT_VERSION}, store format {ours}); nothing was imported: import it with a newer astra-mcp",
+            header.astra_mcp_export, header.format_version
+        )));
+    }
+    Ok(header)
+}
+
 /// Rows written or read, by table.
 pub type TableCounts = BTreeMap<String, usize>;
 
@@ -636,23 +671,10 @@ impl LanceStore {
     /// fit its table's columns, with the line number.
     pub async fn import(&self, text: &str, embedder: &LazyEmbedder) -> Result<ImportReport, StoreError> {
         let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-        let header: ExportHeader = match lines.next() {
-            Some((_, line)) => serde_json::from_str(line).map_err(|e| {
-                StoreError::Backend(format!(
-                    "line 1 is not an astra-mcp export header ({e}); give a file written by `astra-mcp memory export`"
-                ))
-            })?,
+        let header = match lines.next() {
+            Some((i, line)) => parse_export_header(i + 1, line)?,
             None => return Err(StoreError::Backend("the export is empty".into())),
         };
-        if header.astra_mcp_export != EXPORT_VERSION || header.format_version != super::FORMAT_VERSION {
-            return Err(StoreError::Backend(format!(
-                "line 1: this export is version {} of store format {}, and this astra-mcp reads version {EXPORT_VERSION} \
-of store format {}; nothing was imported: import it with the astra-mcp that wrote it (or a newer one)",
-                header.astra_mcp_export,
-                header.format_version,
-                super::FORMAT_VERSION
-            )));
-        }
         let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
         let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
         let mut line_numbers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
