@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use astra_mcp::cli::{Cli, Command, SmokeCommand};
 use astra_mcp::config::{ServeSettings, StoreSettings, store_failure};
-use astra_mcp::transport::{McpServer, Shutdown, http, stdio};
+use astra_mcp::transport::{McpServer, Shutdown, http, signal_received, stdio};
 use clap::Parser;
 use futures::FutureExt;
 
@@ -116,8 +116,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                         tracing::info!("the memory store could not be opened: ending the session");
                     });
                     let served = stdio::serve(server, shutdown, settings.shutdown_grace, failed).await;
-                    // also when the session ended before the store was open
-                    opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+                    // The store's error also when the session ended before the store was open; a store
+                    // still opening (a slow remote URI) is waited for only until the next signal.
+                    tokio::select! {
+                        opened = opening => { opened.map_err(|e| anyhow::anyhow!("{e:#}"))?; }
+                        () = signal_received() => tracing::warn!("signal: exiting before the store was open"),
+                    }
                     served
                 }
             };

@@ -8,4 +8,4 @@ pub mod shutdown;
 pub mod stdio;
 
 pub use server::{McpServer, render_core_memory};
-pub use shutdown::Shutdown;
+pub use shutdown::{Shutdown, signal_received};

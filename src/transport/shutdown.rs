@@ -100,9 +100,10 @@ impl Shutdown {
 /// handed to the transport) is written out.
 pub const FLUSH_PAUSE: Duration = Duration::from_millis(250);
 
-/// Waits for `signal` (a SIGTERM/SIGINT, or whatever else ends the service), then drains `shutdown` for up to `grace` ([`Shutdown::drain`]; from then on a
-/// second signal exits at once) and logs how many calls were abandoned. Each transport runs it beside
-/// its service and closes its streams when it returns.
+/// Waits for `signal` (a SIGTERM/SIGINT, or whatever else ends the service), then drains `shutdown` for
+/// up to `grace` ([`Shutdown::drain`]; from then on a second signal exits at once) and logs how many
+/// calls were abandoned. Each transport runs it beside its service and closes its streams when it
+/// returns.
 pub async fn drain_after(signal: impl Future<Output = ()>, shutdown: &Shutdown, grace: Duration) {
     signal.await;
     tracing::info!(in_flight = shutdown.in_flight(), "shutting down, draining (a second signal exits at once)");

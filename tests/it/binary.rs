@@ -275,20 +275,33 @@ async fn sigterm_with_stdin_still_open_exits() {
 
 #[tokio::test]
 async fn sigterm_before_initialize_exits() {
-    // the store opens and the model loads in the background from launch: a supervisor's SIGTERM before
-    // any message still ends the process, gracefully
+    // the store opens (then the model loads) in the background from launch: a supervisor's SIGTERM
+    // before any message still ends the process, gracefully
+    use tokio::io::AsyncBufReadExt;
     let db = tempfile::tempdir().unwrap();
     let mut server = tokio::process::Command::new(BIN)
         .args(["serve", "--stdio", "--db"])
         .arg(db.path())
-        .env("ASTRA_LOG", "warn")
+        .env("ASTRA_LOG", "warn,astra_mcp=info")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let stdin = server.stdin.take().unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await; // past the signal handlers' setup
+    // "ready" is logged once the store is open, by then the signal handlers are installed
+    let mut stderr = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let ready = async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("astra-mcp ready") {
+                return;
+            }
+        }
+        panic!("the server ended before it was ready");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), ready).await.expect("the store opens");
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;

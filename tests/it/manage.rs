@@ -180,7 +180,9 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains(&format!("{}: line 2: this export is version", newer_file.display()))
-                && err.contains("newer than this astra-mcp reads (version 1, store format 1); nothing was imported"),
+                && err.contains(
+                    "which this astra-mcp (export version 1, store format 1) cannot read; nothing was imported"
+                ),
             "{err}"
         );
         assert!(!nowhere.exists(), "no store was made for a refused file");

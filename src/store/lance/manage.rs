@@ -107,8 +107,8 @@ fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreE
     let newer_format = header.format_version.parse::<u32>().map_or(true, |theirs| theirs > ours);
     if header.astra_mcp_export > EXPORT_VERSION || newer_format {
         return Err(StoreError::Backend(format!(
-            "line {number}: this export is version {} of store format {}, newer than this astra-mcp reads \
-(version {EXPORT_VERSION}, store format {ours}); nothing was imported: import it with a newer astra-mcp",
+            "line {number}: this export is version {} of store format {}, which this astra-mcp (export version \
+{EXPORT_VERSION}, store format {ours}) cannot read; nothing was imported: import it with a newer astra-mcp",
             header.astra_mcp_export, header.format_version
         )));
     }
