@@ -122,6 +122,31 @@ fn group_alive(pgid: i32) -> bool {
     })
 }
 
+/// Spawns `serve --stdio --db db` plus `args` on the real binary with `ASTRA_LOG=log`, stdin, stdout
+/// and stderr piped, killed when dropped.
+fn spawn_stdio_server(db: &std::path::Path, args: &[&str], log: &str) -> tokio::process::Child {
+    tokio::process::Command::new(BIN)
+        .args(["serve", "--stdio", "--db"])
+        .arg(db)
+        .args(args)
+        .env("ASTRA_LOG", log)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// Sends SIGTERM to `server` and asserts that it exits 0 within 10 s, stdin still open.
+async fn assert_sigterm_exits_gracefully(server: &mut tokio::process::Child) {
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
+    let status = status.expect("the server exits after SIGTERM although stdin is still open").unwrap();
+    assert_eq!(status.code(), Some(0), "a graceful exit");
+}
+
 /// Starts `serve --stdio --db db` plus `args` on the real binary (stdin and stdout piped, stdout's
 /// further lines discarded) and completes `initialize`; returns the process and its stdin.
 async fn initialized_stdio_server(
@@ -129,16 +154,10 @@ async fn initialized_stdio_server(
     args: &[&str],
 ) -> (tokio::process::Child, tokio::process::ChildStdin) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let mut server = tokio::process::Command::new(BIN)
-        .args(["serve", "--stdio", "--db"])
-        .arg(db)
-        .args(args)
-        .env("ASTRA_LOG", "warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut server = spawn_stdio_server(db, args, "warn");
+    // its logs stay visible in the test's output
+    let mut stderr = server.stderr.take().unwrap();
+    tokio::spawn(async move { tokio::io::copy(&mut stderr, &mut tokio::io::stderr()).await });
     let mut stdin = server.stdin.take().unwrap();
     let mut stdout = BufReader::new(server.stdout.take().unwrap()).lines();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -265,11 +284,7 @@ fn calls_piped_in_before_stdin_closes_are_answered() {
 async fn sigterm_with_stdin_still_open_exits() {
     let db = tempfile::tempdir().unwrap();
     let (mut server, stdin) = initialized_stdio_server(db.path(), &["--shutdown-grace", "1"]).await;
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
-    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
-    let status = status.expect("the server exits after SIGTERM although stdin is still open").unwrap();
-    assert_eq!(status.code(), Some(0), "a graceful exit");
+    assert_sigterm_exits_gracefully(&mut server).await;
     drop(stdin);
 }
 
@@ -279,16 +294,7 @@ async fn sigterm_before_initialize_exits() {
     // before any message still ends the process, gracefully
     use tokio::io::AsyncBufReadExt;
     let db = tempfile::tempdir().unwrap();
-    let mut server = tokio::process::Command::new(BIN)
-        .args(["serve", "--stdio", "--db"])
-        .arg(db.path())
-        .env("ASTRA_LOG", "warn,astra_mcp=info")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut server = spawn_stdio_server(db.path(), &[], "warn,astra_mcp=info");
     let stdin = server.stdin.take().unwrap();
     // "ready" is logged once the store is open, by then the signal handlers are installed
     let mut stderr = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
@@ -302,11 +308,7 @@ async fn sigterm_before_initialize_exits() {
     };
     tokio::time::timeout(std::time::Duration::from_secs(30), ready).await.expect("the store opens");
     tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, libc::SIGTERM) }, 0);
-    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
-    let status = status.expect("the server exits after SIGTERM although stdin is still open").unwrap();
-    assert_eq!(status.code(), Some(0), "a graceful exit");
+    assert_sigterm_exits_gracefully(&mut server).await;
     drop(stdin);
 }
 
@@ -319,16 +321,7 @@ async fn a_store_failing_after_initialize_answers_the_waiting_call_with_its_erro
     let db = dir.path().join("db");
     std::fs::create_dir(&db).unwrap();
     std::fs::write(db.join("distill_runs.lance"), "not a table").unwrap();
-    let mut server = tokio::process::Command::new(BIN)
-        .args(["serve", "--stdio", "--db"])
-        .arg(&db)
-        .env("ASTRA_LOG", "warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut server = spawn_stdio_server(&db, &[], "warn");
     let mut stdin = server.stdin.take().unwrap();
     let mut stdout = BufReader::new(server.stdout.take().unwrap()).lines();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
