@@ -350,7 +350,8 @@ def run_large(args, work: Path, version: str, size: int, texts: list[str], texts
     log(f"warm search at {size} archival passages (bench populate, {len(texts)} distinct texts)")
     load = stores.bench_populate(args.binary, db, texts_file, size, args.seed, "local", "bench")
     log(f"  populated in {load['wall_s']} s: write {load['write_seconds']:.1f} s, full-text index "
-        f"{load['fts_index_seconds']:.1f} s, vector index {load['vector_index_seconds']:.1f} s")
+        f"{load['fts_index_seconds']:.1f} s, vector index {load['vector_index_seconds']:.1f} s, upkeep (compaction) "
+        f"{load.get('optimize_seconds', 0):.1f} s")
     raw = sum((2 * (len(texts[i % len(texts)].encode()) + len(f" (#{i})")) + 384 * 4) for i in range(size))
     row = {"size": size, "load_path": "bench populate", "populate": load, "disk": stores.store_disk(db, raw),
            "stats": stores.stats(args.binary, db)}

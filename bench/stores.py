@@ -347,7 +347,8 @@ def memory_ingest(binary: str, db: Path, jsonl: Path, actor: str, project: str) 
 def bench_populate(binary: str, db: Path, texts_file: Path, rows: int, seed: int, actor: str, project: str) -> dict:
     """`astra-mcp bench populate`: `rows` archival passages over the texts of the file (each embedded for
     real; further rows = a text with a `(#i)` suffix and its vector plus seeded noise), then the full-text
-    and vector indexes. Returns the binary's JSON and the command's wall time."""
+    and vector indexes, then the store's upkeep (compaction, pruning). Returns the binary's JSON and the
+    command's wall time."""
     p, wall = _run([binary, "bench", "populate", "--db", str(db), "--actor", actor, "--project", project,
                     "--texts", str(texts_file), "--rows", str(rows), "--seed", str(seed)], "astra-mcp bench populate")
     out = _json_lines(p.stdout)[-1]

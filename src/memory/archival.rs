@@ -268,9 +268,9 @@ impl ArchivalMemory {
         search
             .run(
                 store.passage_keyword(&text_query),
-                |vector, keyword| {
-                    let query = TextQuery { vector, ..text_query.clone() };
-                    async move { store.passage_ranked(&query, keyword).await }
+                {
+                    let (store, query) = (Arc::clone(store), text_query.clone());
+                    move |vector| async move { store.passage_nearest(&TextQuery { vector, ..query }).await }
                 },
                 |refs: Vec<crate::store::RowRef>| async move { store.passage_rows(actor_id, &refs).await },
                 |p: &Passage| p.id,

@@ -258,9 +258,9 @@ impl ConversationMemory {
         search
             .run(
                 store.item_keyword(&text_query),
-                |vector, keyword| {
-                    let query = TextQuery { vector, ..text_query.clone() };
-                    async move { store.item_ranked(&query, keyword).await }
+                {
+                    let (store, query) = (Arc::clone(store), text_query.clone());
+                    move |vector| async move { store.item_nearest(&TextQuery { vector, ..query }).await }
                 },
                 |refs: Vec<crate::store::RowRef>| async move { store.item_rows(actor_id, &refs).await },
                 |i: &SessionItem| i.id,

@@ -119,9 +119,9 @@ impl FixMemory {
         let hits = search
             .run(
                 store.fix_keyword(&fix_query),
-                |vector, keyword| {
-                    let query = FixQuery { vector, ..fix_query.clone() };
-                    async move { store.fix_ranked(&query, keyword).await }
+                {
+                    let (store, query) = (Arc::clone(store), fix_query.clone());
+                    move |vector| async move { store.fix_nearest(&FixQuery { vector, ..query }).await }
                 },
                 |refs: Vec<crate::store::RowRef>| async move { store.fix_rows(actor_id, &refs).await },
                 |r: &FixRecord| r.memory_id,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::MemoryError;
 use super::fusion::weighted_reciprocal_rank_fusion;
 use crate::embed::LazyEmbedder;
-use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError};
+use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError, VectorRanking};
 
 /// How the rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
 /// rank_vector)`, plus `own_text_weight / (k + rank_own)` for conversation items, whose BM25 ranking
@@ -171,8 +171,9 @@ where
 }
 
 /// One hybrid search, the shape archival memory, conversation search and fix memory share: the query is
-/// embedded while its full-text rankings run, then the vector ranking, the fusion and the read of the
-/// hits' rows follow. Built by each search with its table's operations ([`Search::run`]).
+/// embedded while its full-text rankings run, the vector ranking starts as soon as the embedding is
+/// done (beside full-text rankings still running), then the fusion and the read of the hits' rows
+/// follow. Built by each search with its table's operations ([`Search::run`]).
 pub(crate) struct Search<'a> {
     /// Names the search in the timings log line ([`log_timings`]): `archival`, `conversation`, `fixes`.
     pub name: &'static str,
@@ -186,22 +187,22 @@ pub(crate) struct Search<'a> {
 }
 
 impl Search<'_> {
-    /// Runs the search: `keyword` (the full-text rankings, which need no vector) overlaps the query's
-    /// embedding (on the blocking pool); `rank` gets the embedding (`[f32; 384]`, L2-normalized) and the
-    /// keyword rankings and returns the candidates of both rankings; [`fuse`] keeps `top_k`; `read`
-    /// returns the rows still stored for refs (matched by `id`); each hit is scored by its row's cosine
-    /// with the query ([`with_rows`]).
+    /// Runs the search. Two branches run at once:
+    /// - the query's embedding (on the blocking pool; `[f32; 384]`, L2-normalized), then `rank` of it
+    ///   (the vector ranking), spawned as its own task so it runs on another worker thread than
+    /// - `keyword` (the full-text rankings, which need no vector), then, when the vector ranking is not
+    ///   done yet, a read of the rows of their tops ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`):
+    ///   a search's hits are nearly always among them, so the read after fusion mostly disappears.
     ///
-    /// When the keyword rankings finish before the embedding, the rows of their tops
-    /// ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`) are read in the time left: a search's hits are
-    /// nearly always among them, so the read after fusion mostly disappears. When the embedding finishes
-    /// first (a large table's full-text query can outlast it), nothing is prefetched. The vector ranking
-    /// starts once both are done: letting an unfinished prefetch run on beside it instead was no faster
-    /// at 10k or 100k rows (within the run-to-run spread of about 1 ms; BENCHMARKS.md).
+    /// On a small table the full-text rankings finish before the embedding, so the vector ranking runs
+    /// alone; on a large one (about 15 ms at 1M rows) they outlast it, and the vector ranking no longer
+    /// waits for them (BENCHMARKS.md). Then [`fuse`] keeps `top_k`, `read` returns the rows still stored
+    /// for the hits not read yet (matched by `id`), and each hit is scored by its row's cosine with the
+    /// query ([`with_rows`]).
     ///
     /// # Errors
     /// [`MemoryError::Embed`] when the query cannot be embedded, [`MemoryError::Store`] when a ranking or a
-    /// read fails.
+    /// read fails (or the vector ranking's task panics).
     pub(crate) async fn run<T, K, Rank, RankFut, Read, ReadFut>(
         self,
         keyword: K,
@@ -211,30 +212,35 @@ impl Search<'_> {
     ) -> Result<Vec<Hit<T>>, MemoryError>
     where
         K: Future<Output = Result<KeywordRankings, StoreError>>,
-        Rank: FnOnce(Vec<f32>, KeywordRankings) -> RankFut,
-        RankFut: Future<Output = Result<Candidates<RowRef>, StoreError>>,
+        Rank: FnOnce(Vec<f32>) -> RankFut,
+        RankFut: Future<Output = Result<VectorRanking, StoreError>> + Send + 'static,
         Read: FnOnce(Vec<RowRef>) -> ReadFut + Copy,
         ReadFut: Future<Output = Result<Vec<(T, Vec<f32>)>, StoreError>>,
     {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let embedded = AtomicBool::new(false);
-        let embed = async {
+        let ranked = AtomicBool::new(false);
+        let embed_then_rank = async {
             let started = std::time::Instant::now();
             let vector = self.embedder.embed_query(self.query).await;
-            embedded.store(true, Ordering::Release);
-            (vector, ms_since(started))
+            let embed_ms = ms_since(started);
+            let vector = vector?;
+            // aborted when the call is (the handle is dropped with this future)
+            let ranking = AbortOnDrop(tokio::spawn(rank(vector.clone()))).await;
+            ranked.store(true, Ordering::Release);
+            let ranking = ranking.map_err(|e| StoreError::Backend(format!("the vector ranking failed: {e}")))??;
+            Ok::<_, MemoryError>((vector, embed_ms, ranking))
         };
         let keyword_then_prefetch = async {
             let keyword = keyword.await?;
-            let tops = if embedded.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
+            let tops = if ranked.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
             let rows = if tops.is_empty() { Vec::new() } else { read(tops).await? };
             Ok::<_, StoreError>((keyword, rows))
         };
         // the embedding is polled first, so the model starts before the full-text query's first CPU work
-        let ((vector, embed_ms), keyword) = tokio::join!(embed, keyword_then_prefetch);
-        let vector = vector?;
-        let (keyword, prefetched) = keyword?;
-        let candidates = rank(vector.clone(), keyword).await?;
+        let (vector_side, keyword_side) = tokio::join!(embed_then_rank, keyword_then_prefetch);
+        let (vector, embed_ms, ranking) = vector_side?;
+        let (keyword, prefetched) = keyword_side?;
+        let candidates = Candidates::join(ranking, keyword);
         let mut timings = candidates.timings;
         let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k);
         let reading = std::time::Instant::now();
@@ -243,6 +249,25 @@ impl Search<'_> {
         timings.rows_ms = ms_since(reading);
         log_timings(self.name, embed_ms, &timings, ms_since(self.started));
         Ok(hits)
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped unfinished (a cancelled call stops its
+/// vector ranking). `tokio_util::task::AbortOnDropHandle` does this, behind a feature that would rebuild
+/// half the dependency tree.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
     }
 }
 
@@ -257,6 +282,117 @@ mod tests {
 
     fn hit(id: Uuid) -> Hit<RowRef> {
         Hit { row: RowRef { id, row_id: 0 }, score: f32::NAN, fused_score: 0.0, keyword_hit: true }
+    }
+
+    /// Embeds every text as the same unit vector, at once: the searches below test scheduling, not
+    /// the model.
+    struct SameVector;
+
+    impl crate::embed::Embedder for SameVector {
+        fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+            Ok(texts.iter().map(|_| unit()).collect())
+        }
+    }
+
+    fn unit() -> Vec<f32> {
+        let mut v = vec![0.0; 384];
+        v[0] = 1.0;
+        v
+    }
+
+    fn scored(id: Uuid) -> crate::store::Scored<RowRef> {
+        crate::store::Scored { row: RowRef { id, row_id: 0 }, cosine: 1.0, rank: 1 }
+    }
+
+    /// Runs one search over `keyword` and `rank`; every ref reads as a row with [`unit`] as its vector.
+    async fn search<K, Rank, RankFut>(keyword: K, rank: Rank) -> Result<Vec<Hit<Uuid>>, MemoryError>
+    where
+        K: Future<Output = Result<KeywordRankings, StoreError>>,
+        Rank: FnOnce(Vec<f32>) -> RankFut,
+        RankFut: Future<Output = Result<VectorRanking, StoreError>> + Send + 'static,
+    {
+        let embedder = LazyEmbedder::ready(std::sync::Arc::new(SameVector));
+        let fusion = Fusion::default();
+        let search = Search {
+            name: "test",
+            embedder: &embedder,
+            query: "q",
+            fusion: &fusion,
+            top_k: 5,
+            started: std::time::Instant::now(),
+        };
+        let read = |refs: Vec<RowRef>| async move { Ok(refs.iter().map(|r| (r.id, unit())).collect()) };
+        search.run(keyword, rank, read, |id: &Uuid| *id).await
+    }
+
+    #[tokio::test]
+    async fn the_vector_ranking_does_not_wait_for_the_keyword_rankings() {
+        let [by_vector, by_keyword] = [1u128, 2].map(Uuid::from_u128);
+        // the full-text rankings finish only once the vector ranking has run: a search that started
+        // the vector ranking after them would never finish
+        let (ranked, ranked_rx) = tokio::sync::oneshot::channel::<()>();
+        let keyword = async move {
+            ranked_rx.await.expect("the vector ranking ran");
+            Ok(KeywordRankings { rankings: vec![vec![scored(by_keyword)]], ms: 0.0 })
+        };
+        let rank = move |vector: Vec<f32>| async move {
+            assert_eq!(vector, unit(), "the vector ranking gets the query's embedding");
+            ranked.send(()).unwrap();
+            Ok(VectorRanking { ranked: vec![scored(by_vector)], ms: 0.0 })
+        };
+        let hits = tokio::time::timeout(std::time::Duration::from_secs(10), search(keyword, rank))
+            .await
+            .expect("the search finished: its vector ranking ran while the keyword rankings were still running")
+            .unwrap();
+        let mut got: Vec<Uuid> = hits.iter().map(|h| h.row).collect();
+        got.sort();
+        assert_eq!(got, vec![by_vector, by_keyword], "both rankings' rows are fused");
+        assert!(hits.iter().find(|h| h.row == by_keyword).unwrap().keyword_hit);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_vector_ranking_fails_the_search_with_an_error() {
+        let keyword = async { Ok(KeywordRankings::default()) };
+        let rank = |_: Vec<f32>| async {
+            if unit()[0] > 0.0 {
+                panic!("a bug in the ranking");
+            }
+            Ok(VectorRanking::default())
+        };
+        let err = search(keyword, rank).await.unwrap_err();
+        assert!(matches!(err, MemoryError::Store(StoreError::Backend(_))), "{err:?}");
+        assert!(err.to_string().contains("the vector ranking failed"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_search_stops_its_vector_ranking() {
+        struct SetOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (started, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let guard = SetOnDrop(dropped.clone());
+        let rank = move |_: Vec<f32>| async move {
+            let _guard = guard;
+            started.send(()).unwrap();
+            std::future::pending::<Result<VectorRanking, StoreError>>().await
+        };
+        let keyword = std::future::pending::<Result<KeywordRankings, StoreError>>();
+        tokio::select! {
+            _ = search(keyword, rank) => panic!("the search cannot finish"),
+            r = started_rx => r.unwrap(),
+        }
+        // the search future is dropped (the call was cancelled): its spawned ranking must stop too
+        for _ in 0..500 {
+            if dropped.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the vector ranking's task still runs 5 s after its search was dropped");
     }
 
     #[tokio::test]

@@ -57,16 +57,16 @@ pub trait FixStore: Send + Sync {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError>;
     /// The full-text rankings of `query.text` (`query.vector` is not read).
     async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError>;
-    /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
-    /// `keyword` fetched before.
-    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError>;
+    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
+    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
+    async fn fix_nearest(&self, query: &FixQuery) -> Result<VectorRanking, StoreError>;
     /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
     /// vector (`[f32; 384]`).
     async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError>;
     /// Both rankings of a hybrid search with their rows read, one after the other.
     async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError> {
         let keyword = self.fix_keyword(query).await?;
-        let ranked = self.fix_ranked(query, keyword).await?;
+        let ranked = Candidates::join(self.fix_nearest(query).await?, keyword);
         let refs: Vec<RowRef> = ranked.all().copied().collect();
         let rows = self.fix_rows(&query.actor_id, &refs).await?;
         Ok(ranked.with_rows(rows, |r| r.memory_id, &query.vector))
@@ -125,6 +125,18 @@ pub struct Candidates<T> {
 }
 
 impl Candidates<RowRef> {
+    /// The vector ranking and the full-text rankings of one query as the candidates a search fuses: the
+    /// first full-text ranking is `by_keyword`, the second (conversation items only) `by_own_text`.
+    pub fn join(vector: VectorRanking, keyword: KeywordRankings) -> Self {
+        let mut rankings = keyword.rankings.into_iter();
+        Candidates {
+            by_vector: vector.ranked,
+            by_keyword: rankings.next().unwrap_or_default(),
+            by_own_text: rankings.next().unwrap_or_default(),
+            timings: StageTimings { vector_ms: vector.ms, keyword_ms: keyword.ms, rows_ms: 0.0 },
+        }
+    }
+
     /// Every ranked row, once, vector ranking first.
     pub fn all(&self) -> impl Iterator<Item = &RowRef> {
         let mut seen = std::collections::HashSet::new();
@@ -178,10 +190,11 @@ impl<T> Default for Candidates<T> {
 /// (target `astra_mcp::search`), beside the query's embedding time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StageTimings {
-    /// The vector (ANN or exact) query, ms.
+    /// The vector (ANN or exact) query, ms. A search starts it once the query is embedded, beside the
+    /// full-text queries when they are still running.
     pub vector_ms: f64,
     /// The full-text (BM25) queries, ms, one per indexed column, one after another. A search runs them
-    /// while it embeds the query, so they overlap the embedding.
+    /// while it embeds the query and ranks by vector, so they overlap both.
     pub keyword_ms: f64,
     /// Reading the rows of the hits a search returns (after fusion) that were not read beside the
     /// vector ranking ([`KeywordRankings::tops`]), ms.
@@ -199,8 +212,8 @@ pub struct RowRef {
 }
 
 /// The full-text (BM25) rankings of one query: one per indexed column, each best first. They need no
-/// query embedding, so a search fetches them while the query is embedded and joins them with the
-/// vector ranking afterwards.
+/// query embedding, so a search fetches them while the query is embedded and ranked by vector, and joins
+/// them with the vector ranking afterwards ([`Candidates::join`]).
 #[derive(Debug, Clone, Default)]
 pub struct KeywordRankings {
     /// Each ranking's refs with their [`Scored::rank`] by BM25; `cosine` is NaN (not known yet).
@@ -216,6 +229,14 @@ impl KeywordRankings {
         let mut seen = std::collections::HashSet::new();
         self.rankings.iter().flat_map(|r| r.iter().take(n)).map(|s| s.row).filter(|r| seen.insert(r.id)).collect()
     }
+}
+
+/// The vector ranking of one query: refs best first by cosine with the query (`Scored::cosine`), filtered.
+#[derive(Debug, Clone, Default)]
+pub struct VectorRanking {
+    pub ranked: Vec<Scored<RowRef>>,
+    /// How long the query took (ANN or exact search, the filter and the re-ranking), ms.
+    pub ms: f64,
 }
 
 /// Filters of a search over archival passages or session items; every filter applies before ranking.
@@ -268,20 +289,16 @@ pub trait ArchivalStore: Send + Sync {
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
     /// The full-text rankings of `query.text` (`query.vector` is not read).
     async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
-    /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
-    /// `keyword` fetched before.
-    async fn passage_ranked(
-        &self,
-        query: &TextQuery,
-        keyword: KeywordRankings,
-    ) -> Result<Candidates<RowRef>, StoreError>;
+    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
+    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
+    async fn passage_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError>;
     /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
     /// vector (`[f32; 384]`).
     async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError>;
     /// Both rankings of a hybrid search with their rows read, one after the other.
     async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
         let keyword = self.passage_keyword(query).await?;
-        let ranked = self.passage_ranked(query, keyword).await?;
+        let ranked = Candidates::join(self.passage_nearest(query).await?, keyword);
         let refs: Vec<RowRef> = ranked.all().copied().collect();
         let rows = self.passage_rows(&query.filter.actor_id, &refs).await?;
         Ok(ranked.with_rows(rows, |r| r.id, &query.vector))
@@ -343,16 +360,16 @@ pub trait SessionStore: Send + Sync {
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
     /// The full-text rankings of `query.text` (`query.vector` is not read).
     async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
-    /// The vector ranking of `query.vector` (each with its cosine), joined with the full-text rankings
-    /// `keyword` fetched before.
-    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError>;
+    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
+    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
+    async fn item_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError>;
     /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
     /// vector (`[f32; 384]`).
     async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError>;
     /// Both rankings of a hybrid search with their rows read, one after the other.
     async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
         let keyword = self.item_keyword(query).await?;
-        let ranked = self.item_ranked(query, keyword).await?;
+        let ranked = Candidates::join(self.item_nearest(query).await?, keyword);
         let refs: Vec<RowRef> = ranked.all().copied().collect();
         let rows = self.item_rows(&query.filter.actor_id, &refs).await?;
         Ok(ranked.with_rows(rows, |r| r.id, &query.vector))

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use astra_mcp::domain::{FixRecord, Receipt, fix_memory_id};
 use astra_mcp::store::lance::LanceStore;
-use astra_mcp::store::{FixQuery, FixStore, StoreError};
+use astra_mcp::store::{Candidates, FixQuery, FixStore, StoreError};
 use chrono::{TimeZone, Utc};
 
 use crate::support::embedder;
@@ -307,7 +307,7 @@ async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
     let stored = passages(&store, "ann", &texts).await;
     let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
     let keyword = store.passage_keyword(&q).await.unwrap();
-    let ranked = store.passage_ranked(&q, keyword).await.unwrap();
+    let ranked = Candidates::join(store.passage_nearest(&q).await.unwrap(), keyword);
     assert_eq!(ranked.by_vector.len(), 3);
     assert_eq!(ranked.by_keyword.len(), 2, "two texts hold the words");
     let refs: Vec<_> = ranked.all().copied().collect();

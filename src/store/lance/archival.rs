@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::rows::{self, Rows};
 use super::{LanceStore, backend, search_filter, sql_literal};
 use crate::domain::Passage;
-use crate::store::{AppliedPassages, ArchivalStore, Candidates, KeywordRankings, RowRef, StoreError, TextQuery};
+use crate::store::{AppliedPassages, ArchivalStore, KeywordRankings, RowRef, StoreError, TextQuery, VectorRanking};
 
 /// Name of the archival memory table.
 pub const ARCHIVAL_TABLE: &str = "archival";
@@ -234,12 +234,8 @@ impl ArchivalStore for LanceStore {
             .await
     }
 
-    async fn passage_ranked(
-        &self,
-        query: &TextQuery,
-        keyword: KeywordRankings,
-    ) -> Result<Candidates<RowRef>, StoreError> {
-        self.ranked(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.vector, query.limit, keyword)
+    async fn passage_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError> {
+        self.vector_ranking(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.vector, query.limit)
             .await
     }
 

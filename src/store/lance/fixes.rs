@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::{LanceStore, backend, collect, retry, sql_literal};
 use crate::domain::{FixRecord, Receipt};
 use crate::embed::DIMENSION;
-use crate::store::{Candidates, FixQuery, FixStore, KeywordRankings, RowRef, StoreError};
+use crate::store::{FixQuery, FixStore, KeywordRankings, RowRef, StoreError, VectorRanking};
 
 /// Name of the table of confirmed fixes.
 pub const FIXES_TABLE: &str = "fixes";
@@ -243,8 +243,8 @@ impl FixStore for LanceStore {
         self.keyword_rankings(FIXES_TABLE, &fix_filter(query), &query.text, query.limit).await
     }
 
-    async fn fix_ranked(&self, query: &FixQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
-        self.ranked(FIXES_TABLE, &fix_filter(query), &query.vector, query.limit, keyword).await
+    async fn fix_nearest(&self, query: &FixQuery) -> Result<VectorRanking, StoreError> {
+        self.vector_ranking(FIXES_TABLE, &fix_filter(query), &query.vector, query.limit).await
     }
 
     async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {

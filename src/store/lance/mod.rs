@@ -399,15 +399,14 @@ impl LanceStore {
     }
 
     /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
-    /// their cosine, joined with the full-text rankings `keyword` (from [`Self::keyword_rankings`]).
-    async fn ranked(
+    /// their cosine.
+    async fn vector_ranking(
         &self,
         name: &'static str,
         filter: &Filter,
         vector: &[f32],
         limit: usize,
-        keyword: crate::store::KeywordRankings,
-    ) -> Result<crate::store::Candidates<crate::store::RowRef>, StoreError> {
+    ) -> Result<crate::store::VectorRanking, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
@@ -445,13 +444,7 @@ impl LanceStore {
                 by_score(refs, |cosine| cosine)
             }
         };
-        let mut rankings = keyword.rankings.into_iter();
-        Ok(crate::store::Candidates {
-            by_vector,
-            by_keyword: rankings.next().unwrap_or_default(),
-            by_own_text: rankings.next().unwrap_or_default(),
-            timings: crate::store::StageTimings { vector_ms: ms_since(started), keyword_ms: keyword.ms, rows_ms: 0.0 },
-        })
+        Ok(crate::store::VectorRanking { ranked: by_vector, ms: ms_since(started) })
     }
 
     /// The rows of `refs` in `T`'s table that are still stored for `actor_id`, in the order of `refs`.
@@ -1125,6 +1118,36 @@ mod tests {
             out.extend(row_refs(&batch, name).unwrap().into_iter().map(|(r, _)| (r.id, r.row_id)));
         }
         out
+    }
+
+    /// Rows read by address from deep inside one large fragment, where a column holds one value or
+    /// null on every row (Lance stores it as a constant page with definition levels): each comes back
+    /// with its own nulls. Guards the patched jump in `ConstantPageDecoder::skip_to_row`
+    /// (vendor/lance-encoding/PATCHED.md), which must land on the same level the row-by-row walk did.
+    #[tokio::test]
+    async fn rows_read_by_address_deep_in_a_constant_column_keep_their_own_nulls() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let turn = |i: usize| (i % 3 != 0).then_some(7);
+        let rows: Vec<_> = (0..12_000)
+            .map(|i| {
+                let (mut p, v) = passage("ann", &format!("note {i}"));
+                p.turn = turn(i);
+                (p, v)
+            })
+            .collect();
+        store.insert_passages(&rows).await.unwrap();
+        let at = addresses(&store, ARCHIVAL_TABLE).await;
+        let picks = [11_999, 5, 6_000, 11_998, 7, 9_001, 4];
+        let refs: Vec<crate::store::RowRef> =
+            picks.iter().map(|&i| crate::store::RowRef { id: rows[i].0.id, row_id: at[&rows[i].0.id] }).collect();
+        let got: Vec<crate::domain::Passage> =
+            store.rows_by_ref("ann", &refs).await.unwrap().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(got.iter().map(|p| p.id).collect::<Vec<_>>(), refs.iter().map(|r| r.id).collect::<Vec<_>>());
+        for (p, &i) in got.iter().zip(&picks) {
+            assert_eq!((p.text.as_str(), p.turn), (format!("note {i}").as_str(), turn(i)), "row {i}");
+            assert_eq!((p.actor_id.as_str(), p.project.as_str(), p.source.as_str()), ("ann", "p", "test"));
+        }
     }
 
     /// A ranking's rows are read by address and filtered here; any doubt (a row of another actor, a

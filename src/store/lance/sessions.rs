@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::rows::{self, Rows};
 use super::{LanceStore, backend, filter_sql, search_filter, sql_literal};
 use crate::domain::{Role, SessionItem};
-use crate::store::{Candidates, KeywordRankings, RowRef, SessionStore, StoreError, TextQuery};
+use crate::store::{KeywordRankings, RowRef, SessionStore, StoreError, TextQuery, VectorRanking};
 
 /// Name of the conversation item table.
 pub const SESSION_ITEMS_TABLE: &str = "session_items";
@@ -231,15 +231,9 @@ impl SessionStore for LanceStore {
             .await
     }
 
-    async fn item_ranked(&self, query: &TextQuery, keyword: KeywordRankings) -> Result<Candidates<RowRef>, StoreError> {
-        self.ranked(
-            SESSION_ITEMS_TABLE,
-            &search_filter(&query.filter, false, true),
-            &query.vector,
-            query.limit,
-            keyword,
-        )
-        .await
+    async fn item_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError> {
+        self.vector_ranking(SESSION_ITEMS_TABLE, &search_filter(&query.filter, false, true), &query.vector, query.limit)
+            .await
     }
 
     async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError> {
