@@ -92,8 +92,8 @@ pub enum BenchCommand {
         one_batch: bool,
     },
     /// Append ROWS archival passages built from the texts of FILE (one per line; each text embedded for
-    /// real, further rows get its vector plus seeded noise), then build the indexes and run the upkeep a
-    /// server runs (compaction, pruning). For a fresh store.
+    /// real, further rows get its vector plus seeded noise), then build the indexes and run `memory
+    /// optimize`'s upkeep (compaction, pruning). For a fresh store.
     Populate {
         #[command(flatten)]
         store: StoreArgs,

@@ -798,9 +798,10 @@ pub async fn bench(command: astra_mcp::cli::BenchCommand) -> anyhow::Result<()> 
             let started = std::time::Instant::now();
             let indexed = lance.ensure_large_table_indexes(astra_mcp::store::lance::ARCHIVAL_TABLE).await?;
             let vector_index_seconds = started.elapsed().as_secs_f64();
-            // then the store's upkeep, as a server runs it every 100 writes: the fragments written above
-            // (one per write batch) compacted into fragments of up to 1M rows, old versions pruned (no
-            // server has this fresh store open, so no grace is needed)
+            // then the store's upkeep as `memory optimize` runs it (a server's upkeep every 100 writes
+            // compacts the same way): the fragments written above (one per write batch) compacted into
+            // fragments of up to 1M rows, old versions pruned (no server has this fresh store open, so no
+            // grace is needed)
             let started = std::time::Instant::now();
             lance.optimize(chrono::Duration::zero()).await?;
             println!(

@@ -189,7 +189,8 @@ pub(crate) struct Search<'a> {
 impl Search<'_> {
     /// Runs the search. Two branches run at once:
     /// - the query's embedding (on the blocking pool; `[f32; 384]`, L2-normalized), then `rank` of it
-    ///   (the vector ranking), spawned as its own task so it runs on another worker thread than
+    ///   (the vector ranking), spawned as its own task (on the server's multi-thread runtime it can run
+    ///   on another worker thread than the other branch; aborted when the search is dropped);
     /// - `keyword` (the full-text rankings, which need no vector), then, when the vector ranking is not
     ///   done yet, a read of the rows of their tops ([`KeywordRankings::tops`] of [`prefetch`]`(top_k)`):
     ///   a search's hits are nearly always among them, so the read after fusion mostly disappears.
