@@ -80,7 +80,7 @@ def one_round(args, variant: dict, queries: list, texts: list[str]) -> dict:
     else:
         target = scenarios.astra_fix_target(variant["binary"], Path(variant["store"]), 10, stderr)
     target.env = {**os.environ, **variant["env"]}
-    out = scenarios.warm_search(target, "2025-06-18", queries, args.warmup, args.idle_wait)
+    out = scenarios.warm_search(target, variant["version"], queries, args.warmup, args.idle_wait)
     stages = out.get("server_stages_ms", {})
     return {
         "p50_ms": out["latency_ms"]["median"], "p99_ms": out["latency_ms"]["p99"],
@@ -99,6 +99,8 @@ def main(argv: list[str]) -> int:
     print("machine: " + json.dumps(facts), file=sys.stderr)
     texts = [p.text for p in stores.rows("passage", args.seed, 0, args.pool)]
     make = dataset.archival_queries if args.tool == "archival" else dataset.fix_queries
+    for v in args.variants:  # the protocol version each binary answers, as bench/run speaks it
+        v["version"] = scenarios.negotiated_version([v["binary"], "serve", "--stdio", "--db", v["store"]])
     rounds: dict[str, list[dict]] = {v["name"]: [] for v in args.variants}
     for r in range(args.rounds):
         queries = make(args.seed, args.pool, args.queries + args.warmup, salt=f"ab{r}")
