@@ -196,8 +196,13 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
             for name in astra_mcp::store::lance::SEARCHABLE_TABLES {
                 db.fold_new_rows_into_indexes(name).await?;
             }
+            let redacted = match report.redacted {
+                0 => String::new(),
+                1 => "; secrets redacted in 1 row".to_string(),
+                n => format!("; secrets redacted in {n} rows"),
+            };
             println!(
-                "imported {}{}",
+                "imported {}{}{redacted}",
                 summary(&report.rows),
                 if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
             );
@@ -257,8 +262,9 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 1 => ", 1 line repeating an earlier one".to_string(),
                 n => format!(", {n} lines repeating earlier ones"),
             };
+            let passages = if added == 1 { "passage" } else { "passages" };
             println!(
-                "ingested {added} passages ({already_stored} already stored{repeated}) in {seconds:.1} s: {:.1} passages/s",
+                "ingested {added} {passages} ({already_stored} already stored{repeated}) in {seconds:.1} s: {:.1} passages/s",
                 added as f64 / seconds.max(1e-9)
             );
         }

@@ -307,6 +307,67 @@ async fn import_never_moves_a_memory_to_another_actor() {
     stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "show", &item]));
 }
 
+#[tokio::test]
+async fn import_redacts_secrets_of_a_hand_edited_file_and_re_embeds_only_those_rows() {
+    let db = tempfile::tempdir().unwrap();
+    {
+        use astra_mcp::memory::SessionState;
+        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let s = SessionState::new("s");
+        for text in ["Staging runs on Kubernetes 1.31.", "The billing service owns invoices."] {
+            let p = serde_json::json!({"text": text, "tags": []});
+            assert!(!host.call(&s, "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
+        }
+        host.flush().await;
+    }
+    let export = db.path().join("../clean.jsonl");
+    stdout(astra(db.path()).args(["memory", "export", "--out"]).arg(&export));
+    let mut lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&export).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let archival: Vec<usize> = (0..lines.len()).filter(|&i| lines[i]["table"] == "archival").collect();
+    assert_eq!(archival.len(), 2);
+    let (edited, kept) = (archival[0], archival[1]);
+    // a secret written into one row by hand, its vector left as it was; its tags in any case and order
+    let secret = "Staging DB is postgres://app:hunter2-secret-pw@db.internal/app, token ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let row = &mut lines[edited]["row"];
+    let stale_vector = row["vector"].clone();
+    row["text"] = secret.into();
+    row["embedded_text"] = secret.into();
+    row["tags"] = serde_json::json!([" Infra ", "DB", "infra"]);
+    let id = row["id"].as_str().unwrap().to_string();
+    let kept_row = lines[kept]["row"].clone();
+    let file = db.path().join("../secret.jsonl");
+    std::fs::write(&file, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+
+    let fresh = tempfile::tempdir().unwrap();
+    let printed = stdout(astra(fresh.path()).args(["memory", "import"]).arg(&file));
+    assert!(printed.trim_end().ends_with("; secrets redacted in 1 row"), "{printed}");
+    let out = fresh.path().join("../after.jsonl");
+    stdout(astra(fresh.path()).args(["memory", "export", "--out"]).arg(&out));
+    let after: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["table"] == "archival")
+        .map(|l| l["row"].clone())
+        .collect();
+    let stored = after.iter().find(|r| r["id"] == id.as_str()).expect("the edited row was imported");
+    let clean = "Staging DB is postgres://app:[REDACTED:password]@db.internal/app, token [REDACTED:token]";
+    assert_eq!(stored["text"], clean);
+    assert_eq!(stored["embedded_text"], clean);
+    assert_eq!(stored["tags"], serde_json::json!(["db", "infra"]), "tags normalised as inserts normalise them");
+    // its vector is the embedding of the redacted text, not the stale one of the file
+    let vector: Vec<f32> = serde_json::from_value(stored["vector"].clone()).unwrap();
+    let want = crate::support::embedder().embed_documents(vec![clean.to_string()]).await.unwrap().remove(0);
+    let cosine = astra_mcp::embed::cosine(&vector, &want);
+    assert!(cosine > 0.999, "re-embedded from the redacted text: cosine {cosine}");
+    assert_ne!(stored["vector"], stale_vector);
+    // the row without a secret is stored exactly as exported, vector included
+    let other = after.iter().find(|r| r["id"] == kept_row["id"]).unwrap();
+    assert_eq!(other, &kept_row);
+}
+
 /// `line` (an export line of an archival row) as a new row of `actor` with a fresh id.
 fn new_row_for(actor: &str, line: &serde_json::Value) -> serde_json::Value {
     let mut row = line.clone();
@@ -525,5 +586,5 @@ fn memory_ingest_applies_the_insert_tools_limits() {
     std::fs::write(&file, format!("\u{feff}{ok}\n")).unwrap();
     let out = astra(&db).args(["memory", "ingest"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ingested 1 passages"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ingested 1 passage ("), "{out:?}");
 }

@@ -126,6 +126,10 @@ pub struct ImportReport {
     /// True when the export was made with another embedding model and the imported rows' vectors were
     /// recomputed (false when none of its rows has a vector).
     pub reembedded: bool,
+    /// Rows of which a text held a secret, now redacted (an export written by `memory export` has none:
+    /// its rows were redacted when stored; a hand-edited or hand-made file may). Those whose embedded text
+    /// changed were re-embedded.
+    pub redacted: usize,
 }
 
 /// The text column shown for a row of `table`.
@@ -678,6 +682,9 @@ impl LanceStore {
         let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
         let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
         let mut line_numbers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+        // per row: its vector must be recomputed, since redaction changed its embedded text
+        let mut stale_vectors: BTreeMap<&'static str, Vec<bool>> = BTreeMap::new();
+        let mut report = ImportReport::default();
         for (i, line) in lines {
             #[derive(Deserialize)]
             struct Line {
@@ -703,34 +710,42 @@ impl LanceStore {
             {
                 row.insert("id".into(), Value::String(id.to_string()));
             }
-            if reembed && row.contains_key("vector") {
+            // secrets are redacted before anything is stored (design.md §4), in a hand-edited file too
+            let embedded_before = row.get("embedded_text").cloned();
+            let redacted = redact_row(&mut row);
+            let stale_vector = redacted && row.get("embedded_text") != embedded_before.as_ref();
+            if (reembed || stale_vector) && row.contains_key("vector") {
                 // placeholder of the right shape; replaced below
                 row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
             }
             by_table.entry(name).or_default().push(row);
             line_numbers.entry(name).or_default().push(i + 1);
+            stale_vectors.entry(name).or_default().push(stale_vector);
+            report.redacted += usize::from(redacted);
         }
         // Everything is checked before anything is written: a row that does not fit its table, or that
         // would move a memory to another actor, fails the whole import.
-        let mut decoded: Vec<(&'static str, usize, RecordBatch)> = Vec::new();
+        let mut decoded: Vec<(&'static str, usize, RecordBatch, &[bool])> = Vec::new();
         for (name, rows_in) in &by_table {
             let lines = &line_numbers[name];
             let schema = self.table(name).schema().await.map_err(backend)?;
             refuse_duplicate_ids(name, rows_in, lines)?;
             self.refuse_actor_changes(name, &schema, rows_in, lines).await?;
-            for (chunk, chunk_lines) in rows_in.chunks(1000).zip(lines.chunks(1000)) {
+            let stale = rows_in.chunks(1000).zip(stale_vectors[name].chunks(1000));
+            for ((chunk, stale), chunk_lines) in stale.zip(lines.chunks(1000)) {
                 match json_to_batch(schema.clone(), chunk) {
-                    Ok(Some(batch)) => decoded.push((name, chunk.len(), batch)),
+                    Ok(Some(batch)) => decoded.push((name, chunk.len(), batch, stale)),
                     Ok(None) => {}
                     Err(e) => return Err(first_unfit_row(&schema, name, chunk, chunk_lines).unwrap_or(e)),
                 }
             }
         }
-        let mut report = ImportReport::default();
-        for (name, n, mut batch) in decoded {
+        for (name, n, mut batch, stale) in decoded {
             if reembed && SEARCHABLE_TABLES.contains(&name) {
-                batch = reembed_batch(&batch, name, embedder).await?;
+                batch = reembed_batch(&batch, name, embedder, None).await?;
                 report.reembedded = true;
+            } else if stale.contains(&true) {
+                batch = reembed_batch(&batch, name, embedder, Some(stale)).await?;
             }
             self.upsert_batch(name, batch).await?;
             *report.rows.entry(name.to_string()).or_default() += n;
@@ -841,7 +856,7 @@ impl LanceStore {
                 for start in (0..batch.num_rows()).step_by(1000) {
                     let part = batch.slice(start, (batch.num_rows() - start).min(1000));
                     n += part.num_rows();
-                    let part = reembed_batch(&part, name, embedder).await?;
+                    let part = reembed_batch(&part, name, embedder, None).await?;
                     // update only: a row deleted while we re-embedded stays deleted
                     self.update_batch(name, part).await?;
                 }
@@ -875,22 +890,86 @@ impl LanceStore {
     }
 }
 
-/// `batch` with its `vector` column recomputed from `embedded_text`.
+/// Columns that name or date a row rather than hold its text: never rewritten by [`redact_row`] (an
+/// `actor_id` that looked like a token must not move a memory to another actor).
+const IDENTITY_COLUMNS: [&str; 10] = [
+    "id",
+    "actor_id",
+    "project",
+    "session_id",
+    "source_key",
+    "superseded_by",
+    "created_at",
+    "updated_at",
+    "forgotten_at",
+    "vector",
+];
+
+/// Redacts secrets ([`crate::memory::redact::redact`]) in every text of an imported `row`, nested ones
+/// included, but its [`IDENTITY_COLUMNS`]; archival `tags` are also normalised as inserts normalise
+/// them ([`crate::memory::archival::normalize_tags`]: trimmed, lower-cased, sorted, de-duplicated).
+/// Returns whether a secret was redacted.
+fn redact_row(row: &mut Map<String, Value>) -> bool {
+    fn redact_value(value: &mut Value) -> bool {
+        match value {
+            Value::String(s) => match crate::memory::redact::redact(s) {
+                std::borrow::Cow::Owned(clean) => {
+                    *s = clean;
+                    true
+                }
+                std::borrow::Cow::Borrowed(_) => false,
+            },
+            Value::Array(items) => items.iter_mut().fold(false, |any, v| redact_value(v) | any),
+            Value::Object(fields) => fields.values_mut().fold(false, |any, v| redact_value(v) | any),
+            _ => false,
+        }
+    }
+    let mut redacted = false;
+    for (column, value) in row.iter_mut() {
+        if !IDENTITY_COLUMNS.contains(&column.as_str()) {
+            redacted |= redact_value(value);
+        }
+    }
+    if let Some(Value::Array(tags)) = row.get_mut("tags") {
+        let texts: Option<Vec<String>> = tags.iter().map(|t| t.as_str().map(str::to_string)).collect();
+        if let Some(texts) = texts {
+            *tags = crate::memory::archival::normalize_tags(&texts).into_iter().map(Value::String).collect();
+        }
+    }
+    redacted
+}
+
+/// `batch` with its `vector` column recomputed from `embedded_text`: every row's, or with `only` (one
+/// flag per row) those flagged, the others keeping theirs.
 async fn reembed_batch(
     batch: &RecordBatch,
     name: &'static str,
     embedder: &LazyEmbedder,
+    only: Option<&[bool]>,
 ) -> Result<RecordBatch, StoreError> {
-    let texts = Rows::new(batch, name).strs("embedded_text")?;
-    let mut vectors: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
-    for chunk in texts.chunks(EMBED_BATCH) {
-        vectors.extend(
+    let rows = Rows::new(batch, name);
+    let texts = rows.strs("embedded_text")?;
+    let wanted = |i: usize| only.is_none_or(|only| only[i]);
+    let todo: Vec<String> = texts.into_iter().enumerate().filter(|(i, _)| wanted(*i)).map(|(_, t)| t).collect();
+    let mut fresh: Vec<Vec<f32>> = Vec::with_capacity(todo.len());
+    for chunk in todo.chunks(EMBED_BATCH) {
+        fresh.extend(
             embedder
                 .embed_documents(chunk.to_vec())
                 .await
                 .map_err(|e| StoreError::Backend(format!("re-embedding {name}: {e}")))?,
         );
     }
+    let mut fresh = fresh.into_iter();
+    let vectors: Vec<Vec<f32>> = match only {
+        None => fresh.collect(),
+        Some(_) => rows
+            .vectors("vector")?
+            .into_iter()
+            .enumerate()
+            .map(|(i, kept)| if wanted(i) { fresh.next().unwrap_or(kept) } else { kept })
+            .collect(),
+    };
     let column: ArrayRef = rows::vectors(vectors.iter().map(Vec::as_slice))?;
     let schema = batch.schema();
     let index = schema.index_of("vector").map_err(backend)?;
