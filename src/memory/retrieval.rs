@@ -228,19 +228,23 @@ impl Search<'_> {
             // aborted when the call is (the handle is dropped with this future)
             let ranking = AbortOnDrop(tokio::spawn(rank(vector.clone()))).await;
             ranked.store(true, Ordering::Release);
-            let ranking = ranking.map_err(|e| StoreError::Backend(format!("the vector ranking failed: {e}")))??;
+            let ranking = ranking.map_err(|e| {
+                // a panic's message is for the log, not for the client
+                tracing::error!(target: "astra_mcp::search", search = self.name, "the vector ranking's task failed: {e}");
+                StoreError::Backend("the vector ranking failed (the server's log has the cause); try the search again".into())
+            })??;
             Ok::<_, MemoryError>((vector, embed_ms, ranking))
         };
         let keyword_then_prefetch = async {
             let keyword = keyword.await?;
             let tops = if ranked.load(Ordering::Acquire) { Vec::new() } else { keyword.tops(prefetch(self.top_k)) };
             let rows = if tops.is_empty() { Vec::new() } else { read(tops).await? };
-            Ok::<_, StoreError>((keyword, rows))
+            Ok::<_, MemoryError>((keyword, rows))
         };
-        // the embedding is polled first, so the model starts before the full-text query's first CPU work
-        let (vector_side, keyword_side) = tokio::join!(embed_then_rank, keyword_then_prefetch);
-        let (vector, embed_ms, ranking) = vector_side?;
-        let (keyword, prefetched) = keyword_side?;
+        // the embedding is polled first, so the model starts before the full-text query's first CPU work;
+        // the first branch to fail ends the search (the other is dropped, its vector ranking aborted)
+        let ((vector, embed_ms, ranking), (keyword, prefetched)) =
+            tokio::try_join!(embed_then_rank, keyword_then_prefetch)?;
         let candidates = Candidates::join(ranking, keyword);
         let mut timings = candidates.timings;
         let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k);
@@ -363,6 +367,7 @@ mod tests {
         let err = search(keyword, rank).await.unwrap_err();
         assert!(matches!(err, MemoryError::Store(StoreError::Backend(_))), "{err:?}");
         assert!(err.to_string().contains("the vector ranking failed"), "{err}");
+        assert!(!err.to_string().contains("a bug in the ranking"), "the panic's message stays in the log: {err}");
     }
 
     #[tokio::test]
@@ -394,6 +399,18 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("the vector ranking's task still runs 5 s after its search was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_failing_keyword_ranking_ends_the_search_without_waiting_for_the_vector_ranking() {
+        let keyword = async { Err(StoreError::Backend("the full-text index is broken".into())) };
+        // a vector ranking that never finishes: the search must not wait for it
+        let rank = |_: Vec<f32>| std::future::pending::<Result<VectorRanking, StoreError>>();
+        let err = tokio::time::timeout(std::time::Duration::from_secs(10), search(keyword, rank))
+            .await
+            .expect("the search ended on the keyword ranking's error")
+            .unwrap_err();
+        assert!(err.to_string().contains("the full-text index is broken"), "{err}");
     }
 
     #[tokio::test]
