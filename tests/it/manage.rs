@@ -310,6 +310,7 @@ async fn import_never_moves_a_memory_to_another_actor() {
 #[tokio::test]
 async fn import_redacts_secrets_of_a_hand_edited_file_and_re_embeds_only_those_rows() {
     let db = tempfile::tempdir().unwrap();
+    stdout(astra(db.path()).args(["smoke", "store"]));
     {
         use astra_mcp::memory::SessionState;
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
@@ -333,25 +334,43 @@ async fn import_redacts_secrets_of_a_hand_edited_file_and_re_embeds_only_those_r
     let stale_vector = row["vector"].clone();
     row["text"] = secret.into();
     row["embedded_text"] = secret.into();
-    row["tags"] = serde_json::json!([" Infra ", "DB", "infra"]);
+    row["tags"] = serde_json::json!([" Infra ", "DB", "infra", null]);
     let id = row["id"].as_str().unwrap().to_string();
     let kept_row = lines[kept]["row"].clone();
+    // a fix whose receipt (a JSON string) and error type hold secrets
+    let fix = lines.iter().position(|l| l["table"] == "fixes").expect("the smoke fix");
+    let receipt = serde_json::json!({
+        "command": "pytest --token=abcdef123456", "exit_code": 0, "summary": "4 passed in 0.05s",
+        "duration_ms": 50, "finished_at": "2026-12-01T00:00:00Z", "git_head": null, "workspace_root": "/w",
+        "workspace_digest": "ab", "file_hashes": {}
+    });
+    let fix_id = lines[fix]["row"]["id"].as_str().unwrap().to_string();
+    lines[fix]["row"]["receipt"] = receipt.to_string().into();
+    lines[fix]["row"]["error_type"] = "AuthError AKIAQWERTYUIOPASDFGH".into();
+    lines[fix]["row"]["error_type_key"] = "autherror akiaqwertyuiopasdfgh".into();
     let file = db.path().join("../secret.jsonl");
     std::fs::write(&file, lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
 
     let fresh = tempfile::tempdir().unwrap();
     let printed = stdout(astra(fresh.path()).args(["memory", "import"]).arg(&file));
-    assert!(printed.trim_end().ends_with("; secrets redacted in 1 row"), "{printed}");
+    assert!(printed.trim_end().ends_with("; secrets redacted in 2 rows"), "{printed}");
     let out = fresh.path().join("../after.jsonl");
     stdout(astra(fresh.path()).args(["memory", "export", "--out"]).arg(&out));
-    let after: Vec<serde_json::Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["table"] == "archival")
-        .map(|l| l["row"].clone())
-        .collect();
+    let exported: Vec<serde_json::Value> =
+        std::fs::read_to_string(&out).unwrap().lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let after: Vec<serde_json::Value> =
+        exported.iter().filter(|l| l["table"] == "archival").map(|l| l["row"].clone()).collect();
+    let fix = &exported.iter().find(|l| l["table"] == "fixes" && l["row"]["id"] == fix_id.as_str()).unwrap()["row"];
+    assert_eq!(fix["error_type"], "AuthError [REDACTED:aws-key]");
+    assert_eq!(fix["error_type_key"], "autherror [redacted:aws-key]", "the filter key follows the error type");
+    let stored_receipt: astra_mcp::domain::Receipt =
+        serde_json::from_str(fix["receipt"].as_str().unwrap()).expect("the receipt is still a whole receipt");
+    assert_eq!(stored_receipt.command, "pytest --token=[REDACTED:secret]");
+    assert_eq!((stored_receipt.exit_code, stored_receipt.summary.as_str()), (0, "4 passed in 0.05s"));
+    // the store's own export imports again without a secret to redact (redacted text stays as it is)
+    let again = tempfile::tempdir().unwrap();
+    let printed = stdout(astra(again.path()).args(["memory", "import"]).arg(&out));
+    assert!(!printed.contains("redacted"), "{printed}");
     let stored = after.iter().find(|r| r["id"] == id.as_str()).expect("the edited row was imported");
     let clean = "Staging DB is postgres://app:[REDACTED:password]@db.internal/app, token [REDACTED:token]";
     assert_eq!(stored["text"], clean);

@@ -912,15 +912,32 @@ const IDENTITY_COLUMNS: [&str; 10] = [
 fn redact_row(row: &mut Map<String, Value>) -> bool {
     fn redact_value(value: &mut Value) -> bool {
         match value {
-            Value::String(s) => match crate::memory::redact::redact(s) {
-                std::borrow::Cow::Owned(clean) => {
-                    *s = clean;
-                    true
+            // a column holding JSON (a fix's `receipt`) is redacted field by field: a rule run over the
+            // compact JSON would swallow the fields after a secret
+            Value::String(s) if s.starts_with('{') || s.starts_with('[') => match serde_json::from_str::<Value>(s) {
+                Ok(mut inner) if inner.is_object() || inner.is_array() => {
+                    let redacted = redact_value(&mut inner);
+                    if redacted {
+                        *s = inner.to_string();
+                    }
+                    redacted
                 }
-                std::borrow::Cow::Borrowed(_) => false,
+                _ => redact_text(s),
             },
+            Value::String(s) => redact_text(s),
             Value::Array(items) => items.iter_mut().fold(false, |any, v| redact_value(v) | any),
             Value::Object(fields) => fields.values_mut().fold(false, |any, v| redact_value(v) | any),
+            _ => false,
+        }
+    }
+    /// Whether redaction changed `s` (text redacted before, `password=[REDACTED:secret]`, matches a rule
+    /// again and comes out the same).
+    fn redact_text(s: &mut String) -> bool {
+        match crate::memory::redact::redact(s) {
+            std::borrow::Cow::Owned(clean) if clean != *s => {
+                *s = clean;
+                true
+            }
             _ => false,
         }
     }
@@ -931,10 +948,17 @@ fn redact_row(row: &mut Map<String, Value>) -> bool {
         }
     }
     if let Some(Value::Array(tags)) = row.get_mut("tags") {
-        let texts: Option<Vec<String>> = tags.iter().map(|t| t.as_str().map(str::to_string)).collect();
+        // null tags are dropped; a tag of another type is left for the table's schema to refuse
+        let texts: Option<Vec<String>> =
+            tags.iter().filter(|t| !t.is_null()).map(|t| t.as_str().map(str::to_string)).collect();
         if let Some(texts) = texts {
             *tags = crate::memory::archival::normalize_tags(&texts).into_iter().map(Value::String).collect();
         }
+    }
+    // a fix's error type filter key follows its (redacted) error type, so no secret stays in the key
+    if let (Some(Value::String(error_type)), true) = (row.get("error_type"), row.contains_key("error_type_key")) {
+        let key = super::fixes::error_type_key(error_type);
+        row.insert("error_type_key".into(), Value::String(key));
     }
     redacted
 }
