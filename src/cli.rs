@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::env_vars as ev;
+use crate::store::lance::io::ReadIo;
 
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
@@ -14,6 +15,10 @@ pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `astra_mcp=debug`. Logs go to stderr only.
     #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = "warn,astra_mcp=info")]
     pub log: String,
+    /// How the store reads its files: `auto` (io_uring where the kernel allows it, else blocking reads),
+    /// `uring`, or `blocking` (Lance's default reader, a thread-pool hop per read).
+    #[arg(long, global = true, env = ev::ASTRA_LANCE_IO, value_enum, default_value_t = ReadIo::Auto)]
+    pub lance_io: ReadIo,
     #[command(subcommand)]
     pub command: Command,
 }

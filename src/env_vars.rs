@@ -27,6 +27,8 @@ pub const ORT_DYLIB_PATH: &str = "ORT_DYLIB_PATH";
 pub const ASTRA_CACHE_DIR: &str = "ASTRA_CACHE_DIR";
 /// Log filter in `tracing_subscriber::EnvFilter` syntax (e.g. `astra_mcp=debug`); equals `--log`.
 pub const ASTRA_LOG: &str = "ASTRA_LOG";
+/// How the store reads its files (`auto`, `uring`, `blocking`); equals `--lance-io`.
+pub const ASTRA_LANCE_IO: &str = "ASTRA_LANCE_IO";
 /// Extra core memory blocks and limits, `name=limit,...`; equals `--core-blocks`.
 pub const ASTRA_CORE_BLOCKS: &str = "ASTRA_CORE_BLOCKS";
 /// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.

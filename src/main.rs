@@ -39,6 +39,10 @@ fn main() -> ExitCode {
             std::env::set_var("LANCE_INCLUDE_VECTOR_CENTROIDS", "false");
         }
     }
+    // Lance's io_uring settings, unless the user set them (store::lance::io)
+    // SAFETY: no other thread exists yet (before logging and the runtime start).
+    unsafe { astra_mcp::store::lance::io::set_uring_defaults() };
+    astra_mcp::store::lance::io::set_read_io(cli.lance_io);
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|e| {
         eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
         tracing_subscriber::EnvFilter::new("info")

@@ -535,6 +535,56 @@ fn memory_ingest_bulk_loads_passages_once() {
     assert!(stderr.contains("line 1: expected") && stderr.contains("nothing was ingested"), "{stderr}");
 }
 
+/// `--lance-io`: a store written through io_uring, in a directory whose name a URL must percent-encode,
+/// reads back the same with blocking reads (and through io_uring again), under its own directory name.
+#[test]
+fn a_store_reads_the_same_through_io_uring_and_blocking_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("my stores #1 100%");
+    let file = dir.path().join("passages.jsonl");
+    let lines: Vec<String> = (0..20)
+        .map(|i| serde_json::json!({"text": format!("Queue {i} drains into topic T-{i} every night.")}).to_string())
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    // run inside the temp dir: a stray directory named after a URL would show up beside the store
+    let ingest = |io: &str| {
+        astra(&db).current_dir(dir.path()).args(["--lance-io", io, "memory", "ingest"]).arg(&file).output().unwrap()
+    };
+    match astra_mcp::store::lance::io::uring_allowed() {
+        Ok(()) => {
+            let out = ingest("uring");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(String::from_utf8_lossy(&out.stdout).starts_with("ingested 20 passages"), "{out:?}");
+        }
+        Err(_) => {
+            // where the kernel refuses io_uring, forcing it says so; `auto` falls back to blocking reads
+            let out = ingest("uring");
+            assert!(!out.status.success());
+            assert!(String::from_utf8_lossy(&out.stderr).contains("use --lance-io auto or blocking"), "{out:?}");
+            assert!(ingest("auto").status.success());
+        }
+    }
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 2, "the store and the input file, nothing named after a URL: {names:?}");
+    assert!(db.join("archival.lance").is_dir(), "{names:?}");
+    let list = |io: &str| {
+        stdout(
+            astra(&db)
+                .current_dir(dir.path())
+                .env("ASTRA_LANCE_IO", io)
+                .args(["memory", "list", "--table", "archival", "--limit", "50", "--json"]),
+        )
+    };
+    let blocking = list("blocking");
+    assert_eq!(blocking.lines().count(), 20, "{blocking}");
+    assert!(blocking.contains("topic T-17"), "{blocking}");
+    assert_eq!(list("auto"), blocking, "both readers read the same rows");
+    let bad = astra(&db).args(["--lance-io", "mmap", "memory", "stats"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("[possible values: auto, uring, blocking]"), "{bad:?}");
+}
+
 /// `memory ingest` folds what it wrote into the full-text index at its end: past 250 rows a write no
 /// longer does, and a passage Lance scores unindexed ranks below an older one with its words in another
 /// order (found by a helper: all four ingested twins missed until `memory optimize`).

@@ -18,6 +18,7 @@ mod archival;
 mod core_blocks;
 mod distill;
 mod fixes;
+pub mod io;
 pub mod manage;
 mod rows;
 mod sessions;
@@ -162,11 +163,14 @@ impl LanceStore {
             absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
             absolute.as_str()
         };
-        let conn = lancedb::connect(path)
-            .read_consistency_interval(READ_CONSISTENCY)
-            .execute()
-            .await
-            .map_err(|e| open_err(&e))?;
+        let mut connect = lancedb::connect(path);
+        if !path.contains("://") {
+            // a local directory is read through io_uring where the kernel allows it (see `io`)
+            if let Some(session) = io::session().map_err(|e| open_err(&e))? {
+                connect = connect.session(session);
+            }
+        }
+        let conn = connect.read_consistency_interval(READ_CONSISTENCY).execute().await.map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
         check_meta(path, &meta, check_model).await?;
         let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
