@@ -16,6 +16,9 @@ pub enum StoreError {
     /// The directory could not be opened or its tables created.
     #[error("cannot open the memory store at {path}: {message} (set --db or ASTRA_DB to a writable directory)")]
     Open { path: String, message: String },
+    /// The way of reading the store's files asked for (`--lance-io`) is not possible here.
+    #[error("cannot open the memory store at {path}: {message}")]
+    ReadIo { path: String, message: String },
     /// The store was built with another embedding model; its vectors are not comparable with ours.
     #[error(
         "the memory store at {path} was built with embedding model `{found}`, but this astra-mcp embeds with `{expected}`: \

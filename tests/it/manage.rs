@@ -535,6 +535,11 @@ fn memory_ingest_bulk_loads_passages_once() {
     assert!(stderr.contains("line 1: expected") && stderr.contains("nothing was ingested"), "{stderr}");
 }
 
+/// `path` as a `file://` URL (percent-encoded).
+fn url_of(path: &Path) -> String {
+    url::Url::from_directory_path(path).unwrap().to_string()
+}
+
 /// `--lance-io`: a store written through io_uring, in a directory whose name a URL must percent-encode,
 /// reads back the same with blocking reads (and through io_uring again), under its own directory name.
 #[test]
@@ -580,6 +585,42 @@ fn a_store_reads_the_same_through_io_uring_and_blocking_reads() {
     assert_eq!(blocking.lines().count(), 20, "{blocking}");
     assert!(blocking.contains("topic T-17"), "{blocking}");
     assert_eq!(list("auto"), blocking, "both readers read the same rows");
+    // a file:// URL is the same directory, read the same way
+    let url = url_of(&db);
+    let by_url = stdout(
+        astra(&db)
+            .current_dir(dir.path())
+            .args(["memory", "list", "--table", "archival", "--limit", "50", "--json", "--db", &url]),
+    );
+    assert_eq!(by_url, blocking, "{url}");
+    // Lance's own io_uring URL would commit unsafely: refused, saying what to give instead
+    let uring_url = url.replacen("file://", "file+uring://", 1);
+    let refused = astra(&db).current_dir(dir.path()).args(["memory", "stats", "--db", &uring_url]).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("give the directory's path, and --lance-io uring"));
+    // where io_uring cannot be set up (a ring deeper than the kernel allows stands in for a kernel that
+    // refuses it): `uring` refuses before creating anything, `auto` reads with blocking reads
+    let fresh = dir.path().join("fresh");
+    let forced = astra(&fresh)
+        .env("LANCE_URING_QUEUE_DEPTH", "100000")
+        .args(["--lance-io", "uring", "memory", "ingest"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!forced.status.success());
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert!(stderr.contains("--lance-io uring: this system does not allow io_uring"), "{stderr}");
+    assert!(stderr.contains("use --lance-io auto or blocking") && !stderr.contains("writable directory"), "{stderr}");
+    assert!(!fresh.exists(), "nothing created for a store that cannot be opened");
+    let fallback = astra(&fresh)
+        .env("LANCE_URING_QUEUE_DEPTH", "100000")
+        .env("ASTRA_LOG", "info")
+        .args(["memory", "ingest"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(fallback.status.success(), "{fallback:?}");
+    assert!(String::from_utf8_lossy(&fallback.stderr).contains("the store reads with blocking reads"), "{fallback:?}");
     let bad = astra(&db).args(["--lance-io", "mmap", "memory", "stats"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("[possible values: auto, uring, blocking]"), "{bad:?}");

@@ -26,9 +26,9 @@ use lance_io::object_store::{ObjectStore, ObjectStoreParams, ObjectStoreProvider
 /// How the store reads its files (`--lance-io`, `ASTRA_LANCE_IO`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ReadIo {
-    /// io_uring where this kernel allows it (checked once per process by setting up a ring), else
-    /// `blocking`. io_uring is often switched off: `sysctl kernel.io_uring_disabled`, or the seccomp
-    /// profile of a container (Docker's default blocks it).
+    /// io_uring where this process can use it ([`uring_allowed`], checked once), else `blocking`, said
+    /// once at `info` level. io_uring is often switched off: `sysctl kernel.io_uring_disabled`, or the
+    /// seccomp profile of a container (Docker's default blocks it).
     #[default]
     Auto,
     /// Linux io_uring: Lance's ring threads (`LANCE_URING_THREAD_COUNT`, 1 unless set) read the files.
@@ -75,14 +75,17 @@ pub(super) fn session() -> Result<Option<Arc<Session>>, String> {
     // `blocking` does not even set up a ring to check
     let uring = match READ_IO.get().copied().unwrap_or_default() {
         ReadIo::Blocking => false,
-        ReadIo::Auto => uring_allowed().is_ok(),
-        ReadIo::Uring => match uring_allowed() {
+        ReadIo::Auto => match uring_allowed() {
             Ok(()) => true,
             Err(e) => {
-                return Err(format!(
-                    "--lance-io uring: this system does not allow io_uring ({e}); use --lance-io auto or blocking"
-                ));
+                static LOGGED: std::sync::Once = std::sync::Once::new();
+                LOGGED.call_once(|| tracing::info!("the store reads with blocking reads: {e}"));
+                false
             }
+        },
+        ReadIo::Uring => match uring_allowed() {
+            Ok(()) => true,
+            Err(e) => return Err(format!("--lance-io uring: {e}; use --lance-io auto or blocking")),
         },
     };
     if !uring {
@@ -97,25 +100,63 @@ pub(super) fn session() -> Result<Option<Arc<Session>>, String> {
     ))))
 }
 
-/// Whether this process may set up an io_uring of the depth Lance's ring threads use (checked once);
-/// the kernel's error when it may not.
+/// Open files (`ulimit -n`) a process reading through io_uring needs: Lance's io_uring reader keeps every
+/// file it reads open, up to 10,000, until 60 s after its last read (`lance-io` `uring::reader`
+/// `HANDLE_CACHE`), so a burst of writes (a manifest and a data file per commit) runs past the common
+/// soft limit of 1,024 (a helper's server failed at its 158th call with "Too many open files").
+pub const URING_OPEN_FILES: u64 = 16_384;
+
+/// Whether this process may read through io_uring (checked once): the kernel sets up a ring of the
+/// depth Lance's ring threads use, Lance's settings are usable, and the open-files limit is at least
+/// [`URING_OPEN_FILES`] (the soft limit is raised to it where the hard limit allows). The reason when
+/// it may not.
 pub fn uring_allowed() -> &'static Result<(), String> {
-    URING_ALLOWED.get_or_init(|| {
-        let result = probe_uring();
-        match &result {
-            Ok(()) => tracing::debug!("the store reads through io_uring"),
-            Err(e) => tracing::info!("io_uring is not available ({e}): the store reads with blocking reads"),
-        }
-        result
-    })
+    URING_ALLOWED.get_or_init(probe_uring)
 }
 
 #[cfg(target_os = "linux")]
 fn probe_uring() -> Result<(), String> {
-    // Lance's ring depth (`LANCE_URING_QUEUE_DEPTH`, default 16K entries): a lower memlock limit can
-    // refuse this depth and allow a smaller one
-    let depth = std::env::var("LANCE_URING_QUEUE_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(16 * 1024);
-    io_uring::IoUring::new(depth).map(drop).map_err(|e| e.to_string())
+    // Lance's settings as Lance reads them (`uring::thread`): a number, else the default
+    let setting = |name: &str, default: usize| match std::env::var(name) {
+        Ok(v) => v.parse::<usize>().unwrap_or(default),
+        Err(_) => default,
+    };
+    if setting("LANCE_URING_THREAD_COUNT", 2) == 0 {
+        return Err("LANCE_URING_THREAD_COUNT=0 leaves no ring thread".into());
+    }
+    // a lower memlock limit can refuse Lance's depth (default 16K entries) and allow a smaller one
+    let depth = setting("LANCE_URING_QUEUE_DEPTH", 16 * 1024);
+    let depth = u32::try_from(depth).map_err(|_| format!("LANCE_URING_QUEUE_DEPTH={depth} is not a ring depth"))?;
+    io_uring::IoUring::new(depth).map(drop).map_err(|e| format!("this system does not allow io_uring ({e})"))?;
+    raise_open_files_limit(URING_OPEN_FILES)
+}
+
+/// Raises this process's soft open-files limit to `want` where the hard limit allows (children, such as
+/// the test commands `run_tests` runs, inherit it; 16,384 is harmless to them).
+#[cfg(target_os = "linux")]
+fn raise_open_files_limit(want: u64) -> Result<(), String> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(format!("cannot read the open-files limit ({})", std::io::Error::last_os_error()));
+    }
+    if limit.rlim_cur >= want {
+        return Ok(());
+    }
+    if limit.rlim_max < want {
+        return Err(format!(
+            "io_uring reads keep up to 10,000 files open, and the open-files hard limit (ulimit -Hn) is {}; \
+             raise it to {want}",
+            limit.rlim_max
+        ));
+    }
+    let raised = libc::rlimit { rlim_cur: want, rlim_max: limit.rlim_max };
+    // SAFETY: setrlimit reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(format!("cannot raise the open-files limit to {want} ({})", std::io::Error::last_os_error()));
+    }
+    tracing::debug!(from = limit.rlim_cur, to = want, "raised the open-files limit for io_uring reads");
+    Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -150,6 +191,27 @@ impl ObjectStoreProvider for UringFileStoreProvider {
 #[cfg(test)]
 mod tests {
     use lance_io::object_store::{ObjectStoreParams, ObjectStoreProvider};
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_open_files_limit_is_raised_for_io_uring_reads_within_the_hard_limit() {
+        let get = || {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
+            limit
+        };
+        let before = get();
+        let want = before.rlim_max.min(8192);
+        let low = libc::rlimit { rlim_cur: 1024.min(want), rlim_max: before.rlim_max };
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+        super::raise_open_files_limit(want).unwrap();
+        assert_eq!(get().rlim_cur, want, "the soft limit raised to what io_uring reads need");
+        if before.rlim_max < libc::RLIM_INFINITY {
+            let refused = super::raise_open_files_limit(before.rlim_max + 1).unwrap_err();
+            assert!(refused.contains("ulimit -Hn") && refused.contains("raise it to"), "{refused}");
+        }
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &before) }, 0);
+    }
 
     #[tokio::test]
     async fn a_file_url_gets_lance_s_io_uring_store_for_the_same_path() {

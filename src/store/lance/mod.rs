@@ -136,11 +136,13 @@ pub fn ann_ef(rows: usize, limit: usize) -> usize {
 pub const ANN_REFINE_FACTOR: u32 = 1;
 
 impl LanceStore {
-    /// Opens (creating when absent) the store at `path`, checking the `meta` table's format version and
-    /// embedding model.
+    /// Opens (creating when absent) the store at `path` (a directory, a `file://` URL of one, or an
+    /// object-store URI), checking the `meta` table's format version and embedding model. A local
+    /// directory is read as `--lance-io` says ([`io`]).
     ///
     /// # Errors
-    /// [`StoreError::Open`] when the directory is unusable, [`StoreError::ModelMismatch`] /
+    /// [`StoreError::Open`] when the directory is unusable, [`StoreError::ReadIo`] when `--lance-io
+    /// uring` cannot be honoured here or `path` is a `file+uring://` URL, [`StoreError::ModelMismatch`] /
     /// [`StoreError::FormatVersion`] when the store was built differently.
     pub async fn open(path: &str) -> Result<Self, StoreError> {
         Self::open_checked(path, true).await
@@ -154,6 +156,30 @@ impl LanceStore {
 
     async fn open_checked(path: &str, check_model: bool) -> Result<Self, StoreError> {
         let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
+        if path.starts_with("file+uring:") {
+            return Err(StoreError::ReadIo {
+                path: path.to_string(),
+                message: "a file+uring:// URL is not a store path (Lance would commit to it unsafely); give the \
+                          directory's path, and --lance-io uring"
+                    .into(),
+            });
+        }
+        // A `file://` URL is a local directory: its path gets the locks and the reads of one.
+        let local;
+        let path = match url::Url::parse(path).ok().filter(|u| u.scheme() == "file").map(|u| u.to_file_path()) {
+            Some(Ok(p)) => {
+                local = p.to_string_lossy().into_owned();
+                local.as_str()
+            }
+            Some(Err(())) => return Err(open_err(&format!("{path} is not a local file:// URL"))),
+            None => path,
+        };
+        // how a local directory is read (see `io`), settled before anything is created
+        let session = if path.contains("://") {
+            None
+        } else {
+            io::session().map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?
+        };
         // A local path is made absolute: lancedb reads a bare name such as `db` as a cloud URI.
         let absolute;
         let path = if path.contains("://") {
@@ -164,11 +190,8 @@ impl LanceStore {
             absolute.as_str()
         };
         let mut connect = lancedb::connect(path);
-        if !path.contains("://") {
-            // a local directory is read through io_uring where the kernel allows it (see `io`)
-            if let Some(session) = io::session().map_err(|e| open_err(&e))? {
-                connect = connect.session(session);
-            }
+        if let Some(session) = session {
+            connect = connect.session(session);
         }
         let conn = connect.read_consistency_interval(READ_CONSISTENCY).execute().await.map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
