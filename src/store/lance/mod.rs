@@ -174,20 +174,16 @@ impl LanceStore {
             Some(Err(())) => return Err(open_err(&format!("{path} is not a local file:// URL"))),
             None => path,
         };
-        // how a local directory is read (see `io`), settled before anything is created
-        let session = if path.contains("://") {
-            None
-        } else {
-            io::session().map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?
-        };
-        // A local path is made absolute: lancedb reads a bare name such as `db` as a cloud URI.
         let absolute;
-        let path = if path.contains("://") {
-            path
+        let (path, session) = if path.contains("://") {
+            (path, None)
         } else {
+            // how a local directory is read (see `io`), settled before anything is created
+            let session = io::session().map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
+            // made absolute: lancedb reads a bare name such as `db` as a cloud URI
             std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
             absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
-            absolute.as_str()
+            (absolute.as_str(), session)
         };
         let mut connect = lancedb::connect(path);
         if let Some(session) = session {
