@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::env_vars as ev;
 use crate::store::lance::io::ReadIo;
+use crate::store::lance::row_cache::DEFAULT_ROW_CACHE_ROWS;
 
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
@@ -19,6 +20,11 @@ pub struct Cli {
     /// `uring`, or `blocking` (Lance's default reader, a thread-pool hop per read).
     #[arg(long, global = true, env = ev::ASTRA_LANCE_IO, value_enum, default_value_t = ReadIo::Auto)]
     pub lance_io: ReadIo,
+    /// Rows per searchable table whose `id`, filter columns and vector searches keep in memory (about
+    /// 1.6 KiB each): a table of up to this many rows is read in whole after its first search, so a
+    /// search reads only the rows it returns. 0 turns the cache off.
+    #[arg(long, global = true, env = ev::ASTRA_ROW_CACHE_ROWS, default_value_t = DEFAULT_ROW_CACHE_ROWS)]
+    pub row_cache_rows: usize,
     #[command(subcommand)]
     pub command: Command,
 }

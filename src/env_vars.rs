@@ -29,6 +29,8 @@ pub const ASTRA_CACHE_DIR: &str = "ASTRA_CACHE_DIR";
 pub const ASTRA_LOG: &str = "ASTRA_LOG";
 /// How the store reads its files (`auto`, `uring`, `blocking`); equals `--lance-io`.
 pub const ASTRA_LANCE_IO: &str = "ASTRA_LANCE_IO";
+/// Rows per searchable table the search's row cache holds (0: off); equals `--row-cache-rows`.
+pub const ASTRA_ROW_CACHE_ROWS: &str = "ASTRA_ROW_CACHE_ROWS";
 /// Extra core memory blocks and limits, `name=limit,...`; equals `--core-blocks`.
 pub const ASTRA_CORE_BLOCKS: &str = "ASTRA_CORE_BLOCKS";
 /// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.

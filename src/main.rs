@@ -43,6 +43,7 @@ fn main() -> ExitCode {
     // SAFETY: no other thread exists yet (before logging and the runtime start).
     unsafe { astra_mcp::store::lance::io::set_uring_defaults() };
     astra_mcp::store::lance::io::set_read_io(cli.lance_io);
+    astra_mcp::store::lance::row_cache::set_row_cache_rows(cli.row_cache_rows);
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|e| {
         eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
         tracing_subscriber::EnvFilter::new("info")

@@ -276,5 +276,9 @@ impl ArchivalMemory {
                 |p: &Passage| p.id,
             )
             .await
+            // a hit's row is read after the ranking: one superseded in between is read in its new state
+            .map(|hits| {
+                hits.into_iter().filter(|h| request.include_superseded || h.row.superseded_by.is_none()).collect()
+            })
     }
 }

@@ -620,6 +620,10 @@ impl LanceStore {
         })
         .await
         .map_err(backend)?;
+        if SEARCHABLE_TABLES.contains(&name) {
+            // the compacted rows have new addresses; the next search fills the cache again
+            self.row_cache(name).clear();
+        }
         if let Some(older_than) = prune {
             retry(|| {
                 table.optimize(OptimizeAction::Prune {

@@ -20,6 +20,7 @@ mod distill;
 mod fixes;
 pub mod io;
 pub mod manage;
+pub mod row_cache;
 mod rows;
 mod sessions;
 
@@ -79,6 +80,8 @@ pub struct LanceStore {
     /// Tables seen past [`FTS_FOLD_MAX_ROWS`] rows through this handle: their writes skip the fold check
     /// (and its row count) from then on, leaving new rows to upkeep.
     past_fold_size: Arc<std::sync::Mutex<std::collections::HashSet<&'static str>>>,
+    /// What the rankings of each searchable table read of their candidates ([`row_cache`]).
+    row_caches: Arc<row_cache::RowCaches>,
 }
 
 /// Background upkeep (compaction, index refresh, pruning; design.md §4) runs on a table after this many
@@ -201,6 +204,11 @@ impl LanceStore {
         let forgotten = open_or_create(&conn, FORGOTTEN_TABLE, forgotten_schema()).await.map_err(|e| open_err(&e))?;
         let distill_runs =
             open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
+        let row_caches = Arc::new(row_cache::RowCaches {
+            fixes: row_cache::RowCache::new(row_cache_capacity(&fixes).await),
+            archival: row_cache::RowCache::new(row_cache_capacity(&archival).await),
+            session_items: row_cache::RowCache::new(row_cache_capacity(&session_items).await),
+        });
         let store = Self {
             path: path.to_string(),
             conn,
@@ -213,6 +221,7 @@ impl LanceStore {
             fts_ready: Arc::default(),
             writes: Arc::default(),
             past_fold_size: Arc::default(),
+            row_caches,
         };
         for name in SEARCHABLE_TABLES {
             for &column in fts_columns(name) {
@@ -240,6 +249,41 @@ impl LanceStore {
             DISTILL_RUNS_TABLE => &self.distill_runs,
             other => unreachable!("no table {other}"),
         }
+    }
+
+    /// The [`row_cache`] of searchable table `name`.
+    fn row_cache(&self, name: &str) -> &row_cache::RowCache {
+        match name {
+            FIXES_TABLE => &self.row_caches.fixes,
+            ARCHIVAL_TABLE => &self.row_caches.archival,
+            SESSION_ITEMS_TABLE => &self.row_caches.session_items,
+            other => unreachable!("no row cache for {other}"),
+        }
+    }
+
+    /// Reads a table of at most `rows` rows into its [`row_cache`] in the background, when
+    /// [`row_cache::RowCache::should_fill`] says so: after a table's first search, after this process
+    /// compacted it, and when it has grown to twice what is cached.
+    fn fill_row_cache_if_due(&self, name: &'static str, rows: usize) {
+        if !self.row_cache(name).should_fill(rows) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let cache = store.row_cache(name);
+            let _filling = row_cache::Filling(cache);
+            let generation = cache.generation();
+            match store.read_rows_at(name, None, true).await {
+                Ok(Some(read)) => {
+                    let n = read.len();
+                    cache.insert(generation, read);
+                    tracing::debug!(table = name, rows = n, ms = ms_since(started), "row cache filled");
+                }
+                Ok(None) => {}
+                Err(e) => tracing::debug!(table = name, "row cache not filled: {e}"),
+            }
+        });
     }
 
     /// Is the full-text index of `name.column` there? Checks again while it is not, so a store opened
@@ -434,12 +478,11 @@ impl LanceStore {
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
             Some(broad) => {
-                let unfiltered = self
-                    .nearest_approx(name, vector, limit)
-                    .await?
-                    .select(Select::columns(&["_distance"]))
-                    .with_row_id();
-                self.rank_then_filter(name, unfiltered, broad, true).await?
+                let (query, rows) = self.nearest_approx(name, vector, limit).await?;
+                let unfiltered = query.select(Select::columns(&["_distance"])).with_row_id();
+                let ranked = self.rank_then_filter(name, unfiltered, broad, true).await?;
+                self.fill_row_cache_if_due(name, rows);
+                ranked
             }
             None => None,
         };
@@ -487,7 +530,8 @@ impl LanceStore {
         let mut found: HashMap<uuid::Uuid, (T, Vec<f32>)> = HashMap::new();
         let name = T::TABLE;
         let take = self.table(name).take_row_ids(refs.iter().map(|r| r.row_id).collect());
-        // an address that no longer exists fails the whole take: fall back to ids
+        // the take leaves out addresses that no longer hold a row (a deletion or compaction since the
+        // ranking); those, and any take that fails, are read by id below
         let taken: Vec<RecordBatch> = match take.execute().await {
             Ok(stream) => stream.try_collect().await.unwrap_or_default(),
             Err(_) => Vec::new(),
@@ -524,35 +568,37 @@ impl LanceStore {
         vector: &[f32],
         limit: usize,
     ) -> Result<lancedb::query::VectorQuery, StoreError> {
-        Ok(self.nearest_approx(name, vector, limit).await?.refine_factor(ANN_REFINE_FACTOR))
+        Ok(self.nearest_approx(name, vector, limit).await?.0.refine_factor(ANN_REFINE_FACTOR))
     }
 
     /// [`Self::nearest`] without the refine step: through the vector index, the rows come in the order
-    /// of their quantised distances, which the caller corrects from the stored vectors.
+    /// of their quantised distances, which the caller corrects from the stored vectors. With the table's
+    /// row count.
     async fn nearest_approx(
         &self,
         name: &'static str,
         vector: &[f32],
         limit: usize,
-    ) -> Result<lancedb::query::VectorQuery, StoreError> {
+    ) -> Result<(lancedb::query::VectorQuery, usize), StoreError> {
         use lancedb::query::QueryBase;
         let table = self.table(name);
         // the row count is in the manifest Lance already holds: no data is read
         let rows = table.count_rows(None).await.map_err(backend)?;
-        Ok(table
+        let query = table
             .query()
             .nearest_to(vector)
             .map_err(backend)?
             .distance_type(lancedb::DistanceType::Cosine)
             .ef(ann_ef(rows, limit))
-            .limit(limit))
+            .limit(limit);
+        Ok((query, rows))
     }
 
     /// Runs `query` — a ranking of `name` that selects only its score column and `_rowid` — without a
     /// filter, then reads the ranked rows' `id`, the columns of the broad filter and (with `vectors`)
-    /// their `vector` in one read by address, and applies the filter here. Lance's own postfilter and
-    /// refine step read those columns one take at a time (about 0.7 ms each at 10k rows, where the
-    /// ranking itself takes 1 ms).
+    /// their `vector` in one read by address (those the [`row_cache`] lacks), and applies the filter
+    /// here. Lance's own postfilter and refine step read those columns one take at a time (about 0.7 ms
+    /// each at 10k rows, where the ranking itself takes 1 ms).
     ///
     /// Returns the ranking in order when it is the filtered ranking, i.e. every ranked row passed the
     /// filter (then the ranking's top is the filtered top). Returns `None` when a row failed the filter,
@@ -581,7 +627,8 @@ impl LanceStore {
 
     /// The reading half of [`Self::rank_then_filter`]: the rows at `addresses` (a ranking, best first)
     /// with their ids and, with `vectors`, their vectors, in the same order; `None` when one of them
-    /// fails `filter` or is no longer at its address.
+    /// fails `filter` or is no longer at its address. Rows in the table's [`row_cache`] are not read
+    /// again; the others are read in one take by address and cached.
     async fn read_ranked(
         &self,
         name: &'static str,
@@ -589,41 +636,96 @@ impl LanceStore {
         filter: &Broad,
         vectors: bool,
     ) -> Result<Option<Vec<Ranked>>, StoreError> {
-        use lancedb::query::Select;
         if addresses.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let mut columns = vec!["id"];
-        columns.extend(filter.columns());
+        let cache = self.row_cache(name);
+        let generation = cache.generation();
+        let mut rows = cache.get(&addresses, vectors);
+        let missing: Vec<u64> = addresses.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|(a, _)| *a).collect();
+        if !missing.is_empty() {
+            let Some(read) = self.read_rows_at(name, Some(missing), vectors).await? else {
+                return Ok(None);
+            };
+            let mut by_address: HashMap<u64, row_cache::CachedRow> = read.iter().cloned().collect();
+            cache.insert(generation, read);
+            for (address, row) in addresses.iter().zip(&mut rows) {
+                if row.is_none() {
+                    *row = by_address.remove(address);
+                }
+            }
+        }
+        let mut ranked = Vec::with_capacity(addresses.len());
+        for (address, row) in addresses.into_iter().zip(rows) {
+            // a row no longer at its address, or one the filter leaves out: rank again with the filter
+            let Some(row) = row.filter(|r| filter.passes(&r.actor_id, r.superseded)) else { return Ok(None) };
+            let vector = if vectors { row.vector } else { None };
+            ranked.push(Ranked { row: crate::store::RowRef { id: row.id, row_id: address }, vector, score: None });
+        }
+        Ok(Some(ranked))
+    }
+
+    /// What the [`row_cache`] holds of the rows of `name` at `addresses` (with `None`, of every row of
+    /// the table), read from the table: `id`, `actor_id`, `superseded_by` where the table has it, and
+    /// with `vectors` the `vector`. A take leaves out the addresses that no longer hold a row (a
+    /// deletion or compaction since the ranking); `Ok(None)` when it fails.
+    async fn read_rows_at(
+        &self,
+        name: &'static str,
+        addresses: Option<Vec<u64>>,
+        vectors: bool,
+    ) -> Result<Option<Vec<(u64, row_cache::CachedRow)>>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let superseded = name == ARCHIVAL_TABLE;
+        let mut columns = vec!["id", "actor_id"];
+        if superseded {
+            columns.push("superseded_by");
+        }
         if vectors {
             columns.push("vector");
         }
-        let take = self.table(name).take_row_ids(addresses.clone()).select(Select::columns(&columns)).with_row_id();
-        let batches = match collect(&take).await {
-            Ok(batches) => batches,
-            Err(e) => {
-                tracing::debug!(table = name, "ranked rows moved before they were read, ranking again: {e}");
-                return Ok(None);
+        self.row_cache(name).count_read();
+        let table = self.table(name);
+        let batches = match addresses {
+            Some(addresses) => {
+                let take = table.take_row_ids(addresses).select(Select::columns(&columns)).with_row_id();
+                match collect(&take).await {
+                    Ok(batches) => batches,
+                    Err(e) => {
+                        tracing::debug!(table = name, "ranked rows moved before they were read, ranking again: {e}");
+                        return Ok(None);
+                    }
+                }
+            }
+            None => {
+                let scan = table.query().select(Select::columns(&columns)).with_row_id();
+                collect(&scan).await.map_err(backend)?
             }
         };
-        let mut by_address = HashMap::with_capacity(addresses.len());
+        let mut out = Vec::new();
+        let mut actor: Option<Arc<str>> = None;
         for batch in &batches {
             let r = rows::Rows::new(batch, name);
             let ids = r.uuids("id")?;
-            let mut stored = if vectors { r.vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
+            let actors = r.strs("actor_id")?;
+            let replaced = if superseded { r.opt_strs("superseded_by")? } else { vec![None; ids.len()] };
+            let mut stored: Vec<Option<Arc<[f32]>>> = if vectors {
+                r.vectors("vector")?.into_iter().map(|v| Some(Arc::from(v))).collect()
+            } else {
+                Vec::new()
+            };
             stored.resize(ids.len(), None);
-            let passes = filter.passes(batch, name)?;
-            for (((address, id), vector), passes) in
-                row_addresses(batch, name)?.into_iter().zip(ids).zip(stored).zip(passes)
-            {
-                if !passes {
-                    return Ok(None);
-                }
-                by_address
-                    .insert(address, Ranked { row: crate::store::RowRef { id, row_id: address }, vector, score: None });
+            let rows = row_addresses(batch, name)?.into_iter().zip(ids).zip(actors).zip(replaced).zip(stored);
+            for ((((address, id), actor_id), replaced), vector) in rows {
+                // one allocation per run of rows of the same actor
+                let actor_id = match &actor {
+                    Some(a) if **a == *actor_id => a.clone(),
+                    _ => actor.insert(Arc::from(actor_id)).clone(),
+                };
+                out.push((address, row_cache::CachedRow { id, actor_id, superseded: replaced.is_some(), vector }));
             }
         }
-        Ok(addresses.into_iter().map(|a| by_address.remove(&a)).collect())
+        Ok(Some(out))
     }
 
     /// Inserts the rows of `batch` whose `id` is not in `name` yet, under the table's lock (see the
@@ -870,17 +972,9 @@ pub(super) struct Broad {
 }
 
 impl Broad {
-    /// The columns [`Self::passes`] reads.
-    fn columns(&self) -> &'static [&'static str] {
-        if self.current_only { &["actor_id", "superseded_by"] } else { &["actor_id"] }
-    }
-
-    /// Which rows of `batch` (holding [`Self::columns`]) pass.
-    fn passes(&self, batch: &RecordBatch, table: &'static str) -> Result<Vec<bool>, StoreError> {
-        let r = rows::Rows::new(batch, table);
-        let actors = r.strs("actor_id")?;
-        let superseded = if self.current_only { r.opt_strs("superseded_by")? } else { vec![None; actors.len()] };
-        Ok(actors.iter().zip(&superseded).map(|(a, s)| *a == self.actor_id && s.is_none()).collect())
+    /// Does a row of `actor_id`, superseded or not, pass?
+    fn passes(&self, actor_id: &str, superseded: bool) -> bool {
+        actor_id == self.actor_id && !(self.current_only && superseded)
     }
 }
 
@@ -909,8 +1003,20 @@ pub(super) trait SearchedRow: Sized + Send {
 /// (`[f32; 384]`, L2-normalized) when asked for, and the ranking's score (`_distance` or `_score`).
 struct Ranked {
     row: crate::store::RowRef,
-    vector: Option<Vec<f32>>,
+    vector: Option<Arc<[f32]>>,
     score: Option<f32>,
+}
+
+/// The rows `table`'s [`row_cache`] may hold: [`row_cache::row_cache_rows`], or none when the table
+/// was created with Lance's stable row ids, where `_rowid` is a row's id across updates, not its
+/// address (an updated row keeps it), so what the cache holds for it could be out of date. This
+/// store never creates such tables; another program could.
+async fn row_cache_capacity(table: &Table) -> usize {
+    let stable = match table.as_native() {
+        Some(native) => native.manifest().await.map(|m| m.uses_stable_row_ids()).unwrap_or(true),
+        None => true,
+    };
+    if stable { 0 } else { row_cache::row_cache_rows() }
 }
 
 /// A ranking (best first) as [`Scored`](crate::store::Scored) refs: ranks from the ranking's scores,
@@ -1203,6 +1309,11 @@ mod tests {
         let moved = |id| (at_now[&id], at[&id]);
         assert_ne!(moved(b).0, moved(b).1, "an update writes the row at a new address");
         let (_, old_b) = moved(b);
+        // the reads above cached b's old address; a ranking never returns it again (see
+        // `a_current_only_search_never_returns_a_row_superseded_after_its_address_was_cached`), and past
+        // the cache a read of it finds nothing
+        assert!(store.row_cache(ARCHIVAL_TABLE).get(&[old_b], false)[0].is_some());
+        store.row_cache(ARCHIVAL_TABLE).clear();
         let stale = store.read_ranked(ARCHIVAL_TABLE, vec![at[&a], old_b], &ann(false), false).await.unwrap();
         assert!(stale.is_none(), "the old address of an updated row holds nothing now");
         let fresh = store.read_ranked(ARCHIVAL_TABLE, vec![at_now[&a], at_now[&b]], &ann(false), false).await.unwrap();
@@ -1211,11 +1322,82 @@ mod tests {
         assert!(current.is_none(), "a superseded row fails a current-only filter");
 
         store.forget("ann", c).await.unwrap();
+        store.row_cache(ARCHIVAL_TABLE).clear();
         assert!(read(vec![a, c], ann(false)).await.is_none(), "a forgotten row is gone from its address");
-        store.optimize(chrono::Duration::zero()).await.unwrap();
         let before_compaction = vec![at_now[&a]];
+        assert!(store.row_cache(ARCHIVAL_TABLE).get(&before_compaction, false)[0].is_some());
+        store.optimize(chrono::Duration::zero()).await.unwrap();
+        assert_eq!(store.row_cache(ARCHIVAL_TABLE).len(), 0, "a compaction clears the cache");
         let after = store.read_ranked(ARCHIVAL_TABLE, before_compaction, &ann(false), false).await.unwrap();
         assert!(after.is_none(), "a compaction moved every row");
+    }
+
+    fn nearest_to(vector: &[f32], limit: usize, include_superseded: bool) -> crate::store::TextQuery {
+        let filter = crate::store::SearchFilter { actor_id: "ann".into(), include_superseded, ..Default::default() };
+        crate::store::TextQuery { filter, vector: vector.to_vec(), text: String::new(), limit }
+    }
+
+    fn ranked(ranking: &crate::store::VectorRanking) -> Vec<(uuid::Uuid, f32, usize)> {
+        ranking.ranked.iter().map(|s| (s.row.id, s.cosine, s.rank)).collect()
+    }
+
+    /// A ranking's second read of the same candidates comes from the row cache, with the same ids,
+    /// cosines and ranks; a row superseded after its old address was cached (an update moves it) is
+    /// read at its new address and left out of a current-only search: Lance does not return a deleted
+    /// row's address, which is what makes the cache safe ([`row_cache`]).
+    #[tokio::test]
+    async fn a_current_only_search_never_returns_a_row_superseded_after_its_address_was_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        // all of one actor's, so the rankings take the path that reads their candidates
+        let rows = [passage("ann", "a"), passage("ann", "bb"), passage("ann", "ccc")];
+        store.insert_passages(&rows).await.unwrap();
+        let (a, b) = (rows[0].0.id, rows[1].0.id);
+        let old_b = addresses(&store, ARCHIVAL_TABLE).await[&b];
+        let cache = store.row_cache(ARCHIVAL_TABLE);
+
+        let first = store.passage_nearest(&nearest_to(&rows[1].1, 10, false)).await.unwrap();
+        assert_eq!(first.ranked.iter().map(|s| s.row.id).collect::<Vec<_>>()[..1], [b], "b is nearest to itself");
+        assert_eq!(first.ranked.len(), 3);
+        assert!((first.ranked[0].cosine - 1.0).abs() < 1e-6, "the cosine of b's stored vector");
+        let reads = cache.reads();
+        let again = store.passage_nearest(&nearest_to(&rows[1].1, 10, false)).await.unwrap();
+        assert_eq!(ranked(&again), ranked(&first), "the same ranking from the cache");
+        assert_eq!(cache.reads(), reads, "and no read of the table for it");
+
+        let mut superseded = rows[1].0.clone();
+        superseded.superseded_by = Some(a);
+        store.apply_passages(&[], &[(superseded, None)]).await.unwrap();
+        assert!(cache.get(&[old_b], true)[0].as_ref().is_some_and(|r| !r.superseded), "cached as current");
+        let current = store.passage_nearest(&nearest_to(&rows[1].1, 10, false)).await.unwrap();
+        assert!(!current.ranked.iter().any(|s| s.row.id == b), "superseded b is left out: {:?}", ranked(&current));
+        assert_eq!(current.ranked.len(), 2);
+        let all = store.passage_nearest(&nearest_to(&rows[1].1, 10, true)).await.unwrap();
+        assert_eq!(all.ranked[0].row.id, b, "asked for, b is found at its new address");
+        assert_ne!(all.ranked[0].row.row_id, old_b);
+    }
+
+    /// A table that fits is read into the row cache in the background after its first search; then a
+    /// ranking of any query reads no row of the table.
+    #[tokio::test]
+    async fn a_small_table_is_read_into_the_row_cache_after_its_first_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let rows: Vec<_> = (0..300).map(|i| passage("ann", &"x".repeat(1 + i))).collect();
+        store.insert_passages(&rows).await.unwrap();
+        let cache = store.row_cache(ARCHIVAL_TABLE);
+        let first = store.passage_nearest(&nearest_to(&rows[7].1, 10, false)).await.unwrap();
+        assert_eq!(first.ranked[0].row.id, rows[7].0.id);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while cache.len() < rows.len() {
+            assert!(std::time::Instant::now() < deadline, "filled {} of {} rows", cache.len(), rows.len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let reads = cache.reads();
+        let other = store.passage_nearest(&nearest_to(&rows[250].1, 50, false)).await.unwrap();
+        assert_eq!(other.ranked.len(), 50);
+        assert_eq!(other.ranked[0].row.id, rows[250].0.id);
+        assert_eq!(cache.reads(), reads, "50 candidates, none read from the table");
     }
 
     /// Upkeep while writes fold their rows into the same table's full-text index: the two are
