@@ -26,7 +26,7 @@ use lance_io::object_store::{ObjectStore, ObjectStoreParams, ObjectStoreProvider
 /// How the store reads its files (`--lance-io`, `ASTRA_LANCE_IO`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ReadIo {
-    /// io_uring where this process can use it ([`uring_allowed`], checked once), else `blocking`, said
+    /// io_uring where this process can use it (checked once), else `blocking`, said
     /// once at `info` level. io_uring is often switched off: `sysctl kernel.io_uring_disabled`, or the
     /// seccomp profile of a container (Docker's default blocks it).
     #[default]

@@ -710,7 +710,7 @@ impl LanceStore {
             let actors = r.strs("actor_id")?;
             let replaced = if superseded { r.opt_strs("superseded_by")? } else { vec![None; ids.len()] };
             let mut stored: Vec<Option<Arc<[f32]>>> = if vectors {
-                r.vectors("vector")?.into_iter().map(|v| Some(Arc::from(v))).collect()
+                r.shared_vectors("vector")?.into_iter().map(Some).collect()
             } else {
                 Vec::new()
             };

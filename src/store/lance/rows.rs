@@ -154,6 +154,21 @@ impl<'a> Rows<'a> {
             .collect()
     }
 
+    /// The vectors of column `name`, each in its own shared allocation (one copy out of the batch).
+    pub fn shared_vectors(&self, name: &'static str) -> Result<Vec<Arc<[f32]>>, StoreError> {
+        let c = self.col::<FixedSizeListArray>(name)?;
+        let values =
+            c.values().as_any().downcast_ref::<Float32Array>().ok_or_else(|| self.corrupt(name, "not f32"))?.values();
+        let dimension = c.value_length() as usize;
+        (0..c.len())
+            .map(|i| {
+                let start = c.value_offset(i) as usize;
+                values.get(start..start + dimension).map(Arc::from).ok_or_else(|| self.corrupt(name, "short vector"))
+            })
+            .collect()
+    }
+
+    /// The vectors of column `name`, each copied into a `Vec` (`[f32; 384]` for `vector`).
     pub fn vectors(&self, name: &'static str) -> Result<Vec<Vec<f32>>, StoreError> {
         let c = self.col::<FixedSizeListArray>(name)?;
         (0..c.len())
