@@ -421,6 +421,13 @@ impl LanceStore {
         limit: usize,
     ) -> Result<crate::store::KeywordRankings, StoreError> {
         let started = std::time::Instant::now();
+        if filter.broad.is_some() {
+            // the rankings below read through the row cache: check it is still this table's (a failure
+            // here fails the rankings too, which are left empty below)
+            if let Err(e) = self.latest_rows(name).await {
+                tracing::debug!(table = name, "no look at the table's latest version: {e}");
+            }
+        }
         let mut rankings = Vec::new();
         for &column in fts_columns(name) {
             let mut refs = Vec::new();
@@ -582,8 +589,7 @@ impl LanceStore {
     ) -> Result<(lancedb::query::VectorQuery, usize), StoreError> {
         use lancedb::query::QueryBase;
         let table = self.table(name);
-        // the row count is in the manifest Lance already holds: no data is read
-        let rows = table.count_rows(None).await.map_err(backend)?;
+        let rows = self.latest_rows(name).await?;
         let query = table
             .query()
             .nearest_to(vector)
@@ -592,6 +598,24 @@ impl LanceStore {
             .ef(ann_ef(rows, limit))
             .limit(limit);
         Ok((query, rows))
+    }
+
+    /// The row count of the latest version of `name`, from its manifest (no data is read; one look for a
+    /// newer version, as every read makes). On the way, the table's [`row_cache`] checks that the
+    /// directory was not replaced under this process ([`row_cache::RowCache::observe`]).
+    async fn latest_rows(&self, name: &'static str) -> Result<usize, StoreError> {
+        let table = self.table(name);
+        let Some(dataset) = table.dataset() else { return table.count_rows(None).await.map_err(backend) };
+        let dataset = dataset.get().await.map_err(backend)?;
+        let manifest = dataset.manifest();
+        if self.row_cache(name).observe(manifest.version, manifest.max_fragment_id().unwrap_or(0)) {
+            tracing::info!(
+                table = name,
+                version = manifest.version,
+                "the table was replaced on disk: row cache cleared"
+            );
+        }
+        dataset.count_rows(None).await.map_err(backend)
     }
 
     /// Runs `query` — a ranking of `name` that selects only its score column and `_rowid` — without a
@@ -709,11 +733,8 @@ impl LanceStore {
             let ids = r.uuids("id")?;
             let actors = r.strs("actor_id")?;
             let replaced = if superseded { r.opt_strs("superseded_by")? } else { vec![None; ids.len()] };
-            let mut stored: Vec<Option<Arc<[f32]>>> = if vectors {
-                r.shared_vectors("vector")?.into_iter().map(Some).collect()
-            } else {
-                Vec::new()
-            };
+            let mut stored: Vec<Option<Arc<[f32]>>> =
+                if vectors { r.shared_vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
             stored.resize(ids.len(), None);
             let rows = row_addresses(batch, name)?.into_iter().zip(ids).zip(actors).zip(replaced).zip(stored);
             for ((((address, id), actor_id), replaced), vector) in rows {
@@ -1398,6 +1419,34 @@ mod tests {
         assert_eq!(other.ranked.len(), 50);
         assert_eq!(other.ranked[0].row.id, rows[250].0.id);
         assert_eq!(cache.reads(), reads, "50 candidates, none read from the table");
+    }
+
+    /// A store directory replaced under an open store (deleted, then written again by another handle)
+    /// starts its row addresses again: the row cache notices that the table's version went down, and a
+    /// search finds the new rows, not the old ones it cached at the same addresses.
+    #[tokio::test]
+    async fn a_directory_replaced_under_an_open_store_is_not_answered_from_its_old_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let path = path.to_str().unwrap();
+        let store = LanceStore::open(path).await.unwrap();
+        // the same lengths, so the same vectors (see `passage`), under other texts and ids
+        let old: Vec<_> = (0..20).map(|i| passage("ann", &format!("o{i:02}{}", "x".repeat(i)))).collect();
+        let new: Vec<_> = (0..20).map(|i| passage("ann", &format!("n{i:02}{}", "x".repeat(i)))).collect();
+        for chunk in old.chunks(5) {
+            store.insert_passages(chunk).await.unwrap();
+        }
+        let before = store.passage_nearest(&nearest_to(&old[3].1, 5, false)).await.unwrap();
+        assert_eq!(before.ranked[0].row.id, old[3].0.id);
+        let at = before.ranked[0].row.row_id;
+        assert_eq!(store.row_cache(ARCHIVAL_TABLE).get(&[at], true)[0].as_ref().map(|r| r.id), Some(old[3].0.id));
+
+        std::fs::remove_dir_all(path).unwrap();
+        LanceStore::open(path).await.unwrap().insert_passages(&new).await.unwrap();
+        let after = store.passage_nearest(&nearest_to(&new[3].1, 5, false)).await.unwrap();
+        assert_eq!(after.ranked[0].row.row_id, at, "the new row sits at the old one's address");
+        assert_eq!(after.ranked[0].row.id, new[3].0.id, "and is read as itself");
+        assert!(after.ranked.iter().all(|s| new.iter().any(|(p, _)| p.id == s.row.id)), "only new rows");
     }
 
     /// Upkeep while writes fold their rows into the same table's full-text index: the two are

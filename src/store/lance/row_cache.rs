@@ -19,6 +19,13 @@
 //! point. Entries of rows that moved are only dead weight: a compaction by this process clears its
 //! table's cache ([`RowCache::clear`]), and a cache that would grow past its size starts over.
 //!
+//! Row addresses are unique within one table's history, not across tables: a store directory replaced
+//! under a running server (restored from a backup, or deleted and written again) starts them again.
+//! Before each ranking the cache compares the table's version and highest fragment id with those it saw
+//! last ([`RowCache::observe`]); when either went down it starts over. A replacement whose version and
+//! fragment ids both passed the old ones between two searches is not noticed: restart a server after
+//! replacing its store directory.
+//!
 //! The one difference a cache makes: a ranking made just before another handle deletes or moves one of
 //! its rows keeps that row where the read would have found its address empty and ranked again; the
 //! search then answers as of the table version it ranked (the hits' rows are still read from the table,
@@ -31,7 +38,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use uuid::Uuid;
 
 /// Rows per table the cache holds by default (`--row-cache-rows`): a table of up to this many rows is
-/// held whole. About 1.6 KiB per row (the vector is 1,536 bytes), so 26 MiB for a full table.
+/// held whole. About 1.6 KiB per row (the vector is 1,536 bytes), so 26 MiB for a full table; a 10k
+/// table cost 35 MiB of resident memory in the benchmark (BENCHMARKS.md, 2026-12-02 14:00 UTC).
 pub const DEFAULT_ROW_CACHE_ROWS: usize = 16_384;
 
 static ROW_CACHE_ROWS: OnceLock<usize> = OnceLock::new();
@@ -65,6 +73,8 @@ pub(super) struct RowCache {
     rows: Mutex<HashMap<u64, CachedRow>>,
     /// Bumped by [`Self::clear`]: rows read before a clear are not cached after it.
     generation: AtomicU64,
+    /// The table version and highest fragment id last seen ([`Self::observe`]).
+    lineage: Mutex<Option<(u64, u64)>>,
     /// A fill ([`Self::should_fill`]) is running.
     filling: AtomicBool,
     /// Reads of the table made for this cache: takes of rows it lacked, and whole-table fills (tests count
@@ -79,6 +89,7 @@ impl RowCache {
             capacity,
             rows: Mutex::default(),
             generation: AtomicU64::new(0),
+            lineage: Mutex::default(),
             filling: AtomicBool::new(false),
             reads: AtomicU64::new(0),
         }
@@ -132,6 +143,21 @@ impl RowCache {
         let mut rows = self.rows();
         self.generation.fetch_add(1, Ordering::AcqRel);
         rows.clear();
+    }
+
+    /// Notes the table's latest `version` and its highest fragment id (`max_fragment_id`, 0 for none),
+    /// read from its manifest before a ranking. Both only grow over one table's history, and row
+    /// addresses are unique only within it: when either went down, the directory was replaced under
+    /// this process (restored from a backup, or deleted and written again), its addresses hold other
+    /// rows, and the cache is cleared. Returns whether it was.
+    pub fn observe(&self, version: u64, max_fragment_id: u64) -> bool {
+        let mut seen = self.lineage.lock().unwrap_or_else(|p| p.into_inner());
+        let replaced = seen.is_some_and(|(v, f)| version < v || max_fragment_id < f);
+        if replaced {
+            self.clear();
+        }
+        *seen = Some((version, max_fragment_id));
+        replaced
     }
 
     /// Rows cached now.
@@ -240,6 +266,22 @@ mod tests {
         assert!(!cache.should_fill(100), "more than half cached");
         cache.clear();
         assert!(cache.should_fill(100), "after a compaction cleared it");
+    }
+
+    #[test]
+    fn a_table_whose_version_or_fragment_ids_went_down_was_replaced_and_its_cache_is_cleared() {
+        let cache = RowCache::new(10);
+        assert!(!cache.observe(5, 3), "the first look");
+        cache.insert(cache.generation(), [(1, row(1, true))]);
+        assert!(!cache.observe(6, 4), "a write");
+        assert!(!cache.observe(7, 4), "a deletion");
+        assert_eq!(cache.len(), 1);
+        assert!(cache.observe(2, 4), "version 2 after 7: another table at the same path");
+        assert_eq!(cache.len(), 0);
+        cache.insert(cache.generation(), [(1, row(2, true))]);
+        assert!(!cache.observe(3, 4));
+        assert!(cache.observe(9, 1), "fragment ids restarted while the version passed the old one");
+        assert_eq!(cache.len(), 0);
     }
 
     #[test]
