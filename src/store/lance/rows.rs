@@ -154,8 +154,8 @@ impl<'a> Rows<'a> {
             .collect()
     }
 
-    /// The vectors of column `name`, each in its own shared allocation (one copy out of the batch).
-    pub fn shared_vectors(&self, name: &'static str) -> Result<Vec<Arc<[f32]>>, StoreError> {
+    /// The vectors of column `name` (`[f32; 384]` for `vector`), as slices of the batch.
+    fn vector_slices(&self, name: &'static str) -> Result<Vec<&'a [f32]>, StoreError> {
         let c = self.col::<FixedSizeListArray>(name)?;
         let values =
             c.values().as_any().downcast_ref::<Float32Array>().ok_or_else(|| self.corrupt(name, "not f32"))?.values();
@@ -163,23 +163,18 @@ impl<'a> Rows<'a> {
         (0..c.len())
             .map(|i| {
                 let start = c.value_offset(i) as usize;
-                values.get(start..start + dimension).map(Arc::from).ok_or_else(|| self.corrupt(name, "short vector"))
+                values.get(start..start + dimension).ok_or_else(|| self.corrupt(name, "short vector"))
             })
             .collect()
     }
 
+    /// The vectors of column `name`, each in its own shared allocation (one copy out of the batch).
+    pub fn shared_vectors(&self, name: &'static str) -> Result<Vec<Arc<[f32]>>, StoreError> {
+        Ok(self.vector_slices(name)?.into_iter().map(Arc::from).collect())
+    }
+
     /// The vectors of column `name`, each copied into a `Vec` (`[f32; 384]` for `vector`).
     pub fn vectors(&self, name: &'static str) -> Result<Vec<Vec<f32>>, StoreError> {
-        let c = self.col::<FixedSizeListArray>(name)?;
-        (0..c.len())
-            .map(|i| {
-                let v = c.value(i);
-                Ok(v.as_any()
-                    .downcast_ref::<Float32Array>()
-                    .ok_or_else(|| self.corrupt(name, "not f32"))?
-                    .values()
-                    .to_vec())
-            })
-            .collect()
+        Ok(self.vector_slices(name)?.into_iter().map(<[f32]>::to_vec).collect())
     }
 }
