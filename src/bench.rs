@@ -188,7 +188,7 @@ pub async fn recall(
     k: usize,
 ) -> Result<Recall, BenchError> {
     let indexed = store.has_vector_index(ARCHIVAL_TABLE).await?;
-    let candidates = crate::memory::retrieval::Fusion::default().limit(k);
+    let candidates = crate::memory::retrieval::Fusion::archival().limit(k);
     let mut hits = 0usize;
     let (mut fast, mut exact) = (Vec::new(), Vec::new());
     for query in queries {

@@ -287,9 +287,24 @@ pub enum EvalCommand {
         /// Weight of the BM25 ranking over each turn's own text (default: the product's).
         #[arg(long)]
         own_text_weight: Option<f32>,
-        /// RRF constant k (default: the product's).
+        /// Also write the report as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Fix retrieval on the bundled evaluation set (225 look-alike fixes, symptom and identifier
+    /// queries, tune and held-out splits): hit@1, hit@3 and MRR of `search_codebase_memory`, fused and
+    /// with each ranking alone, in a fresh temporary store.
+    Fixes {
+        #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
+        model_dir: Option<PathBuf>,
+        #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
+        ort_dylib: Option<PathBuf>,
+        /// Weight of the vector ranking in the fusion (default: the product's).
         #[arg(long)]
-        rrf_k: Option<f32>,
+        vector_weight: Option<f32>,
+        /// Weight of the BM25 ranking in the fusion (default: the product's).
+        #[arg(long)]
+        keyword_weight: Option<f32>,
         /// Also write the report as JSON to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

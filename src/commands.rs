@@ -4,6 +4,7 @@
 //! `serve`). Nothing here is reachable by a model.
 
 use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -39,7 +40,7 @@ async fn open_existing(settings: &StoreSettings) -> anyhow::Result<LanceStore> {
 }
 
 fn conversation_memory(store: LanceStore, embedder: LazyEmbedder) -> ConversationMemory {
-    ConversationMemory::new(Arc::new(store), embedder, Fusion::default())
+    ConversationMemory::new(Arc::new(store), embedder, Fusion::conversation())
 }
 
 fn print_imports(result: &sessions::FileImport) {
@@ -241,7 +242,7 @@ pub async fn memory(command: MemoryCommand) -> anyhow::Result<()> {
                 astra_mcp::memory::ArchivalConfig {
                     scope: Scope { actor_id: settings.actor_id.clone(), project },
                     near_duplicate_cosine: astra_mcp::config::DEFAULT_NEAR_DUPLICATE_COSINE,
-                    fusion: Fusion::default(),
+                    fusion: Fusion::archival(),
                 },
             );
             let bar = progress_bar(passages.len() as u64, "passages");
@@ -386,59 +387,79 @@ pub async fn core(command: CoreCommand) -> anyhow::Result<()> {
 }
 
 pub async fn eval(command: EvalCommand) -> anyhow::Result<()> {
-    let EvalCommand::Locomo {
-        dir,
-        db,
-        model_dir,
-        ort_dylib,
-        vector_weight,
-        keyword_weight,
-        own_text_weight,
-        rrf_k,
-        json,
-    } = command;
-    let conversations = locomo::load(&dir)?;
-    let temp;
-    let db = match db {
-        Some(db) => db,
-        None => {
-            temp = tempfile::tempdir().context("creating a temporary store")?;
-            temp.path().join("db").to_string_lossy().into_owned()
+    match command {
+        EvalCommand::Locomo { dir, db, model_dir, ort_dylib, vector_weight, keyword_weight, own_text_weight, json } => {
+            let conversations = locomo::load(&dir)?;
+            let temp;
+            let db = match db {
+                Some(db) => db,
+                None => {
+                    temp = tempfile::tempdir().context("creating a temporary store")?;
+                    temp.path().join("db").to_string_lossy().into_owned()
+                }
+            };
+            let embedder = eval_embedder(model_dir, ort_dylib).await?;
+            let defaults = Fusion::conversation();
+            let fusion = Fusion {
+                vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
+                keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+                own_text_weight: own_text_weight.unwrap_or(defaults.own_text_weight),
+                ..defaults
+            };
+            let store = LanceStore::open(&db).await?;
+            store.ensure_indexes().await?; // a store reused from an earlier run may lack a newer index
+            let memory = ConversationMemory::new(Arc::new(store), embedder, fusion);
+            let tty = std::io::stderr().is_terminal();
+            let report = locomo::run(&memory, &conversations, |what, done, total| {
+                if tty || done == total {
+                    eprintln!("astra-mcp: {what} {done}/{total} conversations");
+                }
+            })
+            .await?;
+            print!("{}", locomo::render(&report));
+            println!(
+                "fusion: vector_weight={} keyword_weight={} own_text_weight={}; store {db}",
+                fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight
+            );
+            write_json(json.as_deref(), &report)
         }
-    };
+        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, json } => {
+            let embedder = eval_embedder(model_dir, ort_dylib).await?;
+            let defaults = Fusion::fixes();
+            let fusion = Fusion {
+                vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
+                keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+                ..defaults
+            };
+            let temp = tempfile::tempdir().context("creating a temporary store")?;
+            let store = LanceStore::open(&temp.path().join("db").to_string_lossy()).await?;
+            let set = astra_mcp::eval::fixes::EvalSet::bundled();
+            let report =
+                astra_mcp::eval::fixes::run(Arc::new(store), embedder, &set, &astra_mcp::eval::fixes::compared(fusion))
+                    .await?;
+            print!("{}", astra_mcp::eval::fixes::render(&report));
+            println!("fusion: vector_weight={} keyword_weight={}", fusion.vector_weight, fusion.keyword_weight);
+            write_json(json.as_deref(), &report)
+        }
+    }
+}
+
+/// The embedder of the evaluations, loaded, with the server's interactive settings (so timings are
+/// the server's).
+async fn eval_embedder(model_dir: Option<PathBuf>, ort_dylib: Option<PathBuf>) -> anyhow::Result<LazyEmbedder> {
     let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
-    // as the server embeds, so the timings are the server's
     let embedder = LazyEmbedder::onnx(
         ModelPaths { model_dir: model_dir.unwrap_or(cache.model_dir), ort_dylib: ort_dylib.unwrap_or(cache.ort_dylib) },
         Workload::Interactive,
     );
     embedder.get().await?;
-    let defaults = Fusion::default();
-    let fusion = Fusion {
-        k: rrf_k.unwrap_or(defaults.k),
-        vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
-        keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
-        own_text_weight: own_text_weight.unwrap_or(defaults.own_text_weight),
-        ..defaults
-    };
-    let store = LanceStore::open(&db).await?;
-    store.ensure_indexes().await?; // a store reused from an earlier run may lack a newer index
-    let memory = ConversationMemory::new(Arc::new(store), embedder, fusion);
-    let tty = std::io::stderr().is_terminal();
-    let report = locomo::run(&memory, &conversations, |what, done, total| {
-        if tty || done == total {
-            eprintln!("astra-mcp: {what} {done}/{total} conversations");
-        }
-    })
-    .await?;
-    print!("{}", locomo::render(&report));
-    println!(
-        "fusion: weighted RRF k={} vector_weight={} keyword_weight={} own_text_weight={}; store {db}",
-        fusion.k, fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight
-    );
-    if let Some(path) = json {
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+    Ok(embedder)
+}
+
+/// Writes `report` as pretty JSON to `path`, when given.
+fn write_json(path: Option<&std::path::Path>, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(report)?).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

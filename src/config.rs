@@ -90,15 +90,23 @@ pub fn memories(
     near_duplicate_cosine: f32,
 ) -> Memories {
     let scope = fixes.scope.clone();
-    let fusion = Fusion { min_score: fixes.min_score, ..Fusion::default() };
+    let min_score = fixes.min_score;
     Memories {
         fixes: Arc::new(FixMemory::new(store.clone(), embedder.clone(), fixes)),
         archival: Arc::new(ArchivalMemory::new(
             store.clone(),
             embedder.clone(),
-            ArchivalConfig { scope: scope.clone(), near_duplicate_cosine, fusion },
+            ArchivalConfig {
+                scope: scope.clone(),
+                near_duplicate_cosine,
+                fusion: Fusion { min_score, ..Fusion::archival() },
+            },
         )),
-        conversation: Arc::new(ConversationMemory::new(store.clone(), embedder, fusion)),
+        conversation: Arc::new(ConversationMemory::new(
+            store.clone(),
+            embedder,
+            Fusion { min_score, ..Fusion::conversation() },
+        )),
         core: Arc::new(CoreMemory::new(store.clone(), scope.clone(), core_blocks)),
         forget: store,
         scope,

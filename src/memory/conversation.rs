@@ -6,7 +6,7 @@
 //! embedding sees the item alone (`speaker: text`), which picks the exact turn out; the full-text (BM25)
 //! index sees the item in its context — its date and the two items before it in its session — because a
 //! turn alone ("Yes, last Tuesday") rarely carries the words a later question uses. The two rankings
-//! are fused by weighted RRF (see [`Fusion`]).
+//! are fused by their scores (see [`Fusion::conversation`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -44,10 +44,12 @@ pub struct FixHit {
     pub record: FixRecord,
     /// Cosine similarity of query and stored fix.
     pub score: f32,
-    /// Reciprocal-rank-fusion score that ordered the results.
+    /// The fused score that ordered the results.
     pub fused_score: f32,
     /// Did the full-text (BM25) ranking contain this fix?
     pub keyword_hit: bool,
+    /// Each ranking's rank and score of this fix.
+    pub ranked: super::retrieval::Ranked,
     /// Same project and workspace root: do the recorded files now differ from the receipt? Otherwise
     /// `None` (unknown).
     pub stale: Option<bool>,
@@ -85,15 +87,23 @@ pub struct FixMemory {
     store: Arc<dyn FixStore>,
     embedder: LazyEmbedder,
     config: FixMemoryConfig,
+    /// [`Fusion::fixes`] with the config's cosine floor.
+    fusion: Fusion,
 }
 
 impl FixMemory {
     pub fn new(store: Arc<dyn FixStore>, embedder: LazyEmbedder, config: FixMemoryConfig) -> Self {
-        Self { store, embedder, config }
+        let fusion = Fusion { min_score: config.min_score, ..Fusion::fixes() };
+        Self { store, embedder, config, fusion }
+    }
+
+    /// The same memory, its searches fused with `fusion` (the evaluations compare settings with it).
+    pub fn with_fusion(self, fusion: Fusion) -> Self {
+        Self { fusion, ..self }
     }
 
     /// Hybrid search over the actor's confirmed fixes in every project: vector and BM25 rankings fused
-    /// by RRF; hits below `min_score` cosine without a keyword match are dropped. Opens the session's
+    /// by their scores ([`Fusion::fixes`]); hits below `min_score` cosine without a keyword match are dropped. Opens the session's
     /// memory gate even when nothing is found.
     pub async fn search(
         &self,
@@ -104,8 +114,7 @@ impl FixMemory {
     ) -> Result<Vec<FixHit>, MemoryError> {
         let started = std::time::Instant::now();
         let query = redact(query).into_owned();
-        // the fusion of every search (see `retrieval::Fusion`), with this server's cosine floor
-        let fusion = Fusion { min_score: self.config.min_score, ..Fusion::default() };
+        let fusion = self.fusion;
         let fix_query = FixQuery {
             actor_id: self.config.scope.actor_id.clone(),
             error_type: error_type.map(str::to_string),
@@ -135,6 +144,7 @@ impl FixMemory {
                 score: hit.score,
                 fused_score: hit.fused_score,
                 keyword_hit: hit.keyword_hit,
+                ranked: hit.ranked,
             })
             .collect();
         session.record_search(&query);

@@ -1,46 +1,107 @@
-//! Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009), weighted: `score(d) = Σ_r w_r / (k +
-//! rank_r(d))` over the rankings that contain `d`, ranks starting at 1. `retrieval::Fusion` sets k and w.
+//! Score fusion of a hybrid search's rankings: the one function that orders every search's results
+//! (fixes, archival memory, conversation search). Weights per table live in
+//! [`retrieval::Fusion`](super::retrieval::Fusion).
+//!
+//! `score(d) = Σ_r w_r · s_r(d)` over the rankings r, where `s_r` is the ranking's own score made
+//! comparable across queries:
+//! - a cosine ranking contributes the cosine as it is (in [-1, 1]; MiniLM's are comparable across
+//!   queries already);
+//! - a BM25 ranking contributes `bm25(d) / max_d' bm25(d')`, the score relative to the query's best
+//!   match in that ranking (in [0, 1]), as in relative score fusion (Weaviate's `relativeScoreFusion`)
+//!   with the minimum pinned at 0 (no match), so a ranking whose matches all score alike gives them all
+//!   nearly 1 rather than stretching their small differences to the whole range.
+//!
+//! A row absent from a ranking gets that ranking's lowest score when the ranking was cut at its limit
+//! (the row scores at most that), and its no-match score otherwise (0 for BM25; for a cosine ranking,
+//! which holds every candidate of a table smaller than its limit, the lowest score too).
+//!
+//! Why scores and not ranks: reciprocal rank fusion (Cormack et al., SIGIR 2009) sees only positions,
+//! so a query's rare identifier that only one row holds (BM25 ranks it first by a wide margin) is
+//! worth the same `1/(k+1) − 1/(k+2)` as a near-tie, and a confident vector ranking can be overruled by
+//! a keyword ranking that barely prefers another row. The scores keep how strong each match is.
+//!
+//! The order is total and the same in every process: the fused score (higher first), then the key
+//! (lower first), so ties and rows whose scores are equal come out in one order on every run.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
-/// A fused item: the fused score and the 1-based rank in each input ranking (`None` when absent).
+/// What a ranking's score is, which decides how it is made comparable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreKind {
+    /// Cosine similarity of embeddings, in [-1, 1]: used as it is.
+    Cosine,
+    /// BM25 (≥ 0, unbounded): divided by the ranking's best score for this query.
+    Bm25,
+}
+
+/// One ranking to fuse.
+#[derive(Debug, Clone)]
+pub struct Ranking<K> {
+    /// `(key, score, rank)`, best first; keys unique; ranks 1-based (ties may share one).
+    pub entries: Vec<(K, f32, usize)>,
+    pub kind: ScoreKind,
+    /// Its weight in the sum; 0 keeps its ranks and scores in [`Fused::ranked`] without moving the order.
+    pub weight: f32,
+    /// The ranking stopped at its limit: rows absent from it may still match, scoring at most its last.
+    pub cut: bool,
+}
+
+/// A row's rank and score in one ranking.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankScore {
+    /// 1-based.
+    pub rank: usize,
+    /// The ranking's own score (cosine or BM25), as the store gave it.
+    pub score: f32,
+}
+
+/// A fused item: its fused score and where each input ranking had it (`None` when absent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fused<K> {
     pub key: K,
     pub score: f32,
-    pub ranks: Vec<Option<usize>>,
+    pub ranked: Vec<Option<RankScore>>,
 }
 
-/// Weighted RRF: fuses rankings (each a list of `(key, rank)`, best first, keys unique within a ranking,
-/// ranks 1-based) into one, best first, by `score(d) = Σ_r w_r / (k + rank_r(d))`; with equal weights,
-/// k = 60 and ranks equal to positions it is the paper's RRF. Keys with equal scores in a ranking may
-/// carry equal ranks ([`competition_ranks`](crate::store::competition_ranks)), so that the other
-/// rankings, not the order ties came in, decide between them. Ties of the fused score keep the order of
-/// first appearance (earlier rankings first), so the result is deterministic. A weight of 0 keeps a
-/// ranking's ranks in [`Fused::ranks`] without letting it move the order.
-pub fn weighted_reciprocal_rank_fusion<K: Eq + Hash + Clone>(
-    rankings: &[Vec<(K, usize)>],
-    weights: &[f32],
-    k: f32,
-) -> Vec<Fused<K>> {
-    assert_eq!(rankings.len(), weights.len(), "one weight per ranking");
+/// Fuses `rankings` into one list, best first, by the module's formula. Every key of every ranking is
+/// in the result once. NaN scores count as absent.
+pub fn score_fusion<K: Eq + Hash + Clone + Ord>(rankings: &[Ranking<K>]) -> Vec<Fused<K>> {
     let mut index: HashMap<K, usize> = HashMap::new();
     let mut fused: Vec<Fused<K>> = Vec::new();
     for (r, ranking) in rankings.iter().enumerate() {
-        for (key, rank) in ranking {
+        for (key, score, rank) in &ranking.entries {
             let i = *index.entry(key.clone()).or_insert_with(|| {
-                fused.push(Fused { key: key.clone(), score: 0.0, ranks: vec![None; rankings.len()] });
+                fused.push(Fused { key: key.clone(), score: 0.0, ranked: vec![None; rankings.len()] });
                 fused.len() - 1
             });
-            if fused[i].ranks[r].is_none() {
-                fused[i].ranks[r] = Some(*rank);
-                fused[i].score += weights[r] / (k + *rank as f32);
+            if fused[i].ranked[r].is_none() && !score.is_nan() {
+                fused[i].ranked[r] = Some(RankScore { rank: *rank, score: *score });
             }
         }
     }
-    // stable sort: ties stay in first-appearance order
-    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    for (r, ranking) in rankings.iter().enumerate() {
+        if ranking.weight == 0.0 {
+            continue;
+        }
+        let scores = ranking.entries.iter().map(|(_, s, _)| *s).filter(|s| !s.is_nan());
+        let (best, lowest) = scores.fold((f32::NEG_INFINITY, f32::INFINITY), |(b, l), s| (b.max(s), l.min(s)));
+        let absent = match (ranking.kind, ranking.cut) {
+            _ if !lowest.is_finite() => 0.0,
+            (ScoreKind::Cosine, _) | (ScoreKind::Bm25, true) => lowest,
+            (ScoreKind::Bm25, false) => 0.0,
+        };
+        let normalise = |s: f32| match ranking.kind {
+            ScoreKind::Cosine => s,
+            ScoreKind::Bm25 if best > 0.0 => s / best,
+            ScoreKind::Bm25 => 0.0,
+        };
+        for f in &mut fused {
+            let s = f.ranked[r].map_or(absent, |rs| rs.score);
+            f.score += ranking.weight * normalise(s);
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.key.cmp(&b.key)));
     fused
 }
 
@@ -48,50 +109,82 @@ pub fn weighted_reciprocal_rank_fusion<K: Eq + Hash + Clone>(
 mod tests {
     use super::*;
 
-    /// The constant of the RRF paper.
-    const RRF_K: f32 = 60.0;
+    fn ranking(entries: &[(&'static str, f32)], kind: ScoreKind, weight: f32, cut: bool) -> Ranking<&'static str> {
+        let ranks = crate::store::competition_ranks(entries.iter().map(|(_, s)| *s));
+        Ranking {
+            entries: entries.iter().zip(ranks).map(|((k, s), r)| (*k, *s, r)).collect(),
+            kind,
+            weight,
+            cut,
+        }
+    }
 
-    /// A ranking without ties: ranks are positions.
-    fn ranked<'a>(keys: &[&'a str]) -> Vec<(&'a str, usize)> {
-        keys.iter().enumerate().map(|(i, k)| (*k, i + 1)).collect()
+    fn keys(fused: &[Fused<&'static str>]) -> Vec<&'static str> {
+        fused.iter().map(|f| f.key).collect()
     }
 
     #[test]
-    fn an_item_in_both_rankings_beats_one_in_a_single_ranking() {
-        let fused =
-            weighted_reciprocal_rank_fusion(&[ranked(&["a", "b", "c"]), ranked(&["c", "d"])], &[1.0, 1.0], RRF_K);
-        let keys: Vec<_> = fused.iter().map(|f| f.key).collect();
-        assert_eq!(keys, vec!["c", "a", "b", "d"]);
-        assert_eq!(fused[0].ranks, vec![Some(3), Some(1)]);
-        assert!((fused[0].score - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-6);
-        assert_eq!(fused[3].ranks, vec![None, Some(2)]);
+    fn a_rare_identifier_that_bm25_alone_finds_beats_a_slightly_closer_look_alike() {
+        // twenty look-alikes: the vector barely prefers "kq1z"; BM25 finds "kq0z" by its rare token,
+        // far ahead of the rest, which share only the common word
+        let vector = ranking(&[("kq1z", 0.82), ("kq2z", 0.81), ("kq0z", 0.80)], ScoreKind::Cosine, 0.5, false);
+        let bm25 = ranking(&[("kq0z", 4.1), ("kq1z", 0.2), ("kq2z", 0.2)], ScoreKind::Bm25, 1.0, false);
+        let fused = score_fusion(&[vector, bm25]);
+        assert_eq!(keys(&fused), vec!["kq0z", "kq1z", "kq2z"]);
+        let expected = 0.5 * 0.80 + 1.0;
+        assert!((fused[0].score - expected).abs() < 1e-6, "{}", fused[0].score);
+        assert_eq!(fused[0].ranked, vec![Some(RankScore { rank: 3, score: 0.80 }), Some(RankScore { rank: 1, score: 4.1 })]);
     }
 
     #[test]
-    fn weights_decide_which_ranking_leads() {
-        // "a" tops the first ranking, "d" the second; weighting the second 3x puts "d" first
-        let fused = weighted_reciprocal_rank_fusion(&[ranked(&["a", "b"]), ranked(&["d", "b"])], &[1.0, 3.0], RRF_K);
-        let keys: Vec<_> = fused.iter().map(|f| f.key).collect();
-        assert_eq!(keys, vec!["b", "d", "a"]);
-        assert!((fused[0].score - (1.0 / 62.0 + 3.0 / 62.0)).abs() < 1e-6);
-        assert!((fused[1].score - 3.0 / 61.0).abs() < 1e-6);
-        let unweighted =
-            weighted_reciprocal_rank_fusion(&[ranked(&["a", "b"]), ranked(&["d", "b"])], &[1.0, 1.0], RRF_K);
-        let keys: Vec<_> = unweighted.iter().map(|f| f.key).collect();
-        assert_eq!(keys, vec!["b", "a", "d"], "equal weights: ties keep first appearance");
+    fn a_confident_vector_match_is_not_overruled_by_a_keyword_near_tie() {
+        // BM25 barely prefers "b" (all matches share the query's words); the vector clearly prefers "a"
+        let vector = ranking(&[("a", 0.78), ("b", 0.41)], ScoreKind::Cosine, 0.5, false);
+        let bm25 = ranking(&[("b", 6.0), ("a", 5.8)], ScoreKind::Bm25, 0.25, false);
+        assert_eq!(keys(&score_fusion(&[vector, bm25])), vec!["a", "b"]);
     }
 
     #[test]
-    fn a_tie_in_one_ranking_is_broken_by_the_others() {
-        // "b" and "a" tie on the keyword ranking (b came first); the vector ranking puts "a" first
-        let keyword = vec![("b", 1), ("a", 1), ("c", 3)];
-        let fused = weighted_reciprocal_rank_fusion(&[keyword, ranked(&["a", "b", "c"])], &[1.0, 0.25], 10.0);
-        let keys: Vec<_> = fused.iter().map(|f| f.key).collect();
-        assert_eq!(keys, vec!["a", "b", "c"]);
-        assert_eq!(fused[0].ranks, vec![Some(1), Some(1)]);
-        // the same rankings read as positions let the keyword ranking's arbitrary order win
-        let by_position =
-            weighted_reciprocal_rank_fusion(&[ranked(&["b", "a", "c"]), ranked(&["a", "b", "c"])], &[1.0, 0.25], 10.0);
-        assert_eq!(by_position[0].key, "b");
+    fn absent_rows_score_the_ranking_s_lowest_when_it_was_cut_and_nothing_otherwise() {
+        let vector = ranking(&[("a", 0.6), ("b", 0.5)], ScoreKind::Cosine, 1.0, true);
+        let bm25 = ranking(&[("c", 2.0), ("a", 1.0)], ScoreKind::Bm25, 1.0, false);
+        let fused = score_fusion(&[vector.clone(), bm25.clone()]);
+        let score = |k| fused.iter().find(|f| f.key == k).unwrap().score;
+        assert!((score("a") - (0.6 + 0.5)).abs() < 1e-6);
+        assert!((score("b") - 0.5).abs() < 1e-6, "b has no keyword match: 0");
+        assert!((score("c") - (0.5 + 1.0)).abs() < 1e-6, "c, beyond the cut vector ranking, gets its lowest cosine");
+        assert_eq!(fused.iter().find(|f| f.key == "c").unwrap().ranked[0], None);
+        let cut_bm25 = Ranking { cut: true, ..bm25 };
+        let fused = score_fusion(&[vector, cut_bm25]);
+        let b = fused.iter().find(|f| f.key == "b").unwrap().score;
+        assert!((b - (0.5 + 0.5)).abs() < 1e-6, "a cut BM25 ranking gives absent rows its lowest relative score");
+    }
+
+    #[test]
+    fn a_zero_weight_ranking_is_explained_but_moves_nothing() {
+        let vector = ranking(&[("a", 0.9), ("b", 0.2)], ScoreKind::Cosine, 1.0, false);
+        let bm25 = ranking(&[("b", 9.0)], ScoreKind::Bm25, 0.0, false);
+        let fused = score_fusion(&[vector, bm25]);
+        assert_eq!(keys(&fused), vec!["a", "b"]);
+        assert_eq!(fused[1].ranked[1], Some(RankScore { rank: 1, score: 9.0 }));
+        assert!((fused[1].score - 0.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn equal_scores_are_ordered_by_key_whatever_order_they_came_in() {
+        let one = ranking(&[("b", 1.0), ("a", 1.0), ("c", 1.0)], ScoreKind::Bm25, 1.0, false);
+        let other = ranking(&[("c", 1.0), ("a", 1.0), ("b", 1.0)], ScoreKind::Bm25, 1.0, false);
+        assert_eq!(keys(&score_fusion(&[one])), vec!["a", "b", "c"]);
+        assert_eq!(keys(&score_fusion(&[other])), vec!["a", "b", "c"]);
+    }
+
+    #[test]
+    fn nan_scores_count_as_absent_and_an_empty_ranking_adds_nothing() {
+        let vector = ranking(&[("c", 0.3), ("a", f32::NAN), ("b", 0.2)], ScoreKind::Cosine, 1.0, false);
+        let empty = ranking(&[], ScoreKind::Bm25, 1.0, false);
+        let fused = score_fusion(&[vector, empty]);
+        assert_eq!(keys(&fused), vec!["c", "a", "b"], "a scores b's 0.2 and comes first by key");
+        assert_eq!(fused[1].ranked[0], None);
+        assert!((fused[1].score - 0.2).abs() < 1e-6, "absent from an uncut cosine ranking: its lowest");
     }
 }

@@ -1,55 +1,72 @@
 //! Hybrid retrieval shared by archival memory, conversation search and fix memory: the vector and full-text (BM25)
-//! rankings of one query, both filtered before ranking, fused by weighted reciprocal rank fusion.
+//! rankings of one query, both filtered before ranking, fused by their scores ([`score_fusion`]).
 
 use std::collections::HashMap;
 
 use uuid::Uuid;
 
 use super::MemoryError;
-use super::fusion::weighted_reciprocal_rank_fusion;
+use super::fusion::{RankScore, Ranking, ScoreKind, score_fusion};
 use crate::embed::LazyEmbedder;
 use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError, VectorRanking};
 
-/// How the rankings are fused: `score = keyword_weight / (k + rank_bm25) + vector_weight / (k +
-/// rank_vector)`, plus `own_text_weight / (k + rank_own)` for conversation items, whose BM25 ranking
-/// over the item in its context is joined by one over the item's own text. The defaults (k = 10, weights 1 and 0.25) were chosen on the LoCoMo evaluation
-/// (`astra-mcp eval locomo`, README "Benchmarks"), where plain RRF (k = 60, equal weights) lost to BM25
-/// alone; the flat neighbourhood (k 5–20, vector weight 0.15–0.4) scored within 0.01. With them an exact
-/// identifier the embedding misses (`E0502`) still ranks first on its keyword match alone.
+/// How a table's rankings are fused ([`score_fusion`]): `score = vector_weight · cosine + keyword_weight
+/// · bm25 / best_bm25 + own_text_weight · bm25_own / best_bm25_own`, the last for conversation items only
+/// (whose BM25 ranking over the item in its context is joined by one over the item's own text).
+///
+/// The weights of each table are set here, in [`Fusion::fixes`], [`Fusion::archival`] and
+/// [`Fusion::conversation`], and were chosen on evaluations (`astra-mcp eval fixes`, tune split only;
+/// `astra-mcp eval locomo`; docs/retrieval.md has the figures).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fusion {
-    /// RRF constant k (Cormack et al. 2009 use 60).
-    pub k: f32,
-    /// Weight of the vector (cosine) ranking.
+    /// Weight of the cosine of the vector ranking.
     pub vector_weight: f32,
-    /// Weight of the full-text (BM25) ranking (for conversation items: over the item in its context).
+    /// Weight of the relative BM25 score of the full-text ranking (conversation items: in context).
     pub keyword_weight: f32,
-    /// Weight of the BM25 ranking over a conversation item's own text (absent elsewhere).
+    /// Weight of the relative BM25 score over a conversation item's own text (absent elsewhere).
     pub own_text_weight: f32,
     /// Candidates fetched from each ranking: `max(top_k * 5, candidates)`.
     pub candidates: usize,
-    /// Hits below this cosine are dropped unless the keyword ranking also found them.
+    /// Hits below this cosine are dropped unless a full-text ranking also found them.
     pub min_score: f32,
 }
 
-impl Default for Fusion {
-    fn default() -> Self {
-        Self {
-            k: 10.0,
-            vector_weight: 0.25,
-            keyword_weight: 1.0,
-            own_text_weight: 0.5,
-            candidates: 50,
-            min_score: 0.10,
-        }
-    }
-}
-
 impl Fusion {
+    /// Fixes: short, structured texts (error type, fix, the failing tests seen), full-text indexed with
+    /// Lance's code analyzer. The symptom a later agent searches with is worded apart from the fix, so the
+    /// embedding carries much of the match, and BM25 decides between look-alikes by their identifiers.
+    pub const fn fixes() -> Self {
+        Self { vector_weight: 1.0, keyword_weight: 0.75, own_text_weight: 0.0, candidates: 50, min_score: 0.10 }
+    }
+
+    /// Archival passages: prose, full-text indexed like conversation items (stemmed), so weighted like
+    /// their vector and in-context rankings.
+    pub const fn archival() -> Self {
+        Self { vector_weight: 1.0, keyword_weight: 1.0, own_text_weight: 0.0, candidates: 50, min_score: 0.10 }
+    }
+
+    /// Conversation items: chatty turns; BM25 over the item in its context (date, previous turns)
+    /// carries most of the match on LoCoMo, the embedding of the turn itself as much, and BM25 over the
+    /// turn's own text a little (it decides between a message and the replies that quote it).
+    pub const fn conversation() -> Self {
+        Self { vector_weight: 1.0, keyword_weight: 1.0, own_text_weight: 0.25, candidates: 50, min_score: 0.10 }
+    }
+
     /// Candidates to fetch from each ranking for `top_k` results.
     pub fn limit(&self, top_k: usize) -> usize {
         (top_k * 5).max(self.candidates)
     }
+}
+
+/// Where one hit stood in each ranking, and so why it ranked where it did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Ranked {
+    /// In the vector ranking (its score is the cosine).
+    pub vector: Option<RankScore>,
+    /// In the full-text (BM25) ranking (conversation items: over the item in its context).
+    pub keyword: Option<RankScore>,
+    /// In the BM25 ranking over a conversation item's own text.
+    pub own_text: Option<RankScore>,
 }
 
 /// One fused result.
@@ -58,37 +75,48 @@ pub struct Hit<T> {
     pub row: T,
     /// Cosine similarity of the query with the row's embedding.
     pub score: f32,
-    /// Weighted RRF score that ordered the results.
+    /// The fused score that ordered the results ([`score_fusion`]).
     pub fused_score: f32,
     /// Did a full-text (BM25) ranking contain this row?
     pub keyword_hit: bool,
+    /// Each ranking's rank and score of this row.
+    pub ranked: Ranked,
 }
 
-/// Fuses both rankings of `candidates` (rows identified by `id`) and keeps the best `top_k`.
-pub fn fuse<T>(candidates: Candidates<T>, id: impl Fn(&T) -> Uuid, fusion: &Fusion, top_k: usize) -> Vec<Hit<T>> {
-    let ranks = |ranking: &[crate::store::Scored<T>]| -> Vec<(Uuid, usize)> {
-        ranking.iter().map(|c| (id(&c.row), c.rank)).collect()
+/// Fuses the rankings of `candidates` (rows identified by `id`) and keeps the best `top_k`; `limit` is
+/// how many rows each ranking was asked for (a ranking that returned as many was cut).
+pub fn fuse<T>(
+    candidates: Candidates<T>,
+    id: impl Fn(&T) -> Uuid,
+    fusion: &Fusion,
+    top_k: usize,
+    limit: usize,
+) -> Vec<Hit<T>> {
+    let ranking = |scored: &[crate::store::Scored<T>], kind, weight| Ranking {
+        entries: scored.iter().map(|c| (id(&c.row), c.score, c.rank)).collect(),
+        kind,
+        weight,
+        cut: scored.len() >= limit,
     };
-    let (vector_ids, keyword_ids, own_ids) =
-        (ranks(&candidates.by_vector), ranks(&candidates.by_keyword), ranks(&candidates.by_own_text));
+    let rankings = [
+        ranking(&candidates.by_vector, ScoreKind::Cosine, fusion.vector_weight),
+        ranking(&candidates.by_keyword, ScoreKind::Bm25, fusion.keyword_weight),
+        ranking(&candidates.by_own_text, ScoreKind::Bm25, fusion.own_text_weight),
+    ];
     // the first ranking a row appears in provides it: the vector ranking's carries the cosine
     let mut by_id: HashMap<Uuid, _> = HashMap::new();
     for c in candidates.by_vector.into_iter().chain(candidates.by_keyword).chain(candidates.by_own_text) {
         by_id.entry(id(&c.row)).or_insert(c);
     }
     let mut hits = Vec::new();
-    let fused = weighted_reciprocal_rank_fusion(
-        &[vector_ids, keyword_ids, own_ids],
-        &[fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight],
-        fusion.k,
-    );
-    for f in fused {
-        let keyword_hit = f.ranks[1].is_some() || f.ranks[2].is_some();
+    for f in score_fusion(&rankings) {
+        let ranked = Ranked { vector: f.ranked[0], keyword: f.ranked[1], own_text: f.ranked[2] };
+        let keyword_hit = ranked.keyword.is_some() || ranked.own_text.is_some();
         let Some(candidate) = by_id.remove(&f.key) else { continue };
         if candidate.cosine < fusion.min_score && !keyword_hit {
             continue;
         }
-        hits.push(Hit { row: candidate.row, score: candidate.cosine, fused_score: f.score, keyword_hit });
+        hits.push(Hit { row: candidate.row, score: candidate.cosine, fused_score: f.score, keyword_hit, ranked });
         if hits.len() == top_k {
             break;
         }
@@ -131,6 +159,7 @@ pub(crate) fn with_rows<T>(
                 score: crate::embed::cosine(query, &vector),
                 fused_score: hit.fused_score,
                 keyword_hit: hit.keyword_hit,
+                ranked: hit.ranked,
             })
         })
         .collect()
@@ -247,7 +276,7 @@ impl Search<'_> {
             tokio::try_join!(embed_then_rank, keyword_then_prefetch)?;
         let candidates = Candidates::join(ranking, keyword);
         let mut timings = candidates.timings;
-        let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k);
+        let hits = fuse(candidates, |r| r.id, self.fusion, self.top_k, self.fusion.limit(self.top_k));
         let reading = std::time::Instant::now();
         let rows = hit_rows(&hits, prefetched, id, read).await?;
         let hits = with_rows(hits, rows, id, &vector);
@@ -286,7 +315,7 @@ mod tests {
     use super::*;
 
     fn hit(id: Uuid) -> Hit<RowRef> {
-        Hit { row: RowRef { id, row_id: 0 }, score: f32::NAN, fused_score: 0.0, keyword_hit: true }
+        Hit { row: RowRef { id, row_id: 0 }, score: f32::NAN, fused_score: 0.0, keyword_hit: true, ranked: Ranked::default() }
     }
 
     /// Embeds every text as the same unit vector, at once: the searches below test scheduling, not
@@ -306,7 +335,7 @@ mod tests {
     }
 
     fn scored(id: Uuid) -> crate::store::Scored<RowRef> {
-        crate::store::Scored { row: RowRef { id, row_id: 0 }, cosine: 1.0, rank: 1 }
+        crate::store::Scored { row: RowRef { id, row_id: 0 }, cosine: 1.0, score: 1.0, rank: 1 }
     }
 
     /// Runs one search over `keyword` and `rank`; every ref reads as a row with [`unit`] as its vector.
@@ -317,7 +346,7 @@ mod tests {
         RankFut: Future<Output = Result<VectorRanking, StoreError>> + Send + 'static,
     {
         let embedder = LazyEmbedder::ready(std::sync::Arc::new(SameVector));
-        let fusion = Fusion::default();
+        let fusion = Fusion::archival();
         let search = Search {
             name: "test",
             embedder: &embedder,

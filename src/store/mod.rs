@@ -85,8 +85,11 @@ pub trait FixStore: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct Scored<T> {
     pub row: T,
-    /// Cosine similarity in [-1, 1].
+    /// Cosine similarity in [-1, 1]; NaN in a full-text ranking before the row is read.
     pub cosine: f32,
+    /// The ranking's own score: the cosine for the vector ranking, Lance's BM25 `_score` (≥ 0, higher is
+    /// better) for the full-text rankings. NaN when the store gave none.
+    pub score: f32,
     /// 1-based rank in its ranking by that ranking's own score (cosine, or BM25 for the full-text
     /// rankings). Rows with equal scores share the best rank of their group ("1224", standard competition
     /// ranking), so the order Lance returns ties in decides nothing: fusion breaks them by the other
@@ -165,7 +168,7 @@ impl Candidates<RowRef> {
             ranking
                 .into_iter()
                 .filter_map(|s| {
-                    by_id.get(&s.row.id).map(|(row, cosine)| Scored { row: row.clone(), cosine: *cosine, rank: s.rank })
+                    by_id.get(&s.row.id).map(|(row, cosine)| Scored { row: row.clone(), cosine: *cosine, score: s.score, rank: s.rank })
                 })
                 .collect()
         };
@@ -434,7 +437,7 @@ mod tests {
     fn tops_are_the_first_refs_of_each_ranking_once() {
         let r = |n: u128| RowRef { id: Uuid::from_u128(n), row_id: n as u64 };
         let ranking = |ns: &[u128]| {
-            ns.iter().enumerate().map(|(i, &n)| Scored { row: r(n), cosine: f32::NAN, rank: i + 1 }).collect()
+            ns.iter().enumerate().map(|(i, &n)| Scored { row: r(n), cosine: f32::NAN, score: f32::NAN, rank: i + 1 }).collect()
         };
         let keyword = KeywordRankings { rankings: vec![ranking(&[1, 2, 3]), ranking(&[2, 4, 5]), vec![]], ms: 0.0 };
         assert_eq!(keyword.tops(2), vec![r(1), r(2), r(4)]);

@@ -6,6 +6,7 @@ use chrono::SecondsFormat;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::explain::{RankingExplanation, round4};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::Receipt;
@@ -69,10 +70,12 @@ pub struct FixMatch {
     pub memory_id: String,
     /// Cosine similarity of the query with the stored fix, 4 decimals.
     pub score: f64,
-    /// Weighted reciprocal-rank-fusion score that ordered the matches (BM25 weight 1, vector weight 0.25, k = 10).
+    /// The fused score that ordered the matches (`ranking` shows its parts).
     pub fused_score: f64,
     /// Whether the full-text (BM25) ranking matched the query.
     pub keyword_hit: bool,
+    /// Why it ranked here: its rank and score in the vector and full-text rankings.
+    pub ranking: RankingExplanation,
     pub fix_description: String,
     pub error_type: String,
     pub file_paths: Vec<String>,
@@ -186,9 +189,6 @@ pub(super) fn specs() -> Vec<ToolSpec> {
     ]
 }
 
-fn round4(x: f32) -> f64 {
-    (f64::from(x) * 10_000.0).round() / 10_000.0
-}
 
 fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     let r = &hit.record;
@@ -199,6 +199,7 @@ fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
         score: round4(hit.score),
         fused_score: f64::from(hit.fused_score),
         keyword_hit: hit.keyword_hit,
+        ranking: RankingExplanation::from(&hit.ranked),
         fix_description: r.fix_description.clone(),
         error_type: r.error_type.clone(),
         file_paths: r.file_paths.clone(),

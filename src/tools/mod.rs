@@ -3,6 +3,7 @@
 //! both read [`specs`]; a call's failure is decided here, once, as either a result the model reads
 //! (`is_error: true`) or an unknown tool (a protocol error).
 
+mod explain;
 mod fixes;
 mod hosts;
 pub mod schema;
@@ -18,6 +19,7 @@ pub use fixes::{
     FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
     RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
 };
+pub use explain::{RankingExplanation, RankingPosition};
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
 pub use tiered::{

@@ -8,6 +8,7 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::explain::{RankingExplanation, round4};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::{Passage, Role, SessionItem};
@@ -142,10 +143,12 @@ pub struct PassageCitation {
     pub id: String,
     /// Cosine similarity of the query with the passage, 4 decimals.
     pub score: f64,
-    /// Weighted reciprocal-rank-fusion score that ordered the results.
+    /// The fused score that ordered the results (`ranking` shows its parts).
     pub fused_score: f64,
     /// Whether the full-text (BM25) ranking matched the query.
     pub keyword_hit: bool,
+    /// Why it ranked here: its rank and score in the vector and full-text rankings.
+    pub ranking: RankingExplanation,
     pub text: String,
     pub tags: Vec<String>,
     pub project: String,
@@ -199,8 +202,12 @@ pub struct ConversationCitation {
     pub id: String,
     /// Cosine similarity of the query with the item in its context, 4 decimals.
     pub score: f64,
+    /// The fused score that ordered the results (`ranking` shows its parts).
     pub fused_score: f64,
+    /// Whether a full-text (BM25) ranking matched the query.
     pub keyword_hit: bool,
+    /// Why it ranked here: its rank and score in the vector ranking and the two full-text rankings.
+    pub ranking: RankingExplanation,
     pub role: Role,
     pub text: String,
     pub session_id: String,
@@ -307,9 +314,6 @@ the id a search returned. It disappears from every search.",
     ]
 }
 
-fn round4(x: f32) -> f64 {
-    (f64::from(x) * 10_000.0).round() / 10_000.0
-}
 
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -515,6 +519,7 @@ fn citation(rank: usize, hit: &Hit<Passage>) -> PassageCitation {
         score: round4(hit.score),
         fused_score: f64::from(hit.fused_score),
         keyword_hit: hit.keyword_hit,
+        ranking: RankingExplanation::from(&hit.ranked),
         text: p.text.clone(),
         tags: p.tags.clone(),
         project: p.project.clone(),
@@ -583,6 +588,7 @@ fn conversation_citation(rank: usize, hit: &Hit<SessionItem>) -> ConversationCit
         score: round4(hit.score),
         fused_score: f64::from(hit.fused_score),
         keyword_hit: hit.keyword_hit,
+        ranking: RankingExplanation::from(&hit.ranked),
         role: i.role,
         text: i.text.clone(),
         session_id: i.session_id.clone(),

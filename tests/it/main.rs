@@ -13,6 +13,7 @@ mod interop;
 mod manage;
 mod mcp;
 mod multiprocess;
+mod retrieval;
 mod schemas;
 mod store;
 mod support;

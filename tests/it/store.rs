@@ -341,3 +341,50 @@ async fn another_actors_rows_crowding_the_top_do_not_empty_a_search() {
     assert_eq!(ids(&found.by_vector), vec![mine[0].id], "the filter is applied before ranking when after is short");
     assert_eq!(ids(&found.by_keyword), vec![mine[0].id]);
 }
+
+/// Fix texts are indexed with Lance's code analyzer: `retry_limits` and `retry_limit` are two tokens
+/// (English stemming made them one), so BM25 ranks the fix that holds the exact identifier first, alone.
+/// A store whose fixes index an earlier version built with the text analyzer gets it rebuilt at open.
+#[tokio::test]
+async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_older_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let store = LanceStore::open(path).await.unwrap();
+    let one = record("ann", "alpha", "Use <= when checking retry_limit: the maximum was refused.", "AssertionError");
+    let many = record("ann", "alpha", "Use <= when checking retry_limits: the maximum was refused.", "AssertionError");
+    put(&store, &one).await;
+    put(&store, &many).await;
+    let ranks = |c: &astra_mcp::store::KeywordRankings| -> Vec<(uuid::Uuid, usize)> {
+        c.rankings[0].iter().map(|s| (s.row.id, s.rank)).collect()
+    };
+    let keyword = store.fix_keyword(&query("ann", "retry_limits", None).await).await.unwrap();
+    assert_eq!(ranks(&keyword)[0], (many.memory_id, 1), "the exact identifier first: {:?}", ranks(&keyword));
+    assert!(ranks(&keyword).iter().all(|(id, rank)| *id != one.memory_id || *rank > 1), "no tie with its look-alike");
+    drop(store);
+
+    // an older version's index: the text analyzer (stemming), under Lance's default name
+    let conn = lancedb::connect(path).execute().await.unwrap();
+    let fixes = conn.open_table("fixes").execute().await.unwrap();
+    for ix in fixes.list_indices().await.unwrap() {
+        if ix.index_type == lancedb::index::IndexType::FTS {
+            fixes.drop_index(&ix.name).await.unwrap();
+        }
+    }
+    fixes
+        .create_index(&["embedded_text"], lancedb::index::Index::FTS(Default::default()))
+        .execute()
+        .await
+        .unwrap();
+    let names = |ixs: Vec<lancedb::index::IndexConfig>| -> Vec<String> {
+        ixs.into_iter().filter(|ix| ix.index_type == lancedb::index::IndexType::FTS).map(|ix| ix.name).collect()
+    };
+    assert_eq!(names(fixes.list_indices().await.unwrap()), vec!["embedded_text_idx".to_string()]);
+
+    let reopened = LanceStore::open(path).await.unwrap();
+    let conn = lancedb::connect(path).execute().await.unwrap();
+    let fixes = conn.open_table("fixes").execute().await.unwrap();
+    assert_eq!(names(fixes.list_indices().await.unwrap()), vec!["embedded_text_code_idx".to_string()]);
+    let keyword = reopened.fix_keyword(&query("ann", "retry_limits", None).await).await.unwrap();
+    assert_eq!(ranks(&keyword)[0], (many.memory_id, 1), "rebuilt: {:?}", ranks(&keyword));
+    assert!(ranks(&keyword).iter().all(|(id, rank)| *id != one.memory_id || *rank > 1));
+}

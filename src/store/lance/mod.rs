@@ -225,8 +225,12 @@ impl LanceStore {
         };
         for name in SEARCHABLE_TABLES {
             for &column in fts_columns(name) {
-                if has_fts_index(store.table(name), column).await.map_err(|e| open_err(&e))? {
+                if has_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
                     store.fts_ready.lock().await.insert((name, column));
+                } else if has_stale_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
+                    // an index built with another analyzer (an older version of this program): rebuilt
+                    // now, so no search reads it with this version's query tokenizer
+                    store.ensure_fts(name).await.map_err(|e| open_err(&e))?;
                 }
             }
         }
@@ -290,7 +294,7 @@ impl LanceStore {
     /// before another process built the index starts using it.
     async fn fts_available(&self, name: &'static str, column: &'static str) -> bool {
         let mut ready = self.fts_ready.lock().await;
-        if !ready.contains(&(name, column)) && has_fts_index(self.table(name), column).await.unwrap_or(false) {
+        if !ready.contains(&(name, column)) && has_fts_index(self.table(name), name, column).await.unwrap_or(false) {
             ready.insert((name, column));
         }
         ready.contains(&(name, column))
@@ -306,20 +310,31 @@ impl LanceStore {
             if ready.contains(&(name, column)) {
                 continue;
             }
-            if has_fts_index(table, column).await.map_err(backend)? {
+            if has_fts_index(table, name, column).await.map_err(backend)? {
                 ready.insert((name, column));
                 continue;
             }
             if table.count_rows(None).await.map_err(backend)? == 0 {
                 return Ok(());
             }
-            let result = table.create_index(&[column], lancedb::index::Index::FTS(fts_params())).execute().await;
+            // an index of this column built with another analyzer goes first (one FTS index per column)
+            for stale in stale_fts_indexes(table, name, column).await.map_err(backend)? {
+                match table.drop_index(&stale).await {
+                    Ok(()) => tracing::info!(table = name, column, index = stale, "full-text index rebuilt with this version's analyzer"),
+                    Err(e) => tracing::debug!(table = name, index = stale, "stale full-text index already gone: {e}"),
+                }
+            }
+            let result = table
+                .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
+                .name(fts_index_name(name, column))
+                .execute()
+                .await;
             match result {
                 Ok(()) => {
                     ready.insert((name, column));
                 }
                 // Another process may have built it at the same moment.
-                Err(e) if has_fts_index(table, column).await.unwrap_or(false) => {
+                Err(e) if has_fts_index(table, name, column).await.unwrap_or(false) => {
                     tracing::debug!("full-text index created concurrently: {e}");
                     ready.insert((name, column));
                 }
@@ -911,11 +926,31 @@ pub async fn wait_for_upkeep() {
     while tasks.join_next().await.is_some() {}
 }
 
-/// The full-text index settings of every searchable table: Lance's `simple` tokenizer (splits on
-/// non-alphanumerics), lower-casing, ASCII folding, English Snowball stemming and stop-word removal
-/// (Lance's defaults). So `E0502`, `borrow_checker.rs` and `cargo` stay searchable as tokens.
-fn fts_params() -> lancedb::index::scalar::FtsIndexBuilder {
-    lancedb::index::scalar::FtsIndexBuilder::default()
+/// The full-text index settings of table `name`.
+///
+/// - Fixes: Lance's `code` analyzer with identifier splitting: each identifier is indexed whole
+///   (`retry_limits`, `x-api-key` as its parts) and as its subwords (`retry`, `limits`), lower-cased, with
+///   no stemming and no stop words. Fixes are full of identifiers that differ by a character
+///   (`retry_limit` / `retry_limits`, `ALLOWED_ORIGIN` / `ALLOWED_ORIGINS`), which English stemming made
+///   one token: on the fix evaluation set (`astra-mcp eval fixes`) BM25 alone put the right fix first for
+///   0.66 of the tune split's symptoms with stemming, 0.88 without (docs/retrieval.md).
+/// - Archival passages and conversation items (prose): Lance's `simple` tokenizer (splits on
+///   non-alphanumerics), lower-casing, ASCII folding, English Snowball stemming and stop-word removal
+///   (Lance's defaults), on which the LoCoMo figures were measured. `E0502` and `lru.rs` stay tokens.
+fn fts_params(name: &str) -> lancedb::index::scalar::FtsIndexBuilder {
+    let text = lancedb::index::scalar::FtsIndexBuilder::default();
+    if name == FIXES_TABLE {
+        text.analyzer("code").expect("`code` is one of Lance's analyzers").split_identifiers(true)
+    } else {
+        text
+    }
+}
+
+/// The name of the full-text index of `name.column`: Lance's default (`{column}_idx`), but for the fixes
+/// table's code-analysed index `{column}_code_idx`, so that an index built with the text analyzer (by an
+/// earlier version) is told apart and rebuilt ([`LanceStore::open`]).
+fn fts_index_name(name: &str, column: &str) -> String {
+    if name == FIXES_TABLE { format!("{column}_code_idx") } else { format!("{column}_idx") }
 }
 
 /// [`filter_sql`] with its [`Broad`] form when it is broad (see [`Filter`]).
@@ -1053,7 +1088,7 @@ fn by_score(
     refs.into_iter()
         .zip(scores)
         .zip(ranks)
-        .map(|((row, score), rank)| crate::store::Scored { row, cosine: cosine(score), rank })
+        .map(|((row, score), rank)| crate::store::Scored { row, cosine: cosine(score), score, rank })
         .collect()
 }
 
@@ -1103,12 +1138,28 @@ fn sql_literal(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
 
-async fn has_fts_index(table: &Table, column: &str) -> lancedb::Result<bool> {
+/// Has `table` (named `name`) this version's full-text index of `column` ([`fts_index_name`])?
+async fn has_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
+    let wanted = fts_index_name(name, column);
+    Ok(table.list_indices().await?.iter().any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.name == wanted))
+}
+
+/// The full-text indexes of `column` in `table` (named `name`) other than this version's: built with
+/// another analyzer.
+async fn stale_fts_indexes(table: &Table, name: &str, column: &str) -> lancedb::Result<Vec<String>> {
+    let wanted = fts_index_name(name, column);
     Ok(table
         .list_indices()
         .await?
-        .iter()
-        .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == column)))
+        .into_iter()
+        .filter(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == column))
+        .filter(|ix| ix.name != wanted)
+        .map(|ix| ix.name)
+        .collect())
+}
+
+async fn has_stale_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
+    Ok(!stale_fts_indexes(table, name, column).await?.is_empty())
 }
 
 /// The columns a table's full-text indexes cover: for conversation items `search_text` (the item in its

@@ -1,0 +1,258 @@
+//! `astra-mcp eval fixes`: does `search_codebase_memory` put the right earlier fix first?
+//!
+//! The evaluation set (`fix_eval_set.json`, made by `bench/fix_eval_set.py`, compiled into the binary)
+//! holds 225 confirmed fixes in look-alike groups (one cause in many instances that differ only in an
+//! identifier, some by one character; several causes with the same error type in the same file), and
+//! for each fix a query worded apart from it: the failing test and assertion line that `run_tests`
+//! reports in another project that hit the same cause. Identifier queries ask for the one fix holding
+//! a token (`E4102`, `AssertionError E4102`). Causes are split into `tune` (the fusion's weights were
+//! chosen on it) and `held_out` (never looked at while tuning).
+//!
+//! Every fix is stored as `store_fix_memory` would store it (the same embedded text: error type, fix,
+//! the symptoms its session saw) in a fresh store, and every query runs through [`FixMemory::search`],
+//! once with the product's fusion and once with each ranking alone, so the report shows whether the
+//! fusion ever loses to one of its own parts. hit@k = share of queries whose target is among the first
+//! k matches; MRR is over the first 10.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{FixRecord, fix_memory_id};
+use crate::embed::LazyEmbedder;
+use crate::memory::fixes::embedded_text;
+use crate::memory::{FixMemory, FixMemoryConfig, Fusion, SessionState};
+use crate::store::FixStore;
+
+/// The set as generated, compiled in so the evaluation runs from any checkout or binary.
+const EVAL_SET: &str = include_str!("fix_eval_set.json");
+
+/// The actor every evaluation fix belongs to.
+const ACTOR: &str = "eval-fixes";
+
+/// Matches kept per query (MRR is over these).
+const DEPTH: usize = 10;
+
+/// One stored fix of the set.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EvalFix {
+    pub id: String,
+    pub cause: String,
+    pub split: String,
+    pub project: String,
+    pub error_type: String,
+    pub fix_description: String,
+    pub file_paths: Vec<String>,
+    /// What `run_tests` reported in the session that made the fix (embedded with it).
+    pub symptoms: Vec<String>,
+    pub identifier: String,
+}
+
+/// One query and the fix it should find.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EvalQuery {
+    /// `symptom` or `identifier`.
+    pub kind: String,
+    pub split: String,
+    /// [`EvalFix::id`] of the right answer.
+    pub target: String,
+    pub query: String,
+}
+
+/// The evaluation set.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EvalSet {
+    pub fixes: Vec<EvalFix>,
+    pub queries: Vec<EvalQuery>,
+}
+
+impl EvalSet {
+    /// The set compiled into the binary.
+    ///
+    /// # Panics
+    /// Never for the file `bench/fix_eval_set.py` writes (a unit test parses it).
+    pub fn bundled() -> Self {
+        serde_json::from_str(EVAL_SET).expect("src/eval/fix_eval_set.json is a valid evaluation set")
+    }
+}
+
+/// Figures of one (split, kind) group of queries under one fusion.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Scores {
+    pub queries: usize,
+    pub hit_at_1: f64,
+    pub hit_at_3: f64,
+    pub mrr: f64,
+}
+
+/// One fusion's figures by `split/kind` (`tune/symptom`, `held_out/identifier`, …).
+#[derive(Debug, Clone, Serialize)]
+pub struct FusionScores {
+    /// `fused` (the product), `vector only`, `BM25 only`.
+    pub name: String,
+    pub fusion: FusionWeights,
+    pub groups: BTreeMap<String, Scores>,
+}
+
+/// The weights a run used.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FusionWeights {
+    pub vector_weight: f32,
+    pub keyword_weight: f32,
+}
+
+/// The evaluation's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub fixes: usize,
+    pub runs: Vec<FusionScores>,
+    /// Embedding and storing every fix, ms.
+    pub store_ms: u128,
+}
+
+/// The fusions compared: the given one (the product's unless overridden), and each ranking alone.
+pub fn compared(fused: Fusion) -> Vec<(String, Fusion)> {
+    vec![
+        ("fused".to_string(), fused),
+        ("vector only".to_string(), Fusion { vector_weight: 1.0, keyword_weight: 0.0, ..fused }),
+        ("BM25 only".to_string(), Fusion { vector_weight: 0.0, keyword_weight: 1.0, ..fused }),
+    ]
+}
+
+/// Stores every fix of `set` into `store` (embedded by `embedder`), then runs every query with each of
+/// `fusions`.
+///
+/// # Errors
+/// The store or the embedder fails.
+pub async fn run(
+    store: Arc<dyn FixStore>,
+    embedder: LazyEmbedder,
+    set: &EvalSet,
+    fusions: &[(String, Fusion)],
+) -> anyhow::Result<Report> {
+    let started = std::time::Instant::now();
+    let records: Vec<FixRecord> = set.fixes.iter().map(record).collect();
+    let texts: Vec<String> = records.iter().map(|r| r.embedded_text.clone()).collect();
+    let vectors = embedder.embed_documents(texts).await.context("embedding the evaluation fixes")?;
+    for (record, vector) in records.iter().zip(&vectors) {
+        store.upsert_fix(record, vector).await.context("storing an evaluation fix")?;
+    }
+    let store_ms = started.elapsed().as_millis();
+    let id_of: BTreeMap<&str, uuid::Uuid> = set.fixes.iter().zip(&records).map(|(f, r)| (f.id.as_str(), r.memory_id)).collect();
+
+    let mut runs = Vec::new();
+    for (name, fusion) in fusions {
+        let config = FixMemoryConfig {
+            scope: crate::domain::Scope { actor_id: ACTOR.to_string(), project: "eval".to_string() },
+            workspace: None,
+            test_command: None,
+            test_timeout: std::time::Duration::from_secs(1),
+            trust_client_outcomes: false,
+            min_score: fusion.min_score,
+        };
+        let memory = FixMemory::new(Arc::clone(&store), embedder.clone(), config).with_fusion(*fusion);
+        let mut sums: BTreeMap<String, (usize, f64, f64, f64)> = BTreeMap::new();
+        for q in &set.queries {
+            let target = id_of.get(q.target.as_str()).with_context(|| format!("query target {} is no fix", q.target))?;
+            let hits = memory.search(&SessionState::random(), &q.query, None, DEPTH).await?;
+            let position = hits.iter().position(|h| h.record.memory_id == *target);
+            let s = sums.entry(format!("{}/{}", q.split, q.kind)).or_default();
+            s.0 += 1;
+            s.1 += f64::from(u8::from(position == Some(0)));
+            s.2 += f64::from(u8::from(position.is_some_and(|p| p < 3)));
+            s.3 += position.map_or(0.0, |p| 1.0 / (p + 1) as f64);
+        }
+        let groups = sums
+            .into_iter()
+            .map(|(group, (n, h1, h3, rr))| {
+                let d = n.max(1) as f64;
+                (group, Scores { queries: n, hit_at_1: h1 / d, hit_at_3: h3 / d, mrr: rr / d })
+            })
+            .collect();
+        runs.push(FusionScores {
+            name: name.clone(),
+            fusion: FusionWeights { vector_weight: fusion.vector_weight, keyword_weight: fusion.keyword_weight },
+            groups,
+        });
+    }
+    Ok(Report { fixes: set.fixes.len(), runs, store_ms })
+}
+
+/// A fix of the set as `store_fix_memory` stores it (verified, the embedded text of
+/// [`embedded_text`]); its session is the fix's id.
+fn record(fix: &EvalFix) -> FixRecord {
+    let now = Utc::now();
+    let outcome = format!("eval: {} passed", fix.id);
+    FixRecord {
+        memory_id: fix_memory_id(ACTOR, &fix.id, &fix.fix_description, &fix.error_type, &outcome, &fix.file_paths),
+        actor_id: ACTOR.to_string(),
+        project: fix.project.clone(),
+        session_id: fix.id.clone(),
+        created_at: now,
+        updated_at: now,
+        fix_description: fix.fix_description.clone(),
+        error_type: fix.error_type.clone(),
+        file_paths: fix.file_paths.clone(),
+        outcome,
+        verified: true,
+        receipt: None,
+        embedded_text: embedded_text(&fix.fix_description, &fix.error_type, &fix.symptoms, &[]),
+    }
+}
+
+/// The report as a plain-text table: one row per group, the three runs side by side.
+pub fn render(report: &Report) -> String {
+    let mut out = format!("Fix retrieval: {} fixes stored in {:.1} s\n\n", report.fixes, report.store_ms as f64 / 1e3);
+    out.push_str(&format!("{:<22} {:>5}", "split/queries", "n"));
+    for run in &report.runs {
+        out.push_str(&format!(" | {:^23}", run.name));
+    }
+    out.push_str(&format!("\n{:<22} {:>5}", "", ""));
+    for _ in &report.runs {
+        out.push_str(&format!(" | {:>7} {:>7} {:>7}", "hit@1", "hit@3", "MRR"));
+    }
+    out.push('\n');
+    let groups: Vec<&String> = report.runs.first().map(|r| r.groups.keys().collect()).unwrap_or_default();
+    for group in groups {
+        let n = report.runs[0].groups[group].queries;
+        out.push_str(&format!("{group:<22} {n:>5}"));
+        for run in &report.runs {
+            let s = &run.groups[group];
+            out.push_str(&format!(" | {:>7.3} {:>7.3} {:>7.3}", s.hit_at_1, s.hit_at_3, s.mrr));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_set_has_look_alikes_both_splits_and_a_target_for_every_query() {
+        let set = EvalSet::bundled();
+        assert!(set.fixes.len() >= 200, "{} fixes", set.fixes.len());
+        let ids: std::collections::HashSet<&str> = set.fixes.iter().map(|f| f.id.as_str()).collect();
+        assert!(set.queries.iter().all(|q| ids.contains(q.target.as_str())));
+        for split in ["tune", "held_out"] {
+            for kind in ["symptom", "identifier"] {
+                assert!(set.queries.iter().any(|q| q.split == split && q.kind == kind), "{split}/{kind}");
+            }
+        }
+        // no cause is in both splits
+        let mut split_of: BTreeMap<&str, &str> = BTreeMap::new();
+        for f in &set.fixes {
+            assert_eq!(*split_of.entry(&f.cause).or_insert(&f.split), f.split, "cause {}", f.cause);
+        }
+        // a query never repeats its fix's words verbatim
+        let by_id: BTreeMap<&str, &EvalFix> = set.fixes.iter().map(|f| (f.id.as_str(), f)).collect();
+        for q in set.queries.iter().filter(|q| q.kind == "symptom") {
+            let fix = by_id[q.target.as_str()];
+            assert!(!fix.fix_description.contains(&q.query) && !fix.symptoms.contains(&q.query), "{}", q.query);
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! What the search tools say about why a result ranked where it did (`structuredContent`'s `ranking`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::memory::fusion::RankScore;
+use crate::memory::retrieval::Ranked;
+
+/// A result's rank and score in one ranking of the search.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankingPosition {
+    /// 1-based; equal scores share a rank.
+    #[schemars(range(min = 1))]
+    pub rank: u32,
+    /// The ranking's own score, 4 decimals: cosine similarity for `vector`, BM25 for the others.
+    pub score: f64,
+}
+
+/// Where a result stood in each ranking the search fused (null where a ranking did not hold it); the
+/// fused score (`fused_score`) adds the vector's cosine and each BM25 score relative to its ranking's
+/// best, each times its weight (docs/retrieval.md).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankingExplanation {
+    /// The vector (embedding) ranking.
+    pub vector: Option<RankingPosition>,
+    /// The full-text (BM25) ranking; for conversation items, over the item with its context.
+    pub keyword: Option<RankingPosition>,
+    /// Conversation items only: the BM25 ranking over the item's own text; null elsewhere.
+    pub own_text: Option<RankingPosition>,
+}
+
+impl From<&Ranked> for RankingExplanation {
+    fn from(r: &Ranked) -> Self {
+        let position = |p: Option<RankScore>| {
+            p.map(|p| RankingPosition { rank: u32::try_from(p.rank).unwrap_or(u32::MAX), score: round4(p.score) })
+        };
+        Self { vector: position(r.vector), keyword: position(r.keyword), own_text: position(r.own_text) }
+    }
+}
+
+/// `x` rounded to 4 decimals, as every score the tools show.
+pub(crate) fn round4(x: f32) -> f64 {
+    (f64::from(x) * 10_000.0).round() / 10_000.0
+}
