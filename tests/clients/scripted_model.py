@@ -20,7 +20,12 @@ A move is a JSON object, one of:
                                                      tools behind it; its `tool_search_output` then counts
                                                      as advertising the tools it returned)
   {"text": "..."}                                    answer with text; this ends the client's turn
-A tool move may carry "id" (the call id; default `call_N` / `toolu_N`). Before answering with a tool move
+A tool move may carry "id" (the call id; default `call_N` / `toolu_N`). An argument value
+{"$from_last_result": REGEX} is replaced by what REGEX finds in the tool results the request carries,
+newest first: its first match (group 1 when it has a group), or with "all": true every match of the newest
+result that has one, joined by "join" (default "; "). This is how a script passes on a value only the
+client's tool results hold (run_tests' `confirmed_outcome`, the assertion lines a test run printed): the
+server copies text it was sent, it does not choose. Nothing found: the record says "error". Before answering with a tool move
 the server checks that the request advertised that tool (a top-level tool named NAME, or for openai a
 namespace NS holding NAME; for anthropic a tool deferred behind ToolSearch counts once a request lists it);
 when it did not, the answer is a text "scripted model: tool NAME was not advertised" and the record says
@@ -33,7 +38,7 @@ main request after the script ran out gets the text "scripted model: script exha
 "error".
 
 Every request is recorded (method, path, headers, parsed JSON body, kind "main"/"side", the move index it
-consumed, and any error) and the whole list is rewritten to the record file after each request, so a test
+consumed as "move", the arguments and call id sent as "sent_args" and "call_id", and any "error") and the whole list is rewritten to the record file after each request, so a test
 can read it once the client exited.
 
 Use from Python (in-process, a thread):
@@ -53,6 +58,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -144,6 +150,17 @@ class ScriptedModel:
                     if missing:
                         entry["error"] = f"scripted model: tool {missing} was not advertised"
                         move = {"text": entry["error"]}
+                    elif "args" in move:
+                        try:
+                            move = dict(move, args=_resolve(move["args"], tool_results(self.api, body)))
+                        except LookupError as e:
+                            entry["error"] = f"scripted model: no tool result matches {e}"
+                            move = {"text": entry["error"]}
+                        entry["sent_args"] = move.get("args")
+            n = next(self._ids)
+            if move is not None and "tool" in move:
+                move = dict(move, id=move.get("id") or (f"call_{n}" if self.api == "openai" else f"toolu_{n:04d}"))
+                entry["call_id"] = move["id"]
                 else:
                     entry["error"] = "scripted model: script exhausted"
                     move = {"text": entry["error"]}
@@ -157,8 +174,8 @@ class ScriptedModel:
             move = {"text": "ok"}
         stream = bool((body or {}).get("stream"))
         if self.api == "openai":
-            return _send_openai(handler, move, next(self._ids), stream)
-        return _send_anthropic(handler, move, next(self._ids), stream, (body or {}).get("model", "scripted"))
+            return _send_openai(handler, move, n, stream)
+        return _send_anthropic(handler, move, n, stream, (body or {}).get("model", "scripted"))
 
     def _is_main(self, path, body):
         if not isinstance(body, dict) or path.split("?")[0].endswith("/count_tokens"):
@@ -225,6 +242,22 @@ def tool_results(api, body):
                 out.append({"id": block.get("tool_use_id"), "text": _text(block.get("content")),
                             "is_error": block.get("is_error")})
     return out
+
+
+def _resolve(value, results):
+    """`value` with each {"$from_last_result": REGEX} replaced from `results` (see the module doc)."""
+    if isinstance(value, dict) and "$from_last_result" in value:
+        pattern = re.compile(value["$from_last_result"], re.M)
+        for result in reversed(results):
+            found = pattern.findall(result["text"])
+            if found:
+                return value.get("join", "; ").join(found) if value.get("all") else found[0]
+        raise LookupError(value["$from_last_result"])
+    if isinstance(value, dict):
+        return {k: _resolve(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, results) for v in value]
+    return value
 
 
 def _text(value):
