@@ -157,13 +157,13 @@ class ScriptedModel:
                             entry["error"] = f"scripted model: no tool result matches {e}"
                             move = {"text": entry["error"]}
                         entry["sent_args"] = move.get("args")
+                else:
+                    entry["error"] = "scripted model: script exhausted"
+                    move = {"text": entry["error"]}
             n = next(self._ids)
             if move is not None and "tool" in move:
                 move = dict(move, id=move.get("id") or (f"call_{n}" if self.api == "openai" else f"toolu_{n:04d}"))
                 entry["call_id"] = move["id"]
-                else:
-                    entry["error"] = "scripted model: script exhausted"
-                    move = {"text": entry["error"]}
             self._save()
         if handler.command == "GET":
             # Codex asks for the model list at start; an empty list makes it keep its configured model.
