@@ -548,7 +548,13 @@ fn response_item_pieces(item: &Map<String, Value>, dialect: Dialect) -> Vec<(Rol
         Some("message") => message_pieces(item, dialect),
         None if item.contains_key("role") => message_pieces(item, dialect),
         Some("function_call") => {
-            call(str_field(item, "name"), item.get("arguments").map(arguments_text).unwrap_or_default())
+            // a tool inside a `namespace` tool (Codex lists an MCP server's tools as namespace `mcp__<server>`)
+            // is named with its namespace, so the item says which server it called
+            let name = match (str_field(item, "namespace").filter(|ns| !ns.is_empty()), str_field(item, "name")) {
+                (Some(namespace), Some(name)) => Some(format!("{namespace}.{name}")),
+                (_, name) => name.map(str::to_string),
+            };
+            call(name.as_deref(), item.get("arguments").map(arguments_text).unwrap_or_default())
         }
         Some("tool_search_call") => {
             call(Some("tool_search"), item.get("arguments").map(arguments_text).unwrap_or_default())
@@ -748,6 +754,9 @@ mod tests {
     const CLAUDE_CODE: &[u8] = include_bytes!("../../tests/fixtures/transcripts/claude-code.jsonl");
     const CODEX: &[u8] = include_bytes!("../../tests/fixtures/transcripts/codex.jsonl");
     const RESPONSES: &[u8] = include_bytes!("../../tests/fixtures/transcripts/responses.jsonl");
+    /// Real files the pinned clients wrote (tests/clients: session 2 of the main job, scripted model).
+    const CODEX_REAL: &[u8] = include_bytes!("../../tests/fixtures/transcripts/codex-0.169.0.jsonl");
+    const CLAUDE_CODE_REAL: &[u8] = include_bytes!("../../tests/fixtures/transcripts/claude-code-2.1.328.jsonl");
 
     const CLAUDE_SESSION: &str = "5c0f3e2a-8b7d-4e1f-9a6c-2d4b8e7f1a93";
     const CODEX_SESSION: &str = "019a4f6e-7c21-7d30-b8a5-3e9f1c2d4a6b";
@@ -975,6 +984,77 @@ mod tests {
         for format in TranscriptFormat::ALL {
             let _ = parse_as(format, &noise);
         }
+    }
+
+    /// `(role, start of text)` of each item must appear in this order among the parsed items.
+    fn assert_in_order(parsed: &ParsedTranscript, want: &[(Role, &str)]) {
+        let mut items = parsed.items.iter();
+        for (role, start) in want {
+            assert!(
+                items.any(|item| item.role == *role && item.text.starts_with(start)),
+                "no {role:?} item starting {start:?} (in order) among {:#?}",
+                summary(parsed)
+            );
+        }
+    }
+
+    #[test]
+    fn real_codex_session_file_of_the_pinned_version() {
+        let parsed = parse(CODEX_REAL);
+        assert_eq!(parsed.format, TranscriptFormat::Codex);
+        assert_eq!(parsed.skipped_lines, 0);
+        assert_in_order(
+            &parsed,
+            &[
+                (Role::User, "Fix the failing tests."),
+                (Role::Tool, "tool call tool_search: {"),
+                (Role::Tool, "tool call exec_command: {\"cmd\":"),
+                (Role::Tool, "tool result: Chunk ID: "),
+                (
+                    Role::Tool,
+                    "tool call mcp__astra.search_codebase_memory: {\"error_type\":null,\"query\":\"AssertionError: assert",
+                ),
+                // Codex passes on the result's structuredContent as JSON
+                (Role::Tool, "tool result: Wall time: "),
+                (Role::Assistant, "Found a remembered fix for this failure."),
+            ],
+        );
+        assert!(
+            parsed.items.iter().any(|item| item.text.contains("{\"matches\":[{\"rank\":1,")),
+            "{:#?}",
+            summary(&parsed)
+        );
+        // the harness's own texts (AGENTS.md, environment context, skills) are not turns
+        assert!(parsed.items.iter().all(|item| !item.text.contains("<environment_context>")));
+        let session = parsed.items[0].session_id.clone().expect("a session id");
+        assert!(parsed.items.iter().all(|item| item.session_id.as_deref() == Some(session.as_str())));
+    }
+
+    #[test]
+    fn real_claude_code_session_file_of_the_pinned_version() {
+        let parsed = parse(CLAUDE_CODE_REAL);
+        assert_eq!(parsed.format, TranscriptFormat::ClaudeCode);
+        assert_eq!(parsed.skipped_lines, 0);
+        assert_in_order(
+            &parsed,
+            &[
+                (Role::User, "Fix the failing tests."),
+                (Role::Tool, "tool call ToolSearch: {\"query\":\"select:"),
+                (Role::Tool, "tool call Bash: {\"command\":"),
+                (Role::Tool, "tool result: "),
+                (
+                    Role::Tool,
+                    "tool call mcp__astra__search_codebase_memory: {\"error_type\":null,\"query\":\"AssertionError: assert",
+                ),
+                // Claude Code passes on the result's structuredContent as JSON
+                (Role::Tool, "tool result: {\"matches\":[{\"rank\":1,"),
+                (Role::Assistant, "Found a remembered fix for this failure."),
+            ],
+        );
+        // the request records, attachments and snapshots this version also writes are not turns
+        assert!(parsed.items.iter().all(|item| !item.text.contains("<system-reminder>")), "{:#?}", summary(&parsed));
+        let session = parsed.items[0].session_id.clone().expect("a session id");
+        assert!(parsed.items.iter().all(|item| item.session_id.as_deref() == Some(session.as_str())));
     }
 
     #[test]

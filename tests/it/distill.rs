@@ -82,7 +82,7 @@ async fn fixture() -> Fixture {
 
 /// Stores a conversation of `actor` (turns numbered from 0).
 async fn converse(store: &Arc<LanceStore>, actor: &str, session: &str, items: &[(Role, &str)]) {
-    let memory = ConversationMemory::new(store.clone(), embedder(), Fusion::default());
+    let memory = ConversationMemory::new(store.clone(), embedder(), Fusion::conversation());
     let target = ImportTarget {
         actor_id: actor.into(),
         project: "shop".into(),
@@ -113,7 +113,7 @@ async fn search(store: &Arc<LanceStore>, actor: &str, query: &str, include_super
         ArchivalConfig {
             scope: Scope { actor_id: actor.into(), project: "shop".into() },
             near_duplicate_cosine: 0.95,
-            fusion: Fusion::default(),
+            fusion: Fusion::archival(),
         },
     );
     let request = PassageSearch { query: query.into(), top_k: 10, include_superseded, ..Default::default() };

@@ -3,6 +3,7 @@
 //! Needs `scripts/setup` to have run (model, ONNX Runtime, tooling venv); `scripts/test` does that.
 
 mod binary;
+mod clients;
 mod distill;
 mod drive;
 mod embedding;

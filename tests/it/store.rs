@@ -209,7 +209,7 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
         astra_mcp::memory::ArchivalConfig {
             scope: astra_mcp::domain::Scope { actor_id: "ann".into(), project: "p".into() },
             near_duplicate_cosine: 0.95,
-            fusion: astra_mcp::memory::Fusion::default(),
+            fusion: astra_mcp::memory::Fusion::archival(),
         },
     );
     let request = astra_mcp::memory::PassageSearch { query: texts[3].clone(), top_k: 5, ..Default::default() };

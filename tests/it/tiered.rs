@@ -368,7 +368,7 @@ fn item(key: &str, turn: i64, role: Role, text: &str, day: u32) -> NewItem {
 async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls() {
     let db = tempfile::tempdir().unwrap();
     let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
-    let conv = ConversationMemory::new(Arc::new(store), embedder(), Fusion::default());
+    let conv = ConversationMemory::new(Arc::new(store), embedder(), Fusion::conversation());
     let target = ImportTarget {
         actor_id: "ann".into(),
         project: "p".into(),
@@ -432,7 +432,7 @@ async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls
 async fn a_forgotten_conversation_item_leaves_no_trace_and_is_not_reimported() {
     let db = tempfile::tempdir().unwrap();
     let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
-    let conv = ConversationMemory::new(Arc::new(store.clone()), embedder(), Fusion::default());
+    let conv = ConversationMemory::new(Arc::new(store.clone()), embedder(), Fusion::conversation());
     let target =
         ImportTarget { actor_id: "ann".into(), project: "p".into(), session_id: "chat".into(), source: "test".into() };
     let items = vec![
@@ -521,7 +521,7 @@ async fn a_block_over_a_lowered_limit_can_be_condensed_but_restore_respects_the_
 async fn a_forgotten_item_stays_out_of_the_context_of_later_items_and_of_exports() {
     let db = tempfile::tempdir().unwrap();
     let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
-    let conv = ConversationMemory::new(Arc::new(store.clone()), embedder(), Fusion::default());
+    let conv = ConversationMemory::new(Arc::new(store.clone()), embedder(), Fusion::conversation());
     let target =
         ImportTarget { actor_id: "ann".into(), project: "p".into(), session_id: "live".into(), source: "test".into() };
     let mut items = vec![item("a", 0, Role::User, "hello", 4), item("b", 1, Role::User, "my pin is ZEBRAQUASAR77", 4)];
@@ -544,7 +544,7 @@ async fn a_forgotten_item_stays_out_of_the_context_of_later_items_and_of_exports
     let other_dir = tempfile::tempdir().unwrap();
     let other = LanceStore::open(other_dir.path().to_str().unwrap()).await.unwrap();
     other.import(&text, &embedder()).await.unwrap();
-    let again = ConversationMemory::new(Arc::new(other.clone()), embedder(), Fusion::default());
+    let again = ConversationMemory::new(Arc::new(other.clone()), embedder(), Fusion::conversation());
     assert_eq!(again.import(&target, &items).await.unwrap().added, 0, "the forgotten item is not re-imported");
     assert!(other.show_row(&b.to_string(), None).await.unwrap().is_none());
 }
