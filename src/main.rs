@@ -103,6 +103,10 @@ fn exit_now(code: ExitCode) -> ! {
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => {
+            astra_mcp::memory::testrun::set_run_limits(astra_mcp::memory::testrun::RunLimits {
+                total: args.limits.max_test_runs as usize,
+                per_workspace: args.limits.max_test_runs_per_workspace as usize,
+            });
             let settings = ServeSettings::resolve(&args)?;
             let (hosts, opening) = settings.open();
             let hosts = Arc::new(hosts);
