@@ -8,6 +8,8 @@ use clap::{Args, Parser, Subcommand};
 use crate::env_vars as ev;
 use crate::store::lance::io::ReadIo;
 use crate::store::lance::row_cache::DEFAULT_ROW_CACHE_ROWS;
+use crate::memory::testrun::{DEFAULT_MAX_TEST_RUNS, DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE};
+use crate::transport::limits;
 
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
@@ -357,6 +359,8 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(0..=3_600))]
     pub shutdown_grace: u64,
     #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
     pub store: StoreArgs,
     /// Workspace root: where `run_tests` runs and what `store_fix_memory` paths are relative to.
     /// Without it, only the searches are offered.
@@ -378,6 +382,65 @@ pub struct ServeArgs {
     /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one.
     #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::config::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE")]
     pub near_duplicate_cosine: f32,
+}
+
+/// The limits of `serve` (docs/limits.md): HTTP connections, timeouts and sessions, and test runs.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// With `--http`: open connections at most; past it the connection idle the longest is closed, and
+    /// when all are busy new ones wait (docs/limits.md).
+    #[arg(long, env = ev::ASTRA_HTTP_MAX_CONNECTIONS, default_value_t = limits::DEFAULT_MAX_CONNECTIONS,
+          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub http_max_connections: u64,
+    /// With `--http`: seconds a new connection may take to send its first request's headers.
+    #[arg(long, env = ev::ASTRA_HTTP_HEADER_TIMEOUT, default_value_t = limits::DEFAULT_HEADER_TIMEOUT_SECS,
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub http_header_timeout: u64,
+    /// With `--http`: seconds a request may take to send its body.
+    #[arg(long, env = ev::ASTRA_HTTP_BODY_TIMEOUT, default_value_t = limits::DEFAULT_BODY_TIMEOUT_SECS,
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub http_body_timeout: u64,
+    /// With `--http`: seconds a connection may stay open with no request in progress (keep-alive).
+    #[arg(long, env = ev::ASTRA_HTTP_IDLE_TIMEOUT, default_value_t = limits::DEFAULT_IDLE_TIMEOUT_SECS,
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub http_idle_timeout: u64,
+    /// With `--http`: live MCP sessions at most; past it `initialize` gets 503 with `Retry-After`.
+    #[arg(long, env = ev::ASTRA_HTTP_MAX_SESSIONS, default_value_t = limits::DEFAULT_MAX_SESSIONS,
+          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub http_max_sessions: u64,
+    /// With `--http`: live MCP sessions at most per actor (bearer token identity).
+    #[arg(long, env = ev::ASTRA_HTTP_MAX_SESSIONS_PER_ACTOR, default_value_t = limits::DEFAULT_MAX_SESSIONS_PER_ACTOR,
+          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub http_max_sessions_per_actor: u64,
+    /// With `--http`: seconds after which a session with no request ends.
+    #[arg(long, env = ev::ASTRA_HTTP_SESSION_IDLE, default_value_t = limits::DEFAULT_SESSION_IDLE_SECS,
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub http_session_idle: u64,
+    /// Test runs at most at once in this server; `run_tests` past it is refused with a tool error.
+    #[arg(long, env = ev::ASTRA_MAX_TEST_RUNS, default_value_t = DEFAULT_MAX_TEST_RUNS, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    pub max_test_runs: u64,
+    /// Test runs at most at once in one workspace.
+    #[arg(long, env = ev::ASTRA_MAX_TEST_RUNS_PER_WORKSPACE, default_value_t = DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    pub max_test_runs_per_workspace: u64,
+}
+
+impl Default for LimitArgs {
+    /// The flags' defaults (for commands that build a server without parsing `serve`'s flags).
+    fn default() -> Self {
+        Self {
+            http_max_connections: limits::DEFAULT_MAX_CONNECTIONS,
+            http_header_timeout: limits::DEFAULT_HEADER_TIMEOUT_SECS,
+            http_body_timeout: limits::DEFAULT_BODY_TIMEOUT_SECS,
+            http_idle_timeout: limits::DEFAULT_IDLE_TIMEOUT_SECS,
+            http_max_sessions: limits::DEFAULT_MAX_SESSIONS,
+            http_max_sessions_per_actor: limits::DEFAULT_MAX_SESSIONS_PER_ACTOR,
+            http_session_idle: limits::DEFAULT_SESSION_IDLE_SECS,
+            max_test_runs: DEFAULT_MAX_TEST_RUNS,
+            max_test_runs_per_workspace: DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -543,6 +543,7 @@ pub async fn drive(args: astra_mcp::cli::DriveArgs) -> anyhow::Result<()> {
         allow_remote: false,
         config: None,
         shutdown_grace: 30,
+        limits: astra_mcp::cli::LimitArgs::default(),
         store: args.store.clone(),
         workspace: Some(args.workspace.clone()),
         test_command: args.test_command.clone(),

@@ -21,6 +21,7 @@ use crate::memory::{
 use crate::store::lance::LanceStore;
 use crate::tools::{Hosts, Memories};
 use crate::transport::http::{HttpOptions, TokenIdentity};
+use crate::transport::limits::HttpLimits;
 
 /// Default of `--min-score`: the cosine floor of matches without a keyword hit.
 pub const DEFAULT_MIN_SCORE: f32 = 0.10;
@@ -292,6 +293,15 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
                     allowed_hosts: file.allowed_hosts,
                     allowed_origins: file.allowed_origins,
                     grace: shutdown_grace,
+                    limits: HttpLimits {
+                        max_connections: args.limits.http_max_connections as usize,
+                        header_timeout: Duration::from_secs(args.limits.http_header_timeout),
+                        body_timeout: Duration::from_secs(args.limits.http_body_timeout),
+                        idle_timeout: Duration::from_secs(args.limits.http_idle_timeout),
+                        max_sessions: args.limits.http_max_sessions as usize,
+                        max_sessions_per_actor: args.limits.http_max_sessions_per_actor as usize,
+                        session_idle: Duration::from_secs(args.limits.http_session_idle),
+                    },
                 })
             }
         };

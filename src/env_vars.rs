@@ -43,6 +43,24 @@ pub const ASTRA_ALLOW_REMOTE: &str = "ASTRA_ALLOW_REMOTE";
 pub const ASTRA_CONFIG: &str = "ASTRA_CONFIG";
 /// Seconds calls in flight may run after SIGINT/SIGTERM; equals `--shutdown-grace`.
 pub const ASTRA_SHUTDOWN_GRACE: &str = "ASTRA_SHUTDOWN_GRACE";
+/// Open HTTP connections at most; equals `--http-max-connections`.
+pub const ASTRA_HTTP_MAX_CONNECTIONS: &str = "ASTRA_HTTP_MAX_CONNECTIONS";
+/// Seconds a new HTTP connection may take to send its first request's headers; equals `--http-header-timeout`.
+pub const ASTRA_HTTP_HEADER_TIMEOUT: &str = "ASTRA_HTTP_HEADER_TIMEOUT";
+/// Seconds an HTTP request may take to send its body; equals `--http-body-timeout`.
+pub const ASTRA_HTTP_BODY_TIMEOUT: &str = "ASTRA_HTTP_BODY_TIMEOUT";
+/// Seconds an HTTP connection may stay open with no request in progress; equals `--http-idle-timeout`.
+pub const ASTRA_HTTP_IDLE_TIMEOUT: &str = "ASTRA_HTTP_IDLE_TIMEOUT";
+/// Live MCP sessions at most over HTTP; equals `--http-max-sessions`.
+pub const ASTRA_HTTP_MAX_SESSIONS: &str = "ASTRA_HTTP_MAX_SESSIONS";
+/// Live MCP sessions at most per actor over HTTP; equals `--http-max-sessions-per-actor`.
+pub const ASTRA_HTTP_MAX_SESSIONS_PER_ACTOR: &str = "ASTRA_HTTP_MAX_SESSIONS_PER_ACTOR";
+/// Seconds after which an HTTP session with no request ends; equals `--http-session-idle`.
+pub const ASTRA_HTTP_SESSION_IDLE: &str = "ASTRA_HTTP_SESSION_IDLE";
+/// Test runs at most at once in a server; equals `--max-test-runs`.
+pub const ASTRA_MAX_TEST_RUNS: &str = "ASTRA_MAX_TEST_RUNS";
+/// Test runs at most at once in one workspace; equals `--max-test-runs-per-workspace`.
+pub const ASTRA_MAX_TEST_RUNS_PER_WORKSPACE: &str = "ASTRA_MAX_TEST_RUNS_PER_WORKSPACE";
 /// The model `drive` asks; equals `drive --model`.
 pub const ASTRA_DRIVE_MODEL: &str = "ASTRA_DRIVE_MODEL";
 /// Responses API base URL (the name the OpenAI SDKs use); equals `drive --base-url`.

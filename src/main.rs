@@ -70,18 +70,43 @@ fn main() -> ExitCode {
     // read that only the client's EOF ends: after a SIGTERM with the pipe still open, dropping the
     // runtime would wait for it forever.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("astra-mcp: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    exit_now(code)
+}
+
+/// Ends the process with `code` once stdout and stderr are flushed, without running the C and C++ exit
+/// handlers (`_exit(2)`, not `exit(3)`).
+///
+/// Why: native work can outlive the runtime's shutdown, which waits [`RUNTIME_SHUTDOWN`] for blocking
+/// tasks and then leaves them running: the model load a server starts in the background (a session
+/// that ends within a second or two of `initialize`), or an embedding abandoned with its call. `exit(3)`
+/// then runs ONNX Runtime's static destructors while that thread is inside ONNX Runtime, which crashes
+/// the process (SIGSEGV, seen in a core dump: the main thread in `__run_exit_handlers` freeing ONNX
+/// Runtime's globals, a blocking-pool thread in `OnnxEmbedder::load` creating its session) or makes the
+/// load throw ("Exception during initialization: GetElementType is not implemented"). Nothing is lost:
+/// every write was awaited, stdout is flushed here, and the kernel ends the remaining threads at once.
+fn exit_now(code: ExitCode) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let status = if code == ExitCode::SUCCESS { 0 } else { 1 };
+    // SAFETY: _exit(2) ends the process; no Rust value is used after it.
+    unsafe { libc::_exit(status) }
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => {
+            astra_mcp::memory::testrun::set_run_limits(astra_mcp::memory::testrun::RunLimits {
+                total: args.limits.max_test_runs as usize,
+                per_workspace: args.limits.max_test_runs_per_workspace as usize,
+            });
             let settings = ServeSettings::resolve(&args)?;
             let (hosts, opening) = settings.open();
             let hosts = Arc::new(hosts);

@@ -186,6 +186,8 @@ impl FixMemory {
                  e.g. --test-command 'python -m pytest -q'.",
             )
         })?;
+        // held until the run's report is ready (dropped with the call when it is cancelled)
+        let _slot = testrun::run_slot(workspace.root()).map_err(MemoryError::refused)?;
         let before = self.digest(workspace).await?;
         let run = match testrun::run(command, workspace.root(), self.config.test_timeout).await {
             Ok(run) => run,

@@ -1,11 +1,12 @@
 //! Running the project's test command and reading its output: exit code, duration, the runner's summary
 //! line, and the failing tests with their first assertion line (pytest and cargo test are parsed; any
 //! other runner gets its last output line as the summary). Also the deterministic `confirmed_outcome`
-//! string of design.md §3.
+//! string of design.md §3. How many runs may go at once ([`RunLimits`], docs/limits.md).
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -65,6 +66,83 @@ impl TestRun {
             })
             .collect()
     }
+}
+
+/// How many test runs this process lets go at once (`--max-test-runs`, `--max-test-runs-per-workspace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// In all.
+    pub total: usize,
+    /// In one workspace (runs in one directory share its files and caches).
+    pub per_workspace: usize,
+}
+
+/// Default of [`RunLimits::total`].
+pub const DEFAULT_MAX_TEST_RUNS: u64 = 4;
+/// Default of [`RunLimits::per_workspace`].
+pub const DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE: u64 = 2;
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self { total: DEFAULT_MAX_TEST_RUNS as usize, per_workspace: DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE as usize }
+    }
+}
+
+static LIMITS: OnceLock<RunLimits> = OnceLock::new();
+
+/// Sets this process's [`RunLimits`]; the first call wins, and without one the defaults hold.
+pub fn set_run_limits(limits: RunLimits) {
+    let _ = LIMITS.set(limits);
+}
+
+/// The runs going on now: in all, and per workspace root.
+static RUNNING: LazyLock<Mutex<(usize, HashMap<PathBuf, usize>)>> = LazyLock::new(Mutex::default);
+
+/// One of the runs allowed at once; its place is given back when dropped.
+#[derive(Debug)]
+pub struct RunSlot {
+    workspace: PathBuf,
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        running.0 = running.0.saturating_sub(1);
+        if let Some(n) = running.1.get_mut(&self.workspace) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                running.1.remove(&self.workspace);
+            }
+        }
+    }
+}
+
+/// Takes a place for a run in `workspace`, or says which limit is reached (the caller refuses the run:
+/// queuing it would keep an agent waiting with no word of why).
+///
+/// # Errors
+/// The message for the caller: how many runs go on, the limit and its flag, what to do.
+pub fn run_slot(workspace: &Path) -> Result<RunSlot, String> {
+    let limits = LIMITS.get().copied().unwrap_or_default();
+    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    let here = running.1.get(workspace).copied().unwrap_or(0);
+    if here >= limits.per_workspace {
+        return Err(format!(
+            "{here} test runs are already going on in this workspace, its limit (--max-test-runs-per-workspace \
+{}): call run_tests again once they have finished",
+            limits.per_workspace
+        ));
+    }
+    if running.0 >= limits.total {
+        return Err(format!(
+            "{} test runs are already going on in this server, its limit (--max-test-runs {}): call run_tests \
+again once one has finished",
+            running.0, limits.total
+        ));
+    }
+    running.0 += 1;
+    *running.1.entry(workspace.to_path_buf()).or_insert(0) += 1;
+    Ok(RunSlot { workspace: workspace.to_path_buf() })
 }
 
 /// Output kept per stream (stdout, stderr): the last this many bytes.

@@ -12,6 +12,12 @@
 //! Every route passes the same [`Guard`] first: `Host` and `Origin` are checked against DNS rebinding
 //! (403, nothing runs), then the bearer token, when tokens are configured (401). The identity the token
 //! maps to travels in the request's extensions as a [`Scope`].
+//!
+//! The listener keeps to [`HttpLimits`] (docs/limits.md): connections ([`super::limits`]), live sessions
+//! (past a cap, `initialize` gets 503 with `Retry-After`), and the time a request may take to send its
+//! body. A request reusing the id of one still in flight in its session gets a JSON-RPC error
+//! ([`InFlightIds`]). A tool call ends (and its test run is killed) when its HTTP request goes away: the
+//! client disconnected, or deleted the session ([`RequestGone`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,7 +35,7 @@ use axum::routing::{get, post};
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
 use rmcp::ServiceExt;
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
@@ -39,7 +45,9 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::McpServer;
+use super::limits::{ConnHandle, Connections, HttpLimits, LimitedListener, keep_until_sent, track};
 use super::shutdown::{Phase, Shutdown, drain_after, signal_received};
+use super::stdio::InFlightIds;
 use crate::domain::Scope;
 use crate::tools::Hosts;
 
@@ -80,6 +88,26 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// How long calls in flight may run after SIGINT/SIGTERM.
     pub grace: Duration,
+    /// Connections, sessions and timeouts (docs/limits.md).
+    pub limits: HttpLimits,
+}
+
+/// Cancelled when the HTTP request that carries a tool call goes away: its client disconnected before
+/// the answer was sent, or deleted its session. In the request's extensions, where
+/// [`McpServer`](super::McpServer) finds it.
+#[derive(Debug, Clone)]
+pub struct RequestGone(pub CancellationToken);
+
+/// A live streamable HTTP session, as the guard knows it.
+#[derive(Debug)]
+struct LiveSession {
+    /// The identity that opened it.
+    scope: Scope,
+    last_seen: std::time::Instant,
+    /// Its requests not answered yet.
+    ids: Arc<InFlightIds>,
+    /// Cancelled when the session is deleted: its calls in flight end.
+    ended: CancellationToken,
 }
 
 /// Host/Origin validation and authentication, shared by every route.
@@ -90,8 +118,11 @@ pub struct Guard {
     tokens: Vec<TokenIdentity>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
-    /// The identity that opened each streamable HTTP session (by `Mcp-Session-Id`).
-    owners: Mutex<HashMap<String, Scope>>,
+    limits: HttpLimits,
+    /// Each streamable HTTP session (by `Mcp-Session-Id`): who opened it, its requests in flight.
+    sessions: Mutex<HashMap<String, LiveSession>>,
+    /// rmcp's sessions, closed here when they outlive [`HttpLimits::session_idle`] (set by [`router`]).
+    manager: std::sync::OnceLock<Arc<LocalSessionManager>>,
 }
 
 const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -105,8 +136,70 @@ impl Guard {
             tokens: options.tokens.clone(),
             allowed_hosts: lower(&options.allowed_hosts),
             allowed_origins: lower(&options.allowed_origins),
-            owners: Mutex::default(),
+            limits: options.limits.clone(),
+            sessions: Mutex::default(),
+            manager: std::sync::OnceLock::new(),
         }
+    }
+
+    /// `Err` with the seconds until a session may end by itself (for `Retry-After`) when `scope` may not
+    /// open another session now: [`HttpLimits::max_sessions`] live in all, or
+    /// [`HttpLimits::max_sessions_per_actor`] of its actor. Forgets sessions idle past their expiry.
+    fn room_for_session(&self, scope: &Scope) -> Result<(), (u64, String)> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = self.limits.session_idle;
+        // A session without a request for `idle` has ended in rmcp too (its keep-alive is the same), or
+        // is ended now (a session kept open by server events alone), so it never outlives its owner here.
+        // A session with a call in flight (a long test run) is not idle.
+        let stale: Vec<String> = sessions
+            .iter()
+            .filter(|(_, s)| s.last_seen.elapsed() >= idle && s.ids.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &stale {
+            if let Some(live) = sessions.remove(id) {
+                live.ended.cancel();
+            }
+        }
+        if !stale.is_empty()
+            && let Some(manager) = self.manager.get().cloned()
+        {
+            tokio::spawn(async move {
+                use rmcp::transport::streamable_http_server::session::SessionManager;
+                for id in stale {
+                    let _ = manager.close_session(&Arc::from(id.as_str())).await;
+                }
+            });
+        }
+        // seconds until the session idle the longest among `seen` expires
+        let retry = |seen: Vec<std::time::Instant>| {
+            seen.into_iter().min().map_or(1, |seen| idle.saturating_sub(seen.elapsed()).as_secs().max(1))
+        };
+        if sessions.len() >= self.limits.max_sessions {
+            let after = retry(sessions.values().map(|s| s.last_seen).collect());
+            return Err((
+                after,
+                format!(
+                    "this server has {} live MCP sessions, its limit (--http-max-sessions): end a session \
+(DELETE it) or retry in {after} s",
+                    sessions.len()
+                ),
+            ));
+        }
+        let actor = &scope.actor_id;
+        let mine = sessions.values().filter(|s| &s.scope.actor_id == actor).count();
+        if mine >= self.limits.max_sessions_per_actor {
+            let after =
+                retry(sessions.values().filter(|s| &s.scope.actor_id == actor).map(|s| s.last_seen).collect());
+            return Err((
+                after,
+                format!(
+                    "actor `{actor}` has {mine} live MCP sessions, the limit per actor \
+(--http-max-sessions-per-actor): end a session (DELETE it) or retry in {after} s"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Checks `Host` (required) and `Origin` (when present) against DNS rebinding.
@@ -213,14 +306,54 @@ fn split_authority(authority: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// What the guard needs to know of a POSTed message.
+#[derive(Debug, Default)]
+struct Posted {
+    /// The id of a request.
+    request: Option<rmcp::model::RequestId>,
+    /// Is it `initialize` (opens a session)?
+    initialize: bool,
+    /// The id a `notifications/cancelled` names.
+    cancels: Option<rmcp::model::RequestId>,
+}
+
+impl Posted {
+    fn of(message: &ClientJsonRpcMessage) -> Self {
+        match message {
+            JsonRpcMessage::Request(r) => Self {
+                request: Some(r.id.clone()),
+                initialize: matches!(r.request, ClientRequest::InitializeRequest(_)),
+                cancels: None,
+            },
+            JsonRpcMessage::Notification(n) => match &n.notification {
+                rmcp::model::ClientNotification::CancelledNotification(c) => {
+                    Self { cancels: c.params.request_id.clone(), ..Self::default() }
+                }
+                _ => Self::default(),
+            },
+            _ => Self::default(),
+        }
+    }
+}
+
 /// A POST whose body is not JSON gets a JSON-RPC parse error (`-32700`, HTTP 400) here; rmcp would answer
-/// it with a plain-text 415. A body over [`MAX_BODY_BYTES`] gets 413. Other requests pass unchanged.
-async fn parse_error(request: Request) -> Result<Request, Response> {
+/// it with a plain-text 415. A body over [`MAX_BODY_BYTES`] gets 413, one not received within
+/// `body_timeout` 408. Other requests pass unchanged.
+async fn parse_error(request: Request, body_timeout: Duration) -> Result<(Request, Posted), Response> {
     if request.method() != axum::http::Method::POST {
-        return Ok(request);
+        return Ok((request, Posted::default()));
     }
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+    let Ok(read) = tokio::time::timeout(body_timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await else {
+        return Err(json_error(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "the request body did not arrive within {} s (--http-body-timeout)",
+                body_timeout.as_secs_f64()
+            ),
+        ));
+    };
+    let Ok(bytes) = read else {
         return Err(json_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("request body over {MAX_BODY_BYTES} bytes: send smaller JSON-RPC messages"),
@@ -231,7 +364,8 @@ async fn parse_error(request: Request) -> Result<Request, Response> {
         (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
     };
     // The common case parses once here (rmcp parses again); only a refused body is looked at twice.
-    if let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+    let message = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes);
+    if let Err(e) = &message {
         let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(value) => value,
             Err(e) => {
@@ -251,7 +385,8 @@ async fn parse_error(request: Request) -> Result<Request, Response> {
         };
         return Err(refuse(-32600, id, message));
     }
-    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
+    let posted = message.as_ref().map(Posted::of).unwrap_or_default();
+    Ok((Request::from_parts(parts, axum::body::Body::from(bytes)), posted))
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {
@@ -309,29 +444,77 @@ async fn authenticated(guard: &Guard, request: Request, next: Next) -> Response 
     // A streamable HTTP session belongs to the identity that opened it, for every method (POST, the
     // GET stream, DELETE).
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
-    if let Some(id) = &session
-        && guard.owners.lock().unwrap_or_else(|p| p.into_inner()).get(id).is_some_and(|owner| *owner != scope)
-    {
-        return json_error(StatusCode::FORBIDDEN, "this MCP session was opened with another bearer token");
+    let delete = request.method() == axum::http::Method::DELETE;
+    // the session's calls in flight and the token that ends them, when the guard knows the session
+    let mut calls = None;
+    if let Some(id) = &session {
+        let mut sessions = guard.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(live) = sessions.get_mut(id) {
+            if live.scope != scope {
+                return json_error(StatusCode::FORBIDDEN, "this MCP session was opened with another bearer token");
+            }
+            live.last_seen = std::time::Instant::now();
+            calls = Some((live.ids.clone(), live.ended.clone()));
+            if delete {
+                // its calls in flight end now (killing their test runs), not when rmcp's drain times out
+                live.ended.cancel();
+                sessions.remove(id);
+            }
+        }
     }
-    let mut request = match parse_error(request).await {
-        Ok(request) => request,
+    let (mut request, posted) = match parse_error(request, guard.limits.body_timeout).await {
+        Ok(parsed) => parsed,
         Err(response) => return response,
     };
+    if session.is_none()
+        && posted.initialize
+        && let Err((retry_after, message)) = guard.room_for_session(&scope)
+    {
+        tracing::warn!(actor = %scope.actor_id, "{message}");
+        let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, &message);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+        return response;
+    }
+    // Ended when this request's answer has been sent, or its client went away first.
+    let gone = match &calls {
+        Some((_, ended)) => ended.child_token(),
+        None => CancellationToken::new(),
+    };
+    let mut in_flight = None;
+    if let Some((ids, _)) = &calls {
+        if let Some(id) = &posted.cancels {
+            ids.end(id);
+        }
+        if let Some(id) = &posted.request {
+            if !ids.begin(id) {
+                let body = json!({"jsonrpc": "2.0", "id": id.clone().into_json_value(), "error": {
+                    "code": -32600, "message": super::stdio::duplicate_id_message(id)}});
+                return (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string())
+                    .into_response();
+            }
+            in_flight = Some(Answered { ids: ids.clone(), id: id.clone() });
+        }
+    }
     request.extensions_mut().insert(scope.clone());
-    let delete = request.method() == axum::http::Method::DELETE;
+    request.extensions_mut().insert(RequestGone(gone.clone()));
+    let on_drop = (gone.drop_guard(), in_flight);
     let mut response = next.run(request).await;
-    let mut owners = guard.owners.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(new) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
         && session.is_none()
     {
-        owners.insert(new.to_string(), scope);
+        let live = LiveSession {
+            scope,
+            last_seen: std::time::Instant::now(),
+            ids: Arc::default(),
+            ended: CancellationToken::new(),
+        };
+        guard.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(new.to_string(), live);
     }
-    // an ended session (deleted, or expired after rmcp's idle timeout: 404) has no owner any more
-    if (delete || response.status() == StatusCode::NOT_FOUND)
+    // an ended session (expired after rmcp's idle timeout: 404) has no owner any more
+    if response.status() == StatusCode::NOT_FOUND
         && let Some(id) = &session
     {
-        owners.remove(id);
+        guard.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
     if delete {
         // rmcp answers a session DELETE with 202; clients (the Python SDK) expect 200 or 204.
@@ -339,7 +522,19 @@ async fn authenticated(guard: &Guard, request: Request, next: Next) -> Response 
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
     }
-    response
+    keep_until_sent(response, on_drop)
+}
+
+/// Frees a request's id in its session once dropped (its answer was sent, or its client went away).
+struct Answered {
+    ids: Arc<InFlightIds>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.ids.end(&self.id);
+    }
 }
 
 /// The open legacy SSE sessions: where each one's POSTed messages go, and whose it is.
@@ -459,6 +654,7 @@ async fn sse_message(
 
 /// The router of every HTTP route, behind the [`Guard`].
 pub fn router(hosts: Arc<Hosts>, guard: Guard, shutdown: Arc<Shutdown>, stop: CancellationToken) -> Router {
+    let session_idle = guard.limits.session_idle;
     let mcp = {
         let hosts = hosts.clone();
         let shutdown = shutdown.clone();
@@ -468,9 +664,13 @@ pub fn router(hosts: Arc<Hosts>, guard: Guard, shutdown: Arc<Shutdown>, stop: Ca
             .disable_allowed_origins()
             .with_cancellation_token(stop)
             .with_max_request_body_bytes(MAX_BODY_BYTES);
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(session_idle);
+        let sessions = Arc::new(sessions);
+        let _ = guard.manager.set(sessions.clone());
         StreamableHttpService::new(
             move || Ok(McpServer::streamable_http(hosts.clone()).with_shutdown(shutdown.clone())),
-            Arc::new(LocalSessionManager::default()),
+            sessions,
             config,
         )
     };
@@ -482,6 +682,7 @@ pub fn router(hosts: Arc<Hosts>, guard: Guard, shutdown: Arc<Shutdown>, stop: Ca
         .with_state(sse)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(Arc::new(guard), self::guard))
+        .layer(middleware::from_fn(track))
 }
 
 /// Binds `options.addr` and serves until SIGINT/SIGTERM, then drains: calls in flight get up to
@@ -500,6 +701,8 @@ pub async fn serve(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
     let bound = listener.local_addr()?;
+    let connections = Connections::new(options.limits.clone());
+    let listener = LimitedListener::new(listener, connections);
     let guard = Guard::new(&options, bound, hosts.default_scope().clone());
     let stop = CancellationToken::new();
     let app = router(hosts, guard, shutdown.clone(), stop.clone());
@@ -535,7 +738,9 @@ pub async fn serve(
             stop.cancel(); // ends rmcp's sessions and streams; legacy SSE streams end at Abandoned
         }
     };
-    axum::serve(listener, app).with_graceful_shutdown(draining).await?;
+    axum::serve(listener, app.into_make_service_with_connect_info::<ConnHandle>())
+        .with_graceful_shutdown(draining)
+        .await?;
     Ok(())
 }
 
@@ -550,6 +755,7 @@ mod tests {
             allowed_hosts: vec!["memory.internal:8080".into()],
             allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
             grace: Duration::from_secs(1),
+            limits: HttpLimits::default(),
         };
         Guard::new(&options, "127.0.0.1:4000".parse().unwrap(), Scope { actor_id: "local".into(), project: "p".into() })
     }

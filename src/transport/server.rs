@@ -254,12 +254,30 @@ impl ServerHandler for McpServer {
                 .await
                 .map_err(|unknown| McpError::invalid_params(unknown.to_string(), None))
         };
-        // A cancelled request or an abandoning shutdown drops the call, and with it any test run it started.
+        // Over HTTP: the request that carries the call, gone when its client disconnected or deleted the
+        // session (nobody is left to read the answer).
+        let gone = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::transport::http::RequestGone>())
+            .map(|gone| gone.0.clone());
+        let gone = async move {
+            match gone {
+                Some(token) => token.cancelled_owned().await,
+                None => std::future::pending().await,
+            }
+        };
+        // A cancelled request, a client gone, or an abandoning shutdown drops the call, and with it any
+        // test run it started.
         let output = tokio::select! {
             output = call => output?,
             _ = context.ct.cancelled() => {
                 tracing::info!(tool = %request.name, "request cancelled by the client");
                 return Err(McpError::internal_error("request cancelled", None));
+            }
+            () = gone => {
+                tracing::info!(tool = %request.name, "the HTTP request of the call went away: call dropped");
+                return Err(McpError::internal_error("the HTTP request of the call went away", None));
             }
             _ = self.shutdown.reached(Phase::Abandoned) => {
                 return Err(McpError::internal_error(

@@ -119,7 +119,12 @@ pub async fn drain_after(signal: impl Future<Output = ()>, shutdown: &Shutdown, 
 pub async fn exit_on_second_signal() {
     signal_received().await;
     tracing::warn!("second signal: exiting without waiting for calls in flight");
-    std::process::exit(130);
+    // _exit(2), not exit(3): the calls cut off may be inside ONNX Runtime, whose static destructors
+    // exit(3) would run under them (see `exit_now` in main.rs)
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // SAFETY: _exit(2) ends the process; no Rust value is used after it.
+    unsafe { libc::_exit(130) }
 }
 
 /// Resolves on the first SIGTERM or SIGINT after this call (never, when the handlers cannot be

@@ -5,7 +5,8 @@
 //! that is not JSON gets a `-32700` parse error, a JSON value that is not an MCP message gets `-32600`
 //! (with the request's `id` when it has one), and a line over [`MAX_FRAME_BYTES`] is skipped and answered
 //! with `-32700`. A malformed notification is only logged: JSON-RPC 2.0 §4.1 forbids replying to one.
-//! Every well-formed message goes to rmcp, which answers unknown methods with `-32601`.
+//! Every well-formed message goes to rmcp, which answers unknown methods with `-32601`, except a request
+//! whose id is still in flight in this session ([`InFlightIds`]): it gets `-32600` at once.
 //!
 //! Shutdown: when stdin reaches EOF, the calls already received (in flight, or read but not yet started,
 //! as when a script pipes a whole session in) get [`EOF_GRACE`] to finish and answer; then whatever still
@@ -13,13 +14,14 @@
 //! the 2 s the Python SDK waits after closing stdin before it terminates the server, so the server kills
 //! its test runs itself. On SIGINT/SIGTERM the server drains ([`Shutdown`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{FutureExt, SinkExt, StreamExt};
 use rmcp::ServiceExt;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -63,7 +65,9 @@ pub async fn serve(
         }
     });
     let (messages_tx, messages_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
-    let reader = tokio::spawn(read_frames(BufReader::new(tokio::io::stdin()), messages_tx, lines_tx.clone(), {
+    let ids = Arc::new(InFlightIds::default());
+    let input = Input { messages: messages_tx, replies: lines_tx.clone(), ids: ids.clone() };
+    let reader = tokio::spawn(read_frames(BufReader::new(tokio::io::stdin()), input, {
         let shutdown = shutdown.clone();
         // Not `drain`: that would refuse the calls rmcp has yet to start. No call arrives after EOF anyway.
         move || {
@@ -74,7 +78,8 @@ pub async fn serve(
             });
         }
     }));
-    let sink = lines_tx.with(|message: ServerJsonRpcMessage| {
+    let sink = lines_tx.with(move |message: ServerJsonRpcMessage| {
+        ids.answered(&message);
         futures::future::ready(Ok::<_, mpsc::SendError>(
             serde_json::to_string(&message).expect("JSON-RPC messages serialize"),
         ))
@@ -108,14 +113,90 @@ pub async fn serve(
     Ok(())
 }
 
+/// The ids of this session's requests that have not been answered yet.
+///
+/// rmcp keeps a session's calls by request id: a second request under an id still in flight replaces
+/// the first one's entry, and one of the two answers is then dropped (the client waits forever). MCP
+/// forbids reusing an id within a session (specification 2025-06-18, "Basic": "The request ID MUST NOT
+/// have been previously used by the requestor within the same session"); such a request is refused here
+/// with `-32600` while the first is in flight. An id whose request was answered (or cancelled) is
+/// accepted again: clients that reuse ids one request at a time keep working, and the set stays as
+/// small as the number of calls in flight.
+#[derive(Debug, Default)]
+pub(crate) struct InFlightIds(Mutex<HashSet<RequestId>>);
+
+impl InFlightIds {
+    /// Records `id` as in flight; `false` when it already is (the request must be refused).
+    pub(crate) fn begin(&self, id: &RequestId) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone())
+    }
+
+    /// No request in flight?
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// Forgets `id` (its request was answered or cancelled).
+    pub(crate) fn end(&self, id: &RequestId) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
+    /// Forgets the id that `message` answers, if it is a response or an error.
+    fn answered(&self, message: &ServerJsonRpcMessage) {
+        match message {
+            JsonRpcMessage::Response(response) => self.end(&response.id),
+            JsonRpcMessage::Error(error) => {
+                if let Some(id) = &error.id {
+                    self.end(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Admits a client message: `Err` with the error reply for a request whose id is in flight. A
+    /// cancellation frees the id it names (rmcp sends no answer for a cancelled request).
+    pub(crate) fn admit(&self, message: &ClientJsonRpcMessage) -> Result<(), String> {
+        match message {
+            JsonRpcMessage::Request(request) if !self.begin(&request.id) => Err(error_reply(
+                request.id.clone().into_json_value(),
+                INVALID_REQUEST,
+                duplicate_id_message(&request.id),
+            )),
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.end(id);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a request reusing the in-flight id `id` is told.
+pub(crate) fn duplicate_id_message(id: &RequestId) -> String {
+    format!(
+        "invalid request: id {id} is already used by a request of this session that has not been answered yet; \
+give every request its own id (MCP: a request id is never reused within a session)"
+    )
+}
+
+/// Where [`read_frames`] sends what it reads.
+struct Input {
+    /// MCP messages, to rmcp.
+    messages: mpsc::Sender<ClientJsonRpcMessage>,
+    /// Error replies, to stdout.
+    replies: mpsc::Sender<String>,
+    ids: Arc<InFlightIds>,
+}
+
 /// Reads newline-delimited frames until EOF: forwards MCP messages to `messages`, answers malformed
-/// frames on `replies`, and calls `on_eof` at the end of input.
-async fn read_frames<R: AsyncBufRead + Unpin>(
-    mut input: R,
-    mut messages: mpsc::Sender<ClientJsonRpcMessage>,
-    mut replies: mpsc::Sender<String>,
-    on_eof: impl FnOnce(),
-) {
+/// frames and requests reusing an id in flight on `replies`, and calls `on_eof` at the end of input.
+async fn read_frames<R: AsyncBufRead + Unpin>(mut input: R, sinks: Input, on_eof: impl FnOnce()) {
+    let Input { mut messages, mut replies, ids } = sinks;
     let mut frame = Vec::new();
     loop {
         frame.clear();
@@ -135,12 +216,15 @@ async fn read_frames<R: AsyncBufRead + Unpin>(
             ))
         } else {
             match classify(&frame) {
-                Classified::Message(message) => {
-                    if messages.send(*message).await.is_err() {
-                        break; // the service has ended
+                Classified::Message(message) => match ids.admit(&message) {
+                    Ok(()) => {
+                        if messages.send(*message).await.is_err() {
+                            break; // the service has ended
+                        }
+                        None
                     }
-                    None
-                }
+                    Err(reply) => Some(reply),
+                },
                 Classified::Blank => None,
                 Classified::Reply(reply) => Some(reply),
             }
@@ -299,6 +383,26 @@ mod tests {
         assert!(matches!(classify(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Classified::Message(_)));
         assert!(matches!(classify(br#"{"jsonrpc":"2.0","id":2,"method":"no/such/method"}"#), Classified::Message(_)));
         assert!(matches!(classify(b"   \r"), Classified::Blank));
+    }
+
+    #[test]
+    fn an_id_is_refused_while_in_flight_and_accepted_again_once_answered_or_cancelled() {
+        let ids = InFlightIds::default();
+        let message = |frame: &str| match classify(frame.as_bytes()) {
+            Classified::Message(m) => *m,
+            _ => panic!("{frame} is a message"),
+        };
+        let ping = message(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#);
+        assert!(ids.admit(&ping).is_ok());
+        let refused: Value = serde_json::from_str(&ids.admit(&ping).unwrap_err()).unwrap();
+        assert_eq!((refused["id"].as_i64(), refused["error"]["code"].as_i64()), (Some(4), Some(INVALID_REQUEST)));
+        assert!(ids.admit(&message(r#"{"jsonrpc":"2.0","id":"4","method":"ping"}"#)).is_ok(), "\"4\" is not 4");
+        let answer: ServerJsonRpcMessage = serde_json::from_str(r#"{"jsonrpc":"2.0","id":4,"result":{}}"#).unwrap();
+        ids.answered(&answer);
+        assert!(ids.admit(&ping).is_ok(), "answered: the id may be used again");
+        ids.admit(&message(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}"#))
+            .unwrap();
+        assert!(ids.admit(&ping).is_ok(), "cancelled: the id may be used again");
     }
 
     #[tokio::test]

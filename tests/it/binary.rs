@@ -9,7 +9,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::json;
 
-use crate::support::args;
+use crate::support::{args, group_alive};
 
 const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
 
@@ -109,17 +109,6 @@ fn a_store_that_cannot_be_opened_ends_the_stdio_server_with_its_error() {
             .stderr(predicates::str::contains(format!("cannot open the memory store at {}", not_a_dir.display())))
             .stderr(predicates::str::contains("set --db or ASTRA_DB to a writable directory"));
     }
-}
-
-/// Does a live (not zombie) process of process group `pgid` still exist? Reads /proc (Linux).
-fn group_alive(pgid: i32) -> bool {
-    std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
-        // fields after the parenthesised command: state ppid pgrp ...
-        let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
-    })
 }
 
 /// Spawns `serve --stdio --db db` plus `args` on the real binary with `ASTRA_LOG=log`, stdin, stdout
@@ -351,11 +340,17 @@ async fn a_store_failing_after_initialize_answers_the_waiting_call_with_its_erro
 /// Sends `frames` (one per line) to a fresh `serve --stdio` and returns the first `n` JSON lines it
 /// writes back, failing after 20 s (a hang).
 fn stdio_replies(frames: &[&[u8]], n: usize) -> Vec<serde_json::Value> {
+    stdio_replies_with(&[], frames, n)
+}
+
+/// [`stdio_replies`] from a server started with the further flags `args`.
+fn stdio_replies_with(args: &[&str], frames: &[&[u8]], n: usize) -> Vec<serde_json::Value> {
     use std::io::{BufRead, Write};
     let db = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(BIN)
         .args(["serve", "--stdio", "--db"])
         .arg(db.path())
+        .args(args)
         .env("ASTRA_LOG", "error")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -425,4 +420,30 @@ fn malformed_json_rpc_frames_get_error_responses_and_the_session_goes_on() {
     assert_eq!(code(&by_id(json!(8)).unwrap()), Some(-32602), "an unknown tool");
     assert_eq!(by_id(json!(9)).unwrap()["result"], json!({}), "the session still answers after all that");
     assert!(by_id(json!(99)).is_none(), "the oversized request was not run");
+}
+
+/// A request reusing the id of one still running is answered at once with `-32600`, and the first one
+/// still gets its own answer (rmcp keys calls by id: the second used to replace the first, whose answer
+/// was then dropped and its client waited forever).
+#[test]
+fn a_request_reusing_an_id_in_flight_gets_an_error_and_both_are_answered() {
+    let ws = tempfile::tempdir().unwrap();
+    let args = ["--workspace", ws.path().to_str().unwrap(), "--test-command", "sleep 1; echo '1 passed in 1.00s'"];
+    let init = br#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let frames: Vec<&[u8]> = vec![
+        init,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_tests","arguments":{}}}"#,
+        br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#,
+    ];
+    let replies = stdio_replies_with(&args, &frames, 4);
+    let twos: Vec<&serde_json::Value> = replies.iter().filter(|r| r["id"] == json!(2)).collect();
+    assert_eq!(twos.len(), 2, "both requests with id 2 are answered: {replies:?}");
+    let error = twos.iter().find(|r| r.get("error").is_some()).unwrap_or_else(|| panic!("{replies:?}"));
+    assert_eq!(error["error"]["code"], json!(-32600), "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("id 2 is already used"), "{error}");
+    let result = twos.iter().find(|r| r.get("result").is_some()).unwrap_or_else(|| panic!("{replies:?}"));
+    assert_eq!(result["result"]["structuredContent"]["passed"], json!(true), "the run_tests call itself: {result}");
+    assert!(replies.iter().any(|r| r["id"] == json!(3) && r["result"] == json!({})), "{replies:?}");
 }

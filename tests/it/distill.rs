@@ -615,3 +615,37 @@ async fn nothing_is_sent_or_recorded_without_approval_a_key_or_budget() {
     assert!(mocked.requests().is_empty(), "the budget is checked before the request");
     assert_eq!(f.store.runs(Some("ann")).await.unwrap()[0].state, RunState::Failed);
 }
+
+/// Forgetting a conversation item forgets what distill derived from it: the memory extracted from it is
+/// gone from every table (the export holds them all), and its text from every run's change list (as
+/// `distill status --json` prints them); the memory extracted from another item stays.
+#[tokio::test]
+async fn forgetting_an_item_forgets_the_memories_distilled_from_it() {
+    use astra_mcp::store::ForgetStore;
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let mocked = mock(vec![ann_first_extraction()]).await;
+    f.distiller.run(&config(&mocked, f.dir.path(), "ann")).await.unwrap();
+    assert_eq!(search(&f.store, "ann", "tabs indentation Fly.io", false).await.len(), 2);
+
+    let deploy_item = astra_mcp::domain::session_item_id("ann", "s1", "claude-code", "s1:3");
+    assert_eq!(f.store.forget("ann", deploy_item).await.unwrap(), Some("session_items"));
+
+    let mut export = Vec::new();
+    f.store.export(&mut export, None).await.unwrap();
+    let export = String::from_utf8(export).unwrap();
+    assert!(!export.contains("Fly.io"), "every table: the item and the memory distilled from it are gone");
+    assert!(export.contains(TABS_MEMORY), "the memory of another item stays");
+    let runs = serde_json::to_string(&f.store.runs(None).await.unwrap()).unwrap();
+    assert!(!runs.contains("Fly.io") && runs.contains(TABS_MEMORY), "{runs}");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+        .args(["distill", "status", "--json", "--db"])
+        .arg(f.dir.path().join("db"))
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(printed.contains("SUCCEEDED") && !printed.contains("Fly.io"), "{printed}");
+    let found = search(&f.store, "ann", "which hosting region do we deploy to", true).await;
+    assert!(found.iter().all(|p| !p.text.contains("Fly.io")), "{found:?}");
+}

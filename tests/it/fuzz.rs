@@ -2,15 +2,36 @@
 //! unicode, huge numbers) must come back as a tool result — `isError` with a message, or a success —
 //! never a panic, a protocol error for a known tool, or a hang. Random JSON-RPC frames at the real binary
 //! over stdio must each get a response when they carry an id, and never crash or hang the server.
+//!
+//! Each test prints its seed to stderr (shown by `cargo test` when it fails); `ASTRA_FUZZ_SEED=<seed>`
+//! replays those inputs.
 
 use std::time::Duration;
 
 use astra_mcp::memory::SessionState;
 use astra_mcp::tools::{self, JsonObject, ToolHost};
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
 use serde_json::Value;
 
 use crate::support::{config, host};
+
+/// Environment variable that fixes the seed of the fuzz tests' inputs (a `u64`), to replay a failure.
+const SEED_VAR: &str = "ASTRA_FUZZ_SEED";
+
+/// A proptest configuration of `cases` cases whose inputs come from `$ASTRA_FUZZ_SEED`, or from a fresh
+/// seed; the seed is printed either way, so a failure can be replayed with the same inputs.
+fn fuzz_config(test: &str, cases: u32) -> ProptestConfig {
+    let seed = match std::env::var(SEED_VAR) {
+        Ok(value) => value.trim().parse::<u64>().unwrap_or_else(|_| panic!("{SEED_VAR}={value:?} is not a u64")),
+        Err(_) => {
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now())
+        }
+    };
+    eprintln!("{test}: seed {seed} (replay: {SEED_VAR}={seed} cargo test --release --locked --test it {test})");
+    ProptestConfig { cases, failure_persistence: None, rng_seed: RngSeed::Fixed(seed), ..ProptestConfig::default() }
+}
 
 fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -82,7 +103,8 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
     let db = tempfile::tempdir().unwrap();
     let host: ToolHost = runtime.block_on(host(db.path(), config("fuzz", "p", None, None)));
     let session = SessionState::new("fuzz");
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 128, ..ProptestConfig::default() });
+    let mut runner =
+        proptest::test_runner::TestRunner::new(fuzz_config("random_tool_arguments_get_tool_results_never_panics_or_hangs", 128));
     let succeeded = std::cell::Cell::new(0);
     runner
         .run(&call(), |(name, args)| {
@@ -230,7 +252,7 @@ fn drive_stdio(frames: &[Frame]) -> Result<Vec<Value>, String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 6, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(fuzz_config("random_json_rpc_frames_get_responses_never_a_crash_or_a_hang", 6))]
 
     /// Random JSON-RPC frames (request-shaped with odd versions, methods and params; notifications; any
     /// JSON; raw bytes) at the real binary over stdio: every request gets a response with its id, the

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 use crate::support::{HttpServer as Server, SHELL_TESTS, repo, venv_python};
 
 const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
-const ALICE: &str = "alice-token-0123456789abcdef";
-const BOB: &str = "bob-token-0123456789abcdef";
+pub(crate) const ALICE: &str = "alice-token-0123456789abcdef";
+pub(crate) const BOB: &str = "bob-token-0123456789abcdef";
 
-fn config_with_tokens(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn config_with_tokens(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("config.toml");
     std::fs::write(
         &path,
@@ -30,7 +30,7 @@ fn config_with_tokens(dir: &Path) -> std::path::PathBuf {
 
 /// A POST of one JSON-RPC message to `/mcp`; returns the status, the session id header and the
 /// JSON-RPC messages of the body (plain JSON or SSE `data:` lines).
-async fn post(
+pub(crate) async fn post(
     url: &str,
     headers: &[(&str, &str)],
     session: Option<&str>,
@@ -59,13 +59,13 @@ async fn post(
     (status, session, messages)
 }
 
-fn initialize() -> Value {
+pub(crate) fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
 }
 
 /// Opens a session (initialize + initialized) with `headers`; returns its id.
-async fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
+pub(crate) async fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
     let (status, session, messages) = post(url, headers, None, initialize()).await;
     assert_eq!(status, 200, "{messages:?}");
     assert_eq!(messages[0]["result"]["serverInfo"]["name"], "astra-mcp");
@@ -76,7 +76,7 @@ async fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
     session
 }
 
-fn call(id: i64, name: &str, arguments: Value) -> Value {
+pub(crate) fn call(id: i64, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
 }
 
@@ -411,4 +411,39 @@ async fn browsers_at_allowed_origins_get_cors_answers_and_others_nothing() {
         .unwrap();
     assert_eq!(response.headers()["access-control-allow-origin"], "https://app.example.com");
     assert!(response.headers()["access-control-expose-headers"].to_str().unwrap().contains("mcp-session-id"));
+}
+
+/// In one session, a request reusing the id of one still running gets a JSON-RPC `-32600` at once, and
+/// the first one still gets its answer (it used to be lost: rmcp keys a session's calls by id).
+#[tokio::test]
+async fn a_request_reusing_an_id_in_flight_in_its_session_gets_an_error_and_both_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let started = dir.path().join("started");
+    let slow = format!("touch {}; sleep 1; echo '1 passed in 1.00s'", started.display());
+    let server =
+        Server::start(&dir.path().join("db"), &["--workspace", workspace.to_str().unwrap(), "--test-command", &slow]);
+    let session = open_session(&server.url, &[]).await;
+    let first = tokio::spawn({
+        let (url, session) = (server.url.clone(), session.clone());
+        async move { post(&url, &[], Some(&session), call(7, "run_tests", json!({}))).await }
+    });
+    while !started.exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, _, duplicate) =
+        post(&server.url, &[], Some(&session), json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})).await;
+    assert_eq!(status, 400, "{duplicate:?}");
+    assert_eq!((duplicate[0]["id"].clone(), duplicate[0]["error"]["code"].clone()), (json!(7), json!(-32600)));
+    assert!(duplicate[0]["error"]["message"].as_str().unwrap().contains("id 7 is already used"), "{duplicate:?}");
+    let answered = tokio::time::timeout(Duration::from_secs(30), first).await;
+    let (status, _, body) = answered.expect("the first request is answered").unwrap();
+    assert_eq!(status, 200);
+    let result = body.iter().find(|m| m["id"] == json!(7)).unwrap_or_else(|| panic!("{body:?}"));
+    assert_eq!(result["result"]["structuredContent"]["passed"], true, "{result}");
+    // once answered, the id may be used again
+    let (status, _, again) =
+        post(&server.url, &[], Some(&session), json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})).await;
+    assert_eq!((status, again[0]["result"].clone()), (200, json!({})), "{again:?}");
 }

@@ -10,6 +10,7 @@ mod embedding;
 mod fuzz;
 mod gates;
 mod http;
+mod limits;
 mod interop;
 mod manage;
 mod mcp;

@@ -264,3 +264,14 @@ impl MockModel {
         format!("{}/v1", self.server.uri())
     }
 }
+
+/// Does a live (not zombie) process of process group `pgid` still exist? Reads /proc (Linux).
+pub fn group_alive(pgid: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        // fields after the parenthesised command: state ppid pgrp ...
+        let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+    })
+}

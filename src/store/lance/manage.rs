@@ -326,6 +326,7 @@ impl LanceStore {
                 };
                 retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
                 self.forget_item(&item.0).await?;
+                self.forget_distilled_from(&item.0).await?;
                 return Ok(Some(name));
             }
             let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
@@ -514,6 +515,60 @@ impl LanceStore {
     /// After archival memory `id` was forgotten: memories it superseded are current again, and its texts
     /// are removed from the change lists of the actor's distill runs (the ids and actions stay), so no
     /// copy of it is left there.
+    /// After the session item `item` was forgotten: deletes every archival memory `distill` derived from
+    /// it, as `memory_forget` deletes a memory (its runs' changes scrubbed, memories it superseded current
+    /// again), and replaces with `[forgotten]` the texts of every run change that quotes the item. A memory
+    /// is derived from the item when its provenance (session and turn) is the item, or when a run added,
+    /// rewrote or superseded a memory with it (a memory later restated from another item goes too: it
+    /// was first written from this one).
+    async fn forget_distilled_from(&self, item: &crate::domain::SessionItem) -> Result<(), StoreError> {
+        use crate::store::DistillRunStore;
+        let actor = item.actor_id.as_str();
+        let cites = |change: &Value| change["session_id"] == item.session_id.as_str() && change["turn"] == item.turn;
+        let filter = format!(
+            "actor_id = {} AND session_id = {} AND turn = {} AND source LIKE 'distill:%'",
+            sql_literal(actor),
+            sql_literal(&item.session_id),
+            item.turn
+        );
+        let mut derived = std::collections::BTreeSet::new();
+        for batch in self.select(super::ARCHIVAL_TABLE, &filter, None).await? {
+            derived.extend(super::archival::from_batch(&batch)?.into_iter().map(|(p, _)| p.id.to_string()));
+        }
+        for run in self.runs(Some(actor)).await? {
+            for change in run.changes.iter().filter(|c| cites(c) && c["action"] != "unchanged") {
+                if let Some(id) = change["memory_id"].as_str() {
+                    derived.insert(id.to_string());
+                }
+            }
+        }
+        let table = self.table(super::ARCHIVAL_TABLE);
+        for id in &derived {
+            let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
+            retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            self.scrub_distill_changes(actor, id).await?;
+        }
+        // changes that quote the item without a memory derived from it (`unchanged`: already stored)
+        for mut run in self.runs(Some(actor)).await? {
+            let mut touched = false;
+            for change in run.changes.iter_mut().filter(|c| cites(c)) {
+                for key in ["text", "previous_text"] {
+                    if change.get(key).is_some_and(|v| *v != FORGOTTEN) {
+                        change[key] = Value::String(FORGOTTEN.into());
+                        touched = true;
+                    }
+                }
+            }
+            if touched {
+                self.put_run(&run).await?;
+            }
+        }
+        if !derived.is_empty() {
+            tracing::info!(item = %item.id, memories = derived.len(), "forgot the memories distilled from the item");
+        }
+        Ok(())
+    }
+
     async fn scrub_distill_changes(&self, actor: &str, id: &str) -> Result<(), StoreError> {
         use crate::store::DistillRunStore;
         // memories it had superseded are current again: nothing replaces them any more
@@ -535,7 +590,7 @@ impl LanceStore {
                 if change["memory_id"] == id || change["target_id"] == id {
                     for key in ["text", "previous_text"] {
                         if change.get(key).is_some() {
-                            change[key] = Value::String("[forgotten]".into());
+                            change[key] = Value::String(FORGOTTEN.into());
                             touched = true;
                         }
                     }
@@ -1013,6 +1068,9 @@ impl crate::store::ForgetStore for LanceStore {
         self.delete_row(actor_id, &id.to_string()).await
     }
 }
+
+/// What replaces a forgotten text in a distillation run's change list.
+const FORGOTTEN: &str = "[forgotten]";
 
 /// The filter columns of `name` that get a scalar index at scale, each with whether it is a bitmap
 /// (few distinct values) or a B-tree: `actor_id` filters every search; `superseded_by IS NULL` every
