@@ -470,7 +470,8 @@ async fn authenticated(guard: &Guard, request: Request, next: Next) -> Response 
         && posted.initialize
         && let Err((retry_after, message)) = guard.room_for_session(&scope)
     {
-        tracing::warn!(actor = %scope.actor_id, "{message}");
+        // the client gets the reason; a log line per refusal would let a client flood the log
+        tracing::debug!(actor = %scope.actor_id, "{message}");
         let mut response = json_error(StatusCode::SERVICE_UNAVAILABLE, &message);
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
         return response;

@@ -133,36 +133,34 @@ impl Connections {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Returns once a new connection may be accepted: at once under the cap; at the cap, after closing
-    /// the connection idle the longest; when every connection is busy, once one closes.
+    /// Returns once a new connection may be accepted: at once under the cap; at the cap, once the
+    /// connection idle the longest has been closed to make room; when every connection is busy, once one
+    /// closes. A connection counts until its socket is dropped, so the descriptors held never exceed the
+    /// cap (plus the one being accepted), however slowly the closed connections' tasks run.
     async fn make_room(&self) {
         let mut warned = false;
         loop {
             let freed = self.freed.notified();
             {
-                let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+                let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
                 if open.len() < self.limits.max_connections {
                     return;
                 }
+                let closing = open.values().any(|c| c.close.is_cancelled());
                 let idlest = open
-                    .iter()
-                    .filter(|(_, c)| c.busy.load(Ordering::Acquire) == 0)
-                    .min_by_key(|(_, c)| c.idle_since())
-                    .map(|(id, _)| *id);
-                if let Some(id) = idlest
-                    && let Some(conn) = open.remove(&id)
-                {
+                    .values()
+                    .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.close.is_cancelled())
+                    .min_by_key(|c| c.idle_since());
+                if let Some(conn) = idlest {
                     conn.close.cancel();
-                    tracing::debug!(max = self.limits.max_connections, "connection cap reached: closed the idlest one");
-                    return;
+                    tracing::debug!(max = self.limits.max_connections, "connection cap reached: closing the idlest one");
+                } else if !closing && !warned {
+                    tracing::warn!(
+                        max = self.limits.max_connections,
+                        "every connection is busy: new connections wait (--http-max-connections)"
+                    );
+                    warned = true;
                 }
-            }
-            if !warned {
-                tracing::warn!(
-                    max = self.limits.max_connections,
-                    "every connection is busy: new connections wait (--http-max-connections)"
-                );
-                warned = true;
             }
             freed.await;
         }
