@@ -143,6 +143,12 @@ pub trait Embedder: Send + Sync {
     fn embed_one_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_documents(texts)
     }
+    /// Tokens in `text` by the model's own tokenizer (all-MiniLM-L6-v2's WordPiece, BERT uncased vocabulary,
+    /// no special tokens, no truncation). By default its UTF-8 length in bytes, a bound no byte-level
+    /// tokenizer exceeds (each token covers at least one byte).
+    fn count_tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        Ok(text.len())
+    }
     /// Embeds a search query. MiniLM is symmetric, so by default this is the document embedding.
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let mut out = self.embed_documents(&[text.to_string()])?;
@@ -212,6 +218,14 @@ impl LazyEmbedder {
         tokio::task::spawn_blocking(move || embedder.embed_query(&text))
             .await
             .unwrap_or_else(|e| Err(EmbedError::Inference(format!("embedding task failed: {e}"))))
+    }
+
+    /// Counts the tokens of each text ([`Embedder::count_tokens`]) on the blocking pool, in order.
+    pub async fn count_tokens(&self, texts: Vec<String>) -> Result<Vec<usize>, EmbedError> {
+        let embedder = self.get().await?;
+        tokio::task::spawn_blocking(move || texts.iter().map(|t| embedder.count_tokens(t)).collect())
+            .await
+            .unwrap_or_else(|e| Err(EmbedError::Inference(format!("tokenizing task failed: {e}"))))
     }
 
     /// Embeds documents on the blocking pool ([`Embedder::embed_documents`]).

@@ -17,6 +17,8 @@ pub const ONNX_BATCH: usize = 8;
 /// all-MiniLM-L6-v2 through fastembed. `TextEmbedding::embed` needs `&mut`, so calls are serialised.
 pub struct OnnxEmbedder {
     model: Mutex<TextEmbedding>,
+    /// The model's WordPiece tokenizer without truncation or padding: counts the tokens of whole texts.
+    count: Box<dyn Fn(&str) -> Result<usize, EmbedError> + Send + Sync>,
 }
 
 impl OnnxEmbedder {
@@ -55,7 +57,17 @@ impl OnnxEmbedder {
         };
         let model = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EmbedError::Load(format!("model.onnx: {e}")))?;
-        Ok(Self { model: Mutex::new(model) })
+        // the embedding tokenizer stops at MAX_TOKENS; the counter sees the whole text
+        let mut counter = model.tokenizer.clone();
+        counter.with_truncation(None).map_err(|e| EmbedError::Load(format!("tokenizer.json: {e}")))?;
+        counter.with_padding(None);
+        let count = Box::new(move |text: &str| {
+            counter
+                .encode_fast(text, false)
+                .map(|encoding| encoding.len())
+                .map_err(|e| EmbedError::Inference(format!("tokenizing: {e}")))
+        });
+        Ok(Self { model: Mutex::new(model), count })
     }
 }
 
@@ -113,5 +125,9 @@ impl Embedder for OnnxEmbedder {
     fn embed_one_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         self.run(&texts, texts.len())
+    }
+
+    fn count_tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        (self.count)(text)
     }
 }

@@ -8,6 +8,7 @@ mod drive;
 mod embedding;
 mod fuzz;
 mod gates;
+mod hooks;
 mod http;
 mod interop;
 mod manage;
