@@ -11,12 +11,15 @@ use crate::store::lance::row_cache::DEFAULT_ROW_CACHE_ROWS;
 use crate::memory::testrun::{DEFAULT_MAX_TEST_RUNS, DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE};
 use crate::transport::limits;
 
+/// Default of `--log`.
+pub const DEFAULT_LOG: &str = "warn,astra_mcp=info";
+
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp", version, about, long_about = None)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `astra_mcp=debug`. Logs go to stderr only.
-    #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = "warn,astra_mcp=info")]
+    #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = DEFAULT_LOG)]
     pub log: String,
     /// How the store reads its files: `auto` (io_uring where the kernel allows it, else blocking reads),
     /// `uring`, or `blocking` (Lance's default reader, a thread-pool hop per read).
@@ -56,7 +59,8 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
-    /// Hooks for agent clients: `hook claude-code` imports the session a Claude Code hook names.
+    /// Hooks for agent clients: `hook claude-code` puts memory into a Claude Code session's context and
+    /// imports its transcript (docs/hooks.md).
     Hook {
         #[command(subcommand)]
         command: HookCommand,
@@ -150,12 +154,50 @@ pub enum SessionsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
-    /// Reads a Claude Code hook's JSON from stdin and imports what is new in its transcript. Add it as a
-    /// `Stop` and/or `SessionEnd` hook; it never blocks the session (errors exit 1, not 2).
-    ClaudeCode {
-        #[command(flatten)]
-        store: StoreArgs,
-    },
+    /// A Claude Code hook command (docs/hooks.md): reads the event's JSON on stdin. SessionStart prints
+    /// core memory and the project's recent verified fixes and decisions; PostToolUse /
+    /// PostToolUseFailure of a Bash test run that failed prints the verified fixes matching its
+    /// failures; UserPromptSubmit (with --prompt-search) prints what matches the prompt; Stop /
+    /// SessionEnd import the transcript. What it prints is added to the model's context. It never
+    /// blocks the session: errors exit 1 (never 2) with one line on stderr and nothing on stdout.
+    ClaudeCode(HookArgs),
+    /// A Codex CLI hook command (docs/hooks.md): the same events and output as `claude-code` (Codex
+    /// sends the same hook JSON; a failing command is a PostToolUse of `Bash`), and Stop imports the
+    /// Codex session file.
+    Codex(HookArgs),
+}
+
+/// Settings of `astra-mcp hook claude-code`. Precedence: flag > env > config file `[hooks]` > default.
+#[derive(Debug, Clone, Args)]
+pub struct HookArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Most tokens one hook adds to the context (default 1,500), counted with the embedding model's
+    /// tokenizer; what does not fit is left out and the cut is marked.
+    #[arg(long, env = ev::ASTRA_HOOK_BUDGET_TOKENS, value_name = "TOKENS",
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub budget_tokens: Option<u64>,
+    /// Search archival and fix memory with each prompt the user submits (UserPromptSubmit; off by default).
+    #[arg(long, env = ev::ASTRA_HOOK_PROMPT_SEARCH, num_args = 0..=1, default_missing_value = "true",
+          value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub prompt_search: Option<bool>,
+    /// Milliseconds a context hook (SessionStart, PostToolUse, UserPromptSubmit) may take before it gives
+    /// up with exit code 1 and prints nothing (default 10,000). Imports (Stop, SessionEnd) are not limited.
+    #[arg(long, env = ev::ASTRA_HOOK_TIMEOUT_MS, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: Option<u64>,
+    /// The project's test command, e.g. `python -m pytest -q`: a Bash call that runs it counts as a test
+    /// run, besides the known runners (pytest, cargo test, go test, npm/pnpm/yarn test, jest, vitest,
+    /// mvn/gradle test).
+    #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
+    pub test_command: Option<String>,
+    /// Cosine floor of the fixes a failing test run brings up.
+    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::config::DEFAULT_MIN_SCORE, value_name = "COSINE")]
+    pub min_score: f32,
+    /// TOML config file (its `[hooks]` table). Default: `$XDG_CONFIG_HOME/astra-mcp/config.toml` when it
+    /// exists.
+    #[arg(long, env = ev::ASTRA_CONFIG, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,7 +17,7 @@ use astra_mcp::eval::locomo;
 use astra_mcp::memory::redact::escape_controls;
 use astra_mcp::memory::{ConversationMemory, CoreMemory, Fusion};
 use astra_mcp::sessions::formats::TranscriptFormat;
-use astra_mcp::sessions::{self, ClaudeCodeHookInput, Owner};
+use astra_mcp::sessions::{self, Owner};
 use astra_mcp::store::lance::LanceStore;
 
 /// The project label of a command run outside a server: `--project`, else the current directory's name.
@@ -93,27 +93,29 @@ pub async fn sessions(command: SessionsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `hook claude-code` / `hook codex`: the work is `astra_mcp::hooks`; this prints its outcome. Context
+/// goes to stdout (the client adds it for the model), reports to stderr; an error becomes one line on stderr with
+/// exit code 1 (main), never 2, which would block the session.
 pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
-    let HookCommand::ClaudeCode { store } = command;
+    let (HookCommand::ClaudeCode(args) | HookCommand::Codex(args)) = command;
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).context("reading the hook input from stdin")?;
-    let hook = ClaudeCodeHookInput::parse(&input)?;
-    let settings = StoreSettings::resolve(&store)?;
-    let project = settings.project_or(hook.project());
-    let owner = Owner { actor_id: settings.actor_id.clone(), project };
-    let memory = conversation_memory(settings.open_store().await?, settings.embedder(Workload::Batch));
-    let result =
-        sessions::import_file(&memory, &owner, &hook.transcript_path, Some(TranscriptFormat::ClaudeCode), None).await?;
-    let added: usize = result.sessions.iter().map(|s| s.counts.added).sum();
-    let sessions: Vec<&str> = result.sessions.iter().map(|s| s.session_id.as_str()).collect();
-    // stdout of a Stop hook is read by Claude Code; report on stderr only
-    eprintln!(
-        "astra-mcp: {} ({}): {added} new conversation items stored for session {}",
-        hook.hook_event_name.as_deref().unwrap_or("hook"),
-        hook.transcript_path.display(),
-        if sessions.is_empty() { hook.session_id.clone() } else { sessions.join(", ") }
-    );
+    let settings = astra_mcp::config::HookSettings::resolve(&args).map_err(one_line)?;
+    match astra_mcp::hooks::run(&input, &settings).await.map_err(one_line)? {
+        astra_mcp::hooks::Outcome::Context { stdout, report } => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(stdout.as_bytes()).and_then(|()| out.flush()).context("writing the hook output")?;
+            eprintln!("astra-mcp: {report}");
+        }
+        astra_mcp::hooks::Outcome::Imported(report) => eprintln!("astra-mcp: {report}"),
+        astra_mcp::hooks::Outcome::Nothing => {}
+    }
     Ok(())
+}
+
+/// The error chain on one line: Claude Code shows a failing hook's stderr to the user.
+fn one_line(e: anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!("{}", format!("{e:#}").split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 fn actor_or_all(settings: &StoreSettings, all_actors: bool) -> Option<String> {

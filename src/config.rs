@@ -142,6 +142,25 @@ pub struct ConfigFile {
     pub allowed_hosts: Vec<String>,
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// Settings of `astra-mcp hook claude-code` (flags and env vars win).
+    #[serde(default)]
+    pub hooks: HooksConfig,
+}
+
+/// The `[hooks]` table of the config file:
+///
+/// ```toml
+/// [hooks]
+/// budget_tokens = 1500     # most tokens one hook adds to the context
+/// prompt_search = false    # search memory with each submitted prompt
+/// timeout_ms = 10000       # a context hook gives up after this long
+/// ```
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksConfig {
+    pub budget_tokens: Option<u64>,
+    pub prompt_search: Option<bool>,
+    pub timeout_ms: Option<u64>,
 }
 
 /// One `[[tokens]]` entry.
@@ -376,5 +395,55 @@ pub async fn store_failure(opening: StoreOpening) -> anyhow::Error {
     match opening.await {
         Ok(_) => std::future::pending().await,
         Err(e) => anyhow::anyhow!("{e:#}"),
+    }
+}
+
+/// Default of `hook claude-code --budget-tokens`.
+pub const DEFAULT_HOOK_BUDGET_TOKENS: usize = 1_500;
+/// Default of `hook claude-code --timeout-ms`.
+pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 10_000;
+
+/// Everything `hook claude-code` needs, resolved: flag > env (clap) > config file `[hooks]` > default.
+#[derive(Debug, Clone)]
+pub struct HookSettings {
+    pub store: StoreSettings,
+    /// Most tokens one hook adds to the context.
+    pub budget_tokens: usize,
+    /// Search memory with each submitted prompt (UserPromptSubmit).
+    pub prompt_search: bool,
+    /// How long a context hook may take.
+    pub timeout: Duration,
+    /// The project's test command, besides the known runners.
+    pub test_command: Option<String>,
+    /// Cosine floor of the fixes a failing test run brings up.
+    pub min_score: f32,
+}
+
+impl HookSettings {
+    /// # Errors
+    /// Invalid store settings, an unreadable or invalid config file, or a `[hooks]` value out of range.
+    pub fn resolve(args: &crate::cli::HookArgs) -> anyhow::Result<Self> {
+        let store = StoreSettings::resolve(&args.store)?;
+        let file = ConfigFile::load(args.config.as_deref())?.hooks;
+        let budget_tokens = args.budget_tokens.or(file.budget_tokens).map_or(DEFAULT_HOOK_BUDGET_TOKENS, |b| b as usize);
+        anyhow::ensure!(
+            (1..=100_000).contains(&budget_tokens),
+            "hooks.budget_tokens is {budget_tokens}: give 1 to 100000 tokens"
+        );
+        let timeout_ms = args.timeout_ms.or(file.timeout_ms).unwrap_or(DEFAULT_HOOK_TIMEOUT_MS);
+        anyhow::ensure!((1..=600_000).contains(&timeout_ms), "hooks.timeout_ms is {timeout_ms}: give 1 to 600000 ms");
+        anyhow::ensure!(
+            (-1.0..=1.0).contains(&args.min_score),
+            "--min-score (ASTRA_MIN_SCORE) is a cosine similarity between -1 and 1, got {}",
+            args.min_score
+        );
+        Ok(Self {
+            store,
+            budget_tokens,
+            prompt_search: args.prompt_search.or(file.prompt_search).unwrap_or(false),
+            timeout: Duration::from_millis(timeout_ms),
+            test_command: args.test_command.as_ref().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()),
+            min_score: args.min_score,
+        })
     }
 }

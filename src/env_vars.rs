@@ -61,6 +61,15 @@ pub const ASTRA_HTTP_SESSION_IDLE: &str = "ASTRA_HTTP_SESSION_IDLE";
 pub const ASTRA_MAX_TEST_RUNS: &str = "ASTRA_MAX_TEST_RUNS";
 /// Test runs at most at once in one workspace; equals `--max-test-runs-per-workspace`.
 pub const ASTRA_MAX_TEST_RUNS_PER_WORKSPACE: &str = "ASTRA_MAX_TEST_RUNS_PER_WORKSPACE";
+/// Most tokens one hook adds to an agent's context; equals `hook claude-code --budget-tokens`.
+pub const ASTRA_HOOK_BUDGET_TOKENS: &str = "ASTRA_HOOK_BUDGET_TOKENS";
+/// Search memory with each submitted prompt (`true`/`false`); equals `hook claude-code --prompt-search`.
+pub const ASTRA_HOOK_PROMPT_SEARCH: &str = "ASTRA_HOOK_PROMPT_SEARCH";
+/// Milliseconds a context hook may take; equals `hook claude-code --timeout-ms`.
+pub const ASTRA_HOOK_TIMEOUT_MS: &str = "ASTRA_HOOK_TIMEOUT_MS";
+/// Kill switch of every hook: `off` (or `0`, `false`) makes `astra-mcp hook …` exit 0 at once, printing
+/// and storing nothing. No flag: it is meant for the environment a client starts hooks in.
+pub const ASTRA_HOOKS: &str = "ASTRA_HOOKS";
 /// The model `drive` asks; equals `drive --model`.
 pub const ASTRA_DRIVE_MODEL: &str = "ASTRA_DRIVE_MODEL";
 /// Responses API base URL (the name the OpenAI SDKs use); equals `drive --base-url`.

@@ -15,6 +15,7 @@ pub mod drive;
 pub mod embed;
 pub mod env_vars;
 pub mod eval;
+pub mod hooks;
 pub mod memory;
 pub mod sessions;
 pub mod smoke;

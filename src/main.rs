@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use astra_mcp::cli::{Cli, Command, SmokeCommand};
+use astra_mcp::cli::{Cli, Command, DEFAULT_LOG, SmokeCommand};
 use astra_mcp::config::{ServeSettings, StoreSettings, store_failure};
 use astra_mcp::transport::{McpServer, Shutdown, http, signal_received, stdio};
 use clap::Parser;
@@ -44,7 +44,13 @@ fn main() -> ExitCode {
     unsafe { astra_mcp::store::lance::io::set_uring_defaults() };
     astra_mcp::store::lance::io::set_read_io(cli.lance_io);
     astra_mcp::store::lance::row_cache::set_row_cache_rows(cli.row_cache_rows);
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|e| {
+    // A hook reports in one line of its own (Claude Code shows a failing hook's stderr to the user):
+    // its logs stay off unless asked for with --log / ASTRA_LOG.
+    let hook_quiet = matches!(cli.command, Command::Hook { .. })
+        && cli.log == DEFAULT_LOG
+        && std::env::var_os(astra_mcp::env_vars::ASTRA_LOG).is_none();
+    let log = if hook_quiet { "off" } else { cli.log.as_str() };
+    let filter = tracing_subscriber::EnvFilter::try_new(log).unwrap_or_else(|e| {
         eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
         tracing_subscriber::EnvFilter::new("info")
     });

@@ -50,6 +50,10 @@ impl OnnxEmbedder {
             Workload::Interactive => options
                 .with_session_config("session.intra_op.allow_spinning", "0")
                 .with_session_config("session.inter_op.allow_spinning", "0"),
+            Workload::OneShot => options
+                .with_session_config("session.intra_op.allow_spinning", "0")
+                .with_session_config("session.inter_op.allow_spinning", "0")
+                .with_session_config("optimization.disable_specified_optimizers", "ConstantFolding"),
             // spinning between the parallel sections of a run, parked as soon as it returns
             Workload::Batch => options.with_session_config("session.force_spinning_stop", "1"),
         };

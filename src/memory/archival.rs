@@ -238,6 +238,13 @@ impl ArchivalMemory {
             .collect())
     }
 
+    /// The current passages of this actor and project tagged with any of `tags_any` (normalised as
+    /// stored), the newest first, at most `limit`.
+    pub async fn recent_tagged(&self, tags_any: &[String], limit: usize) -> Result<Vec<Passage>, MemoryError> {
+        let scope = &self.config.scope;
+        Ok(self.store.recent_passages(&scope.actor_id, &scope.project, &normalize_tags(tags_any), limit).await?)
+    }
+
     /// Hybrid search over the actor's passages in every project, filters (tags, time) before ranking.
     pub async fn search(&self, request: &PassageSearch) -> Result<Vec<Hit<Passage>>, MemoryError> {
         let started = std::time::Instant::now();

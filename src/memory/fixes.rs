@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::redact::redact;
-use super::retrieval::{Fusion, Search};
+use super::retrieval::{Fusion, Ranked, Search};
 use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -102,6 +102,11 @@ impl FixMemory {
         Self { fusion, ..self }
     }
 
+    /// The embedder searches use (its tokenizer also counts tokens).
+    pub fn embedder(&self) -> &LazyEmbedder {
+        &self.embedder
+    }
+
     /// Hybrid search over the actor's confirmed fixes in every project: vector and BM25 rankings fused
     /// by their scores ([`Fusion::fixes`]); hits below `min_score` cosine without a keyword match are dropped. Opens the session's
     /// memory gate even when nothing is found.
@@ -149,6 +154,24 @@ impl FixMemory {
             .collect();
         session.record_search(&query);
         Ok(hits)
+    }
+
+    /// The verified fixes of this project, the most recently confirmed first, at most `limit`, each with
+    /// its staleness (as a search reports it). `score` is the cosine of nothing: 0; `keyword_hit` false; `ranked` empty.
+    pub async fn recent(&self, limit: usize) -> Result<Vec<FixHit>, MemoryError> {
+        let scope = &self.config.scope;
+        let fixes = self.store.recent_fixes(&scope.actor_id, &scope.project, limit).await?;
+        Ok(fixes
+            .into_iter()
+            .map(|record| FixHit {
+                stale: self.staleness(&record),
+                record,
+                score: 0.0,
+                fused_score: 0.0,
+                keyword_hit: false,
+                ranked: Ranked::default(),
+            })
+            .collect())
     }
 
     /// For a fix made in this very project and workspace root: did its recorded files change since?

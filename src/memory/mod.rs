@@ -18,7 +18,7 @@ pub use archival::{ArchivalConfig, ArchivalMemory, Ingested, Inserted, PassageSe
 pub use conversation::{ConversationMemory, ConversationSearch, ImportCounts, ImportTarget, NewItem, ToolCallRecorder};
 pub use core::{Block, BlockSpec, CoreMemory};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
-pub use retrieval::{Fusion, Hit};
+pub use retrieval::{Fusion, Hit, Ranked};
 pub use session::SessionState;
 
 /// Why a memory operation did not happen. The split decides what a client sees (see `tools`).

@@ -194,11 +194,11 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         text.push('\n');
         text.push_str(&err);
     }
-    let text = ANSI_ESCAPE.replace_all(&text, "");
+    let reading = read_output(&text);
     let summary = if timed_out {
         format!("timed out after {} s", timeout.as_secs())
     } else {
-        summary_line(&text).unwrap_or_else(|| match exit_code {
+        reading.summary.unwrap_or_else(|| match exit_code {
             Some(code) => format!("exit code {code}"),
             None => "killed by a signal".to_string(),
         })
@@ -209,11 +209,36 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         timed_out,
         duration_ms,
         finished_at,
-        failures_reported: REPORTED_FAILURES.is_match(&summary) || FAILURE_LINE.is_match(&text),
+        failures_reported: REPORTED_FAILURES.is_match(&summary) || reading.failures_reported,
         summary,
-        failing: failing_tests(&text),
-        output_tail: tail(&text, OUTPUT_TAIL_CHARS),
+        failing: reading.failing,
+        output_tail: tail(&reading.text, OUTPUT_TAIL_CHARS),
     })
+}
+
+/// What a test runner's output says, read as [`run`] reads it (also for output another program ran,
+/// e.g. an agent client's shell tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputReading {
+    /// The output without ANSI escapes.
+    pub text: String,
+    /// [`summary_line`] of the output.
+    pub summary: Option<String>,
+    /// [`failing_tests`] of the output.
+    pub failing: Vec<FailingTest>,
+    /// The summary line or another line reports failures (`3 failed`, `FAILED (failures=1)`,
+    /// `Tests: 2 failed`).
+    pub failures_reported: bool,
+}
+
+/// Reads a test runner's output: ANSI escapes removed, then its summary line, failing tests, and
+/// whether it reports failures.
+pub fn read_output(output: &str) -> OutputReading {
+    let text = ANSI_ESCAPE.replace_all(output, "").into_owned();
+    let summary = summary_line(&text);
+    let failures_reported =
+        summary.as_deref().is_some_and(|s| REPORTED_FAILURES.is_match(s)) || FAILURE_LINE.is_match(&text);
+    OutputReading { failing: failing_tests(&text), summary, failures_reported, text }
 }
 
 /// The process group of a test run; killed (SIGKILL) at most once, at the latest when dropped.

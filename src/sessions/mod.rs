@@ -1,14 +1,13 @@
 //! Getting conversations into recall storage: `astra-mcp sessions import FILE...` reads transcript files
-//! ([`formats`]), and `astra-mcp hook claude-code` imports the transcript a Claude Code hook names. Both
-//! store through [`ConversationMemory::import`], so a repeated import adds nothing and secrets are
-//! redacted before anything is embedded or stored.
+//! ([`formats`]), and `astra-mcp hook claude-code` imports the transcript a Claude Code hook names
+//! (`crate::hooks`). Both store through [`ConversationMemory::import`], so a repeated import adds
+//! nothing and secrets are redacted before anything is embedded or stored.
 
 pub mod formats;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::Deserialize;
 
 use crate::memory::{ConversationMemory, ImportCounts, ImportTarget, NewItem};
 use formats::{ParsedItem, TranscriptFormat};
@@ -99,37 +98,4 @@ pub async fn import_file(
         sessions.push(SessionImport { path: path.to_path_buf(), format: parsed.format, session_id: sid, counts });
     }
     Ok(FileImport { sessions, skipped_lines: parsed.skipped_lines })
-}
-
-/// The JSON a Claude Code hook receives on stdin (fields common to every event; see
-/// <https://code.claude.com/docs/en/hooks>, "Hook input"). Unknown fields are ignored.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ClaudeCodeHookInput {
-    pub session_id: String,
-    /// The session's JSONL transcript.
-    pub transcript_path: PathBuf,
-    /// Working directory of the session (its last component is the default project label).
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    /// `Stop`, `SessionEnd`, `SubagentStop`, …
-    #[serde(default)]
-    pub hook_event_name: Option<String>,
-}
-
-impl ClaudeCodeHookInput {
-    /// Parses the hook's stdin.
-    ///
-    /// # Errors
-    /// Not JSON, or `session_id` / `transcript_path` missing, with what was expected.
-    pub fn parse(stdin: &[u8]) -> anyhow::Result<Self> {
-        serde_json::from_slice(stdin).context(
-            "the hook input on stdin is not Claude Code hook JSON with `session_id` and `transcript_path` \
-             (add `astra-mcp hook claude-code` as a Stop or SessionEnd hook command in .claude/settings.json)",
-        )
-    }
-
-    /// The project label a hook without `--project` files items under: the last component of `cwd`.
-    pub fn project(&self) -> Option<String> {
-        self.cwd.as_ref().and_then(|c| c.file_name()).map(|n| n.to_string_lossy().into_owned())
-    }
 }

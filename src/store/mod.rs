@@ -74,6 +74,8 @@ pub trait FixStore: Send + Sync {
         let rows = self.fix_rows(&query.actor_id, &refs).await?;
         Ok(ranked.with_rows(rows, |r| r.memory_id, &query.vector))
     }
+    /// The verified fixes of `actor_id` in `project`, the most recently confirmed first, at most `limit`.
+    async fn recent_fixes(&self, actor_id: &str, project: &str, limit: usize) -> Result<Vec<FixRecord>, StoreError>;
     /// One fix of `actor_id` by id.
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.
@@ -309,6 +311,15 @@ pub trait ArchivalStore: Send + Sync {
         let rows = self.passage_rows(&query.filter.actor_id, &refs).await?;
         Ok(ranked.with_rows(rows, |r| r.id, &query.vector))
     }
+    /// The current (not superseded) passages of `actor_id` in `project` carrying any of `tags_any`, the
+    /// newest first, at most `limit`.
+    async fn recent_passages(
+        &self,
+        actor_id: &str,
+        project: &str,
+        tags_any: &[String],
+        limit: usize,
+    ) -> Result<Vec<Passage>, StoreError>;
     /// Writes a distillation run's changes in one commit: all of them or none. `new` rows are inserted
     /// (a row with the same id stored meanwhile keeps its creation time, and gains the new tags);
     /// `changed` rows replace stored rows of the same id (with their stored vector when given `None`),

@@ -190,7 +190,8 @@ pub(super) fn specs() -> Vec<ToolSpec> {
 }
 
 
-fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
+/// A fix hit as the search tool reports it, at 1-based `rank`.
+pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     let r = &hit.record;
     let confirmed_at = r.receipt.as_ref().map(|rc| rc.finished_at).unwrap_or(r.created_at);
     FixMatch {
@@ -224,34 +225,56 @@ pub fn render_matches(matches: &[FixMatch]) -> String {
     if matches.is_empty() {
         return NO_MATCHES.to_string();
     }
-    let blocks: Vec<String> = matches
-        .iter()
-        .map(|m| {
-            let mut block = format!(
-                "Match {} (score={:.4})\nFix: {}\nError type: {}\nFiles: {}\nOutcome: {}\nConfirmed: {}\nSession: {}",
-                m.rank,
-                m.score,
-                one_line(&m.fix_description),
-                one_line(&m.error_type),
-                one_line(&m.file_paths.join(", ")),
-                one_line(&m.outcome),
-                m.confirmed_at,
-                m.session_id
-            );
-            if !m.verified {
-                block.push_str("\nVerified: no (outcome reported by the client, not confirmed by this server)");
-            }
-            if m.stale == Some(true) {
-                block.push_str("\nStale: yes (the recorded files have changed since this fix was confirmed)");
-            }
-            if !m.instruction_flags.is_empty() {
-                block.push('\n');
-                block.push_str(&crate::memory::injection::warning_line(&m.instruction_flags));
-            }
-            block
-        })
-        .collect();
+    let blocks: Vec<String> =
+        matches.iter().map(|m| render_fix(m, &format!("Match {} (score={:.4})", m.rank, m.score))).collect();
     blocks.join("\n\n")
+}
+
+/// One fix in the layout of [`render_matches`] under another first line (`header`), e.g. for fixes
+/// listed without a query.
+pub fn render_fix(m: &FixMatch, header: &str) -> String {
+    let mut block = format!(
+        "{header}\nFix: {}\nError type: {}\nFiles: {}\nOutcome: {}\nConfirmed: {}\nSession: {}",
+        one_line(&m.fix_description),
+        one_line(&m.error_type),
+        one_line(&m.file_paths.join(", ")),
+        one_line(&m.outcome),
+        m.confirmed_at,
+        m.session_id
+    );
+    if !m.verified {
+        block.push_str("\nVerified: no (outcome reported by the client, not confirmed by this server)");
+    }
+    if m.stale == Some(true) {
+        block.push_str("\nStale: yes (the recorded files have changed since this fix was confirmed)");
+    }
+    if !m.instruction_flags.is_empty() {
+        block.push('\n');
+        block.push_str(&crate::memory::injection::warning_line(&m.instruction_flags));
+    }
+    block
+}
+
+/// The receipt of a fix on one line, with its staleness always stated:
+/// `Receipt: `pytest -q` exited 0 (4 passed in 0.05s) at 2026-12-01T10:00:00Z, git 3f9a1c2e; stale: no`.
+/// `stale: unknown` for fixes of another project or checkout (design.md §3).
+pub fn receipt_line(m: &FixMatch) -> String {
+    let stale = match m.stale {
+        Some(true) => "stale: yes",
+        Some(false) => "stale: no",
+        None => "stale: unknown",
+    };
+    match &m.receipt {
+        Some(r) => format!(
+            "Receipt: `{}` exited {} ({}) at {}{}; {stale}",
+            one_line(&crate::memory::redact::redact(&r.command)),
+            r.exit_code,
+            one_line(&r.summary),
+            r.finished_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            r.git_head.as_deref().map(|h| format!(", git {}", &h[..h.len().min(12)])).unwrap_or_default()
+        ),
+        None => format!("Receipt: none (outcome reported by the client); {stale}"),
+    }
 }
 
 /// A stored field on one line: line breaks would let stored text fake extra lines or match blocks.

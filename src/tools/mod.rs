@@ -18,6 +18,7 @@ use serde_json::Value;
 pub use fixes::{
     FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
     RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
+    receipt_line, render_fix, render_matches, to_match,
 };
 pub use explain::{RankingExplanation, RankingPosition};
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
@@ -25,7 +26,7 @@ pub use schema::JsonObject;
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,
     MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, SEARCH_TOP_K_MAX,
-    check_passage, render_conversation, render_passages,
+    PassageCitation, check_passage, citation, render_conversation, render_passage, render_passages,
 };
 
 use crate::domain::{Role, Scope};

@@ -511,7 +511,8 @@ are added to it).",
     Ok(ToolOutput::ok(text, serde_json::to_value(output).expect("serializable")))
 }
 
-fn citation(rank: usize, hit: &Hit<Passage>) -> PassageCitation {
+/// A passage hit as `archival_memory_search` reports it, at 1-based `rank`.
+pub fn citation(rank: usize, hit: &Hit<Passage>) -> PassageCitation {
     let p = &hit.row;
     PassageCitation {
         rank: rank as u32,
@@ -539,24 +540,25 @@ pub fn render_passages(results: &[PassageCitation]) -> String {
     }
     results
         .iter()
-        .map(|c| {
-            let tags = if c.tags.is_empty() { String::new() } else { format!(" tags={}", c.tags.join(",")) };
-            let superseded =
-                c.superseded_by.as_ref().map(|by| format!(" SUPERSEDED by {by} (out of date)")).unwrap_or_default();
-            format!(
-                "Result {} (score={:.4}) id={} project={} session={} time={}{tags}{superseded}\n{}{}",
-                c.rank,
-                c.score,
-                c.id,
-                c.project,
-                if c.session_id.is_empty() { "-" } else { &c.session_id },
-                c.created_at,
-                warning(&c.instruction_flags),
-                quoted(&c.text)
-            )
-        })
+        .map(|c| render_passage(c, &format!("Result {} (score={:.4})", c.rank, c.score)))
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// One passage in the layout of [`render_passages`], its provenance line starting with `header`.
+pub fn render_passage(c: &PassageCitation, header: &str) -> String {
+    let tags = if c.tags.is_empty() { String::new() } else { format!(" tags={}", c.tags.join(",")) };
+    let superseded =
+        c.superseded_by.as_ref().map(|by| format!(" SUPERSEDED by {by} (out of date)")).unwrap_or_default();
+    format!(
+        "{header} id={} project={} session={} time={}{tags}{superseded}\n{}{}",
+        c.id,
+        c.project,
+        if c.session_id.is_empty() { "-" } else { &c.session_id },
+        c.created_at,
+        warning(&c.instruction_flags),
+        quoted(&c.text)
+    )
 }
 
 pub(super) async fn archival_search(archival: &ArchivalMemory, args: JsonObject) -> Result<ToolOutput, ToolError> {

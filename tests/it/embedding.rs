@@ -99,3 +99,15 @@ fn a_file_with_the_wrong_hash_is_refused() {
     assert!(matches!(&err, EmbedError::HashMismatch { path, .. } if path.ends_with("model.onnx")), "{err:?}");
     assert!(err.to_string().contains("scripts/setup"));
 }
+
+/// The hook's token counter is the model's WordPiece without truncation: counts as Hugging Face
+/// `tokenizers` gives them for the pinned `tokenizer.json` (no special tokens), also past the model's
+/// 256-token window.
+#[test]
+fn the_token_counter_counts_wordpiece_tokens_of_the_whole_text() {
+    let counter = astra_mcp::embed::TokenCounter::load(&ModelPaths::in_cache(&cache_dir())).unwrap();
+    assert_eq!(counter.count("Receipt: `python -m pytest -q` exited 0 (4 passed in 0.05s)").unwrap(), 23);
+    assert_eq!(counter.count("ALLOWED_ORIGINS kept the space after each comma").unwrap(), 10);
+    assert_eq!(counter.count(&"word ".repeat(300)).unwrap(), 300);
+    assert_eq!(counter.count("").unwrap(), 0);
+}

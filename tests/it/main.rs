@@ -9,6 +9,7 @@ mod drive;
 mod embedding;
 mod fuzz;
 mod gates;
+mod hooks;
 mod http;
 mod limits;
 mod interop;

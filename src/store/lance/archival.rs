@@ -125,6 +125,31 @@ impl ArchivalStore for LanceStore {
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|r| r.0))
     }
 
+    async fn recent_passages(
+        &self,
+        actor_id: &str,
+        project: &str,
+        tags_any: &[String],
+        limit: usize,
+    ) -> Result<Vec<Passage>, StoreError> {
+        if tags_any.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let any = tags_any.iter().map(|t| format!("array_has(tags, {})", sql_literal(t))).collect::<Vec<_>>();
+        let filter = format!(
+            "actor_id = {} AND project = {} AND superseded_by IS NULL AND ({})",
+            sql_literal(actor_id),
+            sql_literal(project),
+            any.join(" OR ")
+        );
+        let batches = self.select(ARCHIVAL_TABLE, &filter, None).await?;
+        let mut passages: Vec<Passage> =
+            batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
+        passages.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
+        passages.truncate(limit);
+        Ok(passages)
+    }
+
     async fn existing_passage_ids(
         &self,
         _actor_id: &str,

@@ -251,6 +251,19 @@ impl FixStore for LanceStore {
         self.rows_by_ref(actor_id, refs).await
     }
 
+    async fn recent_fixes(&self, actor_id: &str, project: &str, limit: usize) -> Result<Vec<FixRecord>, StoreError> {
+        // a project's fixes are few (one per passing fix); sorted here, Lance scans have no ORDER BY
+        let filter =
+            format!("actor_id = {} AND project = {} AND verified = true", sql_literal(actor_id), sql_literal(project));
+        let batches = self.select(FIXES_TABLE, &filter, None).await?;
+        let mut fixes: Vec<FixRecord> =
+            batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
+        let confirmed = |f: &FixRecord| f.receipt.as_ref().map_or(f.created_at, |r| r.finished_at);
+        fixes.sort_by(|a, b| confirmed(b).cmp(&confirmed(a)).then_with(|| a.memory_id.cmp(&b.memory_id)));
+        fixes.truncate(limit);
+        Ok(fixes)
+    }
+
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
         let lookup = self.fixes.query().only_if(id_filter(actor_id, memory_id)).limit(1);
         let batches = collect(&lookup).await.map_err(backend)?;
