@@ -372,11 +372,18 @@ mod tests {
     async fn at_the_cap_the_idlest_connection_is_closed_and_a_busy_one_never() {
         let connections = Connections::new(limits(2));
         let (_, first) = connections.register();
-        let (_, second) = connections.register();
+        let (second_id, second) = connections.register();
         let busy = Busy::new(first.clone());
-        connections.make_room().await;
-        assert!(second.close.is_cancelled(), "the idle connection made room");
+        let room = tokio::spawn({
+            let connections = connections.clone();
+            async move { connections.make_room().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(second.close.is_cancelled(), "the idle connection is closed to make room");
         assert!(!first.close.is_cancelled(), "a busy connection is never closed");
+        assert!(!room.is_finished(), "a closed connection counts until its socket is dropped");
+        connections.release(second_id); // what dropping its socket does
+        tokio::time::timeout(Duration::from_secs(1), room).await.expect("room once the socket is gone").unwrap();
         assert_eq!(connections.open(), 1);
         let (_, third) = connections.register();
         let waiting = tokio::time::timeout(Duration::from_millis(100), {
