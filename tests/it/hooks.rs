@@ -377,6 +377,30 @@ async fn store_with_fix_and_core_memory(db: &Path) -> tempfile::TempDir {
     stored
 }
 
+/// The client (`name`, its process output `out`) ran its turn, and the two requests it sent `model` held
+/// what the hooks added: the SessionStart context (core memory, the recent fix) in the first, the fix
+/// the failing run brought up in the second. Returns the second request.
+fn assert_memory_delivered(name: &str, out: &Output, model: &ScriptedModel) -> String {
+    assert!(
+        out.status.success(),
+        "{name} exited {:?}: {}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = model.main_requests();
+    assert_eq!(requests.len(), 2, "one request per move");
+    let first = requests[0].to_string();
+    assert!(first.contains("astra-mcp memory for this session"), "SessionStart context in the first request");
+    assert!(first.contains("Ann wants every fix verified"), "core memory in the first request");
+    assert!(first.contains("Recent fix 1") && first.contains(ALPHA_FIX), "the recent fix in the first request");
+    assert!(!first.contains("Match 1 (score="), "no test has run yet");
+    let second = requests[1].to_string();
+    assert!(second.contains("verified fixes from memory that match the failing tests"), "{second}");
+    assert!(second.contains("Match 1 (score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
+    second
+}
+
 /// Claude Code's native binary as `scripts/setup` installs it (tests/clients, npm ci).
 fn claude_binary() -> PathBuf {
     let bin = crate::support::repo().join("tests/clients/node_modules/@anthropic-ai/claude-code/bin/claude.exe");
@@ -483,23 +507,7 @@ async fn claude_code_delivers_the_session_start_context_and_the_fix_after_a_fail
         .env("XDG_CONFIG_HOME", work.path().join("xdg-config"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "claude -p exited {:?}: {}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let requests = model.main_requests();
-    assert_eq!(requests.len(), 2, "one request per move");
-    let first = requests[0].to_string();
-    assert!(first.contains("astra-mcp memory for this session"), "SessionStart context in the first request");
-    assert!(first.contains("Ann wants every fix verified"), "core memory in the first request");
-    assert!(first.contains("Recent fix 1") && first.contains(ALPHA_FIX), "the recent fix in the first request");
-    assert!(!first.contains("Match 1 (score="), "no test has run yet");
-    let second = requests[1].to_string();
-    assert!(second.contains("verified fixes from memory that match the failing tests"), "{second}");
-    assert!(second.contains("Match 1 (score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
+    let second = assert_memory_delivered("claude -p", &out, &model);
     assert!(second.contains("Receipt: `") && second.contains("stale: unknown"), "another checkout: unknown");
 }
 
@@ -560,23 +568,7 @@ async fn codex_delivers_the_session_start_context_and_the_fix_after_a_failing_ru
         .env("XDG_CONFIG_HOME", work.path().join("xdg-config"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "codex exec exited {:?}: {}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let requests = model.main_requests();
-    assert_eq!(requests.len(), 2, "one request per move");
-    let first = requests[0].to_string();
-    assert!(first.contains("astra-mcp memory for this session"), "SessionStart context in the first request");
-    assert!(first.contains("Ann wants every fix verified"), "core memory in the first request");
-    assert!(first.contains("Recent fix 1") && first.contains(ALPHA_FIX), "the recent fix in the first request");
-    assert!(!first.contains("Match 1 (score="), "no test has run yet");
-    let second = requests[1].to_string();
-    assert!(second.contains("verified fixes from memory that match the failing tests"), "{second}");
-    assert!(second.contains("Match 1 (score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
+    assert_memory_delivered("codex exec", &out, &model);
 
     // the Stop hook imported the session Codex wrote: its turns are conversation items of ann
     let listed = Command::new(BIN)

@@ -10,16 +10,7 @@ use astra_mcp::store::lance::LanceStore;
 use astra_mcp::tools::{ArchivalInsertOutput, ArchivalSearchOutput, ToolHost, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::support::{args, config, embedder, host};
-
-async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: Value) -> ToolOutput {
-    host.call(session, tool, args(arguments)).await.unwrap()
-}
-
-fn structured<T: serde::de::DeserializeOwned>(out: &ToolOutput) -> T {
-    assert!(!out.is_error, "tool error: {}", out.text);
-    serde_json::from_value(out.structured.clone().expect("structuredContent")).unwrap()
-}
+use crate::support::{call, config, embedder, host, structured};
 
 /// Twenty passages that differ only in one identifier (`kq0z`, `kq1z`, …): the query `widget kq0z`
 /// shares its common word with all of them and its rare one with one. Rank fusion by position put the

@@ -11,7 +11,8 @@ use astra_mcp::memory::FixMemoryConfig;
 use astra_mcp::memory::core::parse_block_specs;
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::store::lance::LanceStore;
-use astra_mcp::tools::{JsonObject, ToolHost};
+use astra_mcp::memory::SessionState;
+use astra_mcp::tools::{JsonObject, ToolHost, ToolOutput};
 use serde_json::Value;
 
 /// The repository root. Read at run time (cargo sets it for test runs): the compile-time value can name
@@ -124,6 +125,17 @@ pub fn args(value: Value) -> JsonObject {
         Value::Object(map) => map,
         other => panic!("arguments must be an object, got {other}"),
     }
+}
+
+/// Calls `tool` with `arguments` as the MCP dispatcher does; panics only on a dispatch failure.
+pub async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: Value) -> ToolOutput {
+    host.call(session, tool, args(arguments)).await.unwrap()
+}
+
+/// The `structuredContent` of a successful tool result, as `T`.
+pub fn structured<T: serde::de::DeserializeOwned>(out: &ToolOutput) -> T {
+    assert!(!out.is_error, "tool error: {}", out.text);
+    serde_json::from_value(out.structured.clone().expect("structuredContent")).unwrap()
 }
 
 /// A shell test command for a workspace holding `app.txt`: passes when the file says `fixed`, else

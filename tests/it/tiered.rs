@@ -14,16 +14,7 @@ use astra_mcp::tools::{
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::support::{args, config, embedder, host, host_with_blocks};
-
-async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: Value) -> ToolOutput {
-    host.call(session, tool, args(arguments)).await.unwrap()
-}
-
-fn structured<T: serde::de::DeserializeOwned>(out: &ToolOutput) -> T {
-    assert!(!out.is_error, "tool error: {}", out.text);
-    serde_json::from_value(out.structured.clone().expect("structuredContent")).unwrap()
-}
+use crate::support::{call, config, embedder, host, host_with_blocks, structured};
 
 #[tokio::test]
 async fn core_blocks_enforce_limits_quote_near_misses_and_keep_history() {
