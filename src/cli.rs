@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::env_vars as ev;
+use crate::memory::testrun::{DEFAULT_MAX_TEST_RUNS, DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE};
+use crate::store::lance::OpenOptions;
 use crate::store::lance::io::ReadIo;
 use crate::store::lance::row_cache::DEFAULT_ROW_CACHE_ROWS;
-use crate::memory::testrun::{DEFAULT_MAX_TEST_RUNS, DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE};
 use crate::transport::limits;
 
 /// Default of `--log`.
@@ -23,8 +24,8 @@ pub struct Cli {
     pub log: String,
     /// How the store reads its files: `auto` (io_uring where the kernel allows it, else blocking reads),
     /// `uring`, or `blocking` (Lance's default reader, a thread-pool hop per read).
-    #[arg(long, global = true, env = ev::ASTRA_LANCE_IO, value_enum, default_value_t = ReadIo::Auto)]
-    pub lance_io: ReadIo,
+    #[arg(long, global = true, env = ev::ASTRA_LANCE_IO, value_enum, default_value_t = LanceIo::Auto)]
+    pub lance_io: LanceIo,
     /// Rows per searchable table whose `id`, filter columns and vector searches keep in memory (about
     /// 1.6 KiB each): a table of up to this many rows is read in whole after its first search, so a
     /// search reads only the rows it returns. 0 turns the cache off.
@@ -32,6 +33,37 @@ pub struct Cli {
     pub row_cache_rows: usize,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// How every store this command opens is opened.
+    pub fn open_options(&self) -> OpenOptions {
+        OpenOptions { read_io: self.lance_io.into(), row_cache_rows: self.row_cache_rows }
+    }
+}
+
+/// `--lance-io`: how the store reads its files ([`ReadIo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LanceIo {
+    /// io_uring where this process can use it (checked once), else `blocking`, said
+    /// once at `info` level. io_uring is often switched off: `sysctl kernel.io_uring_disabled`, or the
+    /// seccomp profile of a container (Docker's default blocks it).
+    Auto,
+    /// Linux io_uring: Lance's ring threads (`LANCE_URING_THREAD_COUNT`, 1 unless set) read the files.
+    /// Opening the store fails where io_uring is not allowed.
+    Uring,
+    /// Lance's default local reader: each read a `pread(2)` on tokio's blocking pool.
+    Blocking,
+}
+
+impl From<LanceIo> for ReadIo {
+    fn from(io: LanceIo) -> Self {
+        match io {
+            LanceIo::Auto => ReadIo::Auto,
+            LanceIo::Uring => ReadIo::Uring,
+            LanceIo::Blocking => ReadIo::Blocking,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -192,7 +224,7 @@ pub struct HookArgs {
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
     pub test_command: Option<String>,
     /// Cosine floor of the fixes a failing test run brings up.
-    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::config::DEFAULT_MIN_SCORE, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE")]
     pub min_score: f32,
     /// TOML config file (its `[hooks]` table). Default: `$XDG_CONFIG_HOME/astra-mcp/config.toml` when it
     /// exists.
@@ -419,10 +451,10 @@ pub struct ServeArgs {
     #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES, value_parser = clap::builder::BoolishValueParser::new())]
     pub trust_client_outcomes: bool,
     /// Cosine floor: matches below it are dropped unless they also matched by keyword.
-    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::config::DEFAULT_MIN_SCORE, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE")]
     pub min_score: f32,
     /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one.
-    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::config::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE")]
     pub near_duplicate_cosine: f32,
 }
 

@@ -1,32 +1,21 @@
-//! Resolved settings. Precedence is flag > environment variable > default: clap applies the first two
-//! (`cli.rs`), this module fills in defaults that depend on the machine (data dir, cache dir, workspace
-//! name) and opens what the settings name.
+//! Resolved settings. Precedence is flag > environment variable > config file > default: clap applies
+//! the first two (`cli.rs`), this module reads the config file and fills in defaults that depend on the
+//! machine (data dir, cache dir, workspace name). `app` opens what the settings name.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
 
 use crate::cli::{ServeArgs, StoreArgs};
 use crate::domain::Scope;
 use crate::embed::{LazyEmbedder, ModelPaths, Workload};
+use crate::memory::FixMemoryConfig;
 use crate::memory::core::{BlockSpec, parse_block_specs};
 use crate::memory::workspace::Workspace;
-use crate::memory::{
-    ArchivalConfig, ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, FixMemoryConfig, Fusion,
-};
-use crate::store::lance::LanceStore;
-use crate::tools::{Hosts, Memories};
+use crate::store::lance::OpenOptions;
 use crate::transport::http::{HttpOptions, TokenIdentity};
 use crate::transport::limits::HttpLimits;
-
-/// Default of `--min-score`: the cosine floor of matches without a keyword hit.
-pub const DEFAULT_MIN_SCORE: f32 = 0.10;
-/// Default of `--near-duplicate-cosine`.
-pub const DEFAULT_NEAR_DUPLICATE_COSINE: f32 = 0.95;
 
 /// Project label used when there is neither `--project` nor a workspace.
 pub const DEFAULT_PROJECT: &str = "default";
@@ -45,10 +34,14 @@ pub struct StoreSettings {
     pub model: ModelPaths,
     /// Core memory blocks and their character limits.
     pub core_blocks: Vec<BlockSpec>,
+    /// How the store is opened (`--lance-io`, `--row-cache-rows`).
+    pub open: OpenOptions,
 }
 
 impl StoreSettings {
-    pub fn resolve(args: &StoreArgs) -> anyhow::Result<Self> {
+    /// # Errors
+    /// An empty actor or invalid `--core-blocks`.
+    pub fn resolve(args: &StoreArgs, open: OpenOptions) -> anyhow::Result<Self> {
         let actor_id = args.actor.trim().to_string();
         anyhow::ensure!(!actor_id.is_empty(), "--actor (ASTRA_ACTOR) is empty: give an actor id");
         let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
@@ -62,6 +55,7 @@ impl StoreSettings {
             },
             core_blocks: parse_block_specs(args.core_blocks.as_deref())
                 .map_err(|e| anyhow::anyhow!("--core-blocks (ASTRA_CORE_BLOCKS): {e}"))?,
+            open,
         })
     }
 
@@ -70,47 +64,10 @@ impl StoreSettings {
         self.project.clone().or(fallback).unwrap_or_else(|| DEFAULT_PROJECT.to_string())
     }
 
-    /// Opens (creating) the store.
-    pub async fn open_store(&self) -> anyhow::Result<LanceStore> {
-        Ok(LanceStore::open(&self.db).await?)
-    }
-
     /// The embedder over the configured model files (loaded on first use), its threads set for
     /// `workload`.
     pub fn embedder(&self, workload: Workload) -> LazyEmbedder {
         LazyEmbedder::onnx(self.model.clone(), workload)
-    }
-}
-
-/// Every memory tier over one open store, for `scope`.
-pub fn memories(
-    store: Arc<LanceStore>,
-    embedder: LazyEmbedder,
-    fixes: FixMemoryConfig,
-    core_blocks: Vec<BlockSpec>,
-    near_duplicate_cosine: f32,
-) -> Memories {
-    let scope = fixes.scope.clone();
-    let min_score = fixes.min_score;
-    Memories {
-        fixes: Arc::new(FixMemory::new(store.clone(), embedder.clone(), fixes)),
-        archival: Arc::new(ArchivalMemory::new(
-            store.clone(),
-            embedder.clone(),
-            ArchivalConfig {
-                scope: scope.clone(),
-                near_duplicate_cosine,
-                fusion: Fusion { min_score, ..Fusion::archival() },
-            },
-        )),
-        conversation: Arc::new(ConversationMemory::new(
-            store.clone(),
-            embedder,
-            Fusion { min_score, ..Fusion::conversation() },
-        )),
-        core: Arc::new(CoreMemory::new(store.clone(), scope.clone(), core_blocks)),
-        forget: store,
-        scope,
     }
 }
 
@@ -122,7 +79,7 @@ pub fn default_config_path() -> Option<PathBuf> {
 /// Shortest bearer token accepted, in characters.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
-/// The TOML config file (design.md §6): what does not fit a flag. Example:
+/// The TOML config file (docs/http.md): what does not fit a flag. Example:
 ///
 /// ```toml
 /// allowed_hosts = ["memory.internal:8765"]        # Host values besides loopback and the bound address
@@ -253,8 +210,8 @@ pub struct ServeSettings {
 }
 
 impl ServeSettings {
-    pub fn resolve(args: &ServeArgs) -> anyhow::Result<Self> {
-        let store = StoreSettings::resolve(&args.store)?;
+    pub fn resolve(args: &ServeArgs, open: OpenOptions) -> anyhow::Result<Self> {
+        let store = StoreSettings::resolve(&args.store, open)?;
         let workspace = args
             .workspace
             .as_deref()
@@ -339,63 +296,6 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
             store,
         })
     }
-
-    /// Starts opening the store, then loading the model, in the background, off the request path (issue
-    /// 7: `initialize` is answered while they run), and returns the tool hosts (the configured actor's, and
-    /// one per bearer-token identity, each created at its first request once the store is open) with the
-    /// store's opening, which the caller awaits or races against serving so that a store that cannot be
-    /// opened still ends the process with its error.
-    pub fn open(&self) -> (Hosts, StoreOpening) {
-        let settings = self.store.clone();
-        let embedder = self.store.embedder(Workload::Interactive);
-        // The model loads once the store is open (a few ms), so a store that cannot be opened ends the
-        // process without waiting for a model load it never needs.
-        let loading = embedder.clone();
-        let opening = tokio::spawn(async move {
-            let store = settings.open_store().await.map(Arc::new);
-            if store.is_ok() {
-                loading.start_loading();
-            }
-            store
-        });
-        let opening: StoreOpening = async move {
-            match opening.await {
-                Ok(opened) => opened.map_err(Arc::new),
-                Err(join) => Err(Arc::new(anyhow::anyhow!("opening the memory store failed: {join}"))),
-            }
-        }
-        .boxed()
-        .shared();
-        let (fixes, blocks, near) = (self.fixes.clone(), self.store.core_blocks.clone(), self.near_duplicate_cosine);
-        let store = opening.clone();
-        let hosts = Hosts::new(
-            self.fixes.scope.clone(),
-            self.store.core_blocks.clone(),
-            Box::new(move |scope| {
-                let fixes = FixMemoryConfig { scope, ..fixes.clone() };
-                let (store, embedder, blocks) = (store.clone(), embedder.clone(), blocks.clone());
-                async move {
-                    let store = store.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
-                    Ok(memories(store, embedder, fixes, blocks, near))
-                }
-                .boxed()
-            }),
-        );
-        (hosts, opening)
-    }
-}
-
-/// The store a server opens at launch ([`ServeSettings::open`]); clones share one opening. Resolves to
-/// the open store, or to why it could not be opened (e.g. [`crate::store::StoreError::Open`]).
-pub type StoreOpening = Shared<BoxFuture<'static, Result<Arc<LanceStore>, Arc<anyhow::Error>>>>;
-
-/// Resolves only if `opening` fails, with its error: raced against serving, it ends the process when the
-/// store cannot be opened and never otherwise.
-pub async fn store_failure(opening: StoreOpening) -> anyhow::Error {
-    match opening.await {
-        Ok(_) => std::future::pending().await,
-        Err(e) => anyhow::anyhow!("{e:#}"),
-    }
 }
 
 /// Default of `hook claude-code --budget-tokens`.
@@ -422,10 +322,11 @@ pub struct HookSettings {
 impl HookSettings {
     /// # Errors
     /// Invalid store settings, an unreadable or invalid config file, or a `[hooks]` value out of range.
-    pub fn resolve(args: &crate::cli::HookArgs) -> anyhow::Result<Self> {
-        let store = StoreSettings::resolve(&args.store)?;
+    pub fn resolve(args: &crate::cli::HookArgs, open: OpenOptions) -> anyhow::Result<Self> {
+        let store = StoreSettings::resolve(&args.store, open)?;
         let file = ConfigFile::load(args.config.as_deref())?.hooks;
-        let budget_tokens = args.budget_tokens.or(file.budget_tokens).map_or(DEFAULT_HOOK_BUDGET_TOKENS, |b| b as usize);
+        let budget_tokens =
+            args.budget_tokens.or(file.budget_tokens).map_or(DEFAULT_HOOK_BUDGET_TOKENS, |b| b as usize);
         anyhow::ensure!(
             (1..=100_000).contains(&budget_tokens),
             "hooks.budget_tokens is {budget_tokens}: give 1 to 100000 tokens"

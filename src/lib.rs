@@ -1,11 +1,14 @@
-//! astra-mcp: a verified fix memory for coding agents, served over MCP (stdio), on one embedded
-//! LanceDB directory with local all-MiniLM-L6-v2 embeddings. See `README.md` and design.md.
+//! astra-mcp: a verified fix memory for coding agents, served over MCP (stdio or HTTP), on one embedded
+//! LanceDB directory with local all-MiniLM-L6-v2 embeddings. See `README.md` and `docs/development.md`.
 //!
-//! Layers, outermost first: `cli`/`config` (settings) → `transport` (rmcp wiring) → `tools` (registry,
-//! schemas, what the model reads) → `memory` (the rules: gates, ranking, redaction) → `store` and
-//! `embed` (the seams to LanceDB and ONNX Runtime). `domain` holds the plain types they share.
+//! Layers, outermost first: the pipelines (`hooks`, `drive`, `distill`, `sessions`, `eval`) → `app` (the
+//! wiring room: opens the store, builds the memories and tool hosts) → `cli`/`config` (settings) →
+//! `transport` (rmcp wiring) → `tools` (registry, schemas, what the model reads) → `memory` (the rules:
+//! gates, ranking, redaction) → `store` and `embed` (the seams to LanceDB and ONNX Runtime). `domain`
+//! holds the plain types they share. Each layer imports only the layers below it.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -16,6 +19,7 @@ pub mod embed;
 pub mod env_vars;
 pub mod eval;
 pub mod hooks;
+pub mod llm;
 pub mod memory;
 pub mod sessions;
 pub mod smoke;

@@ -1,4 +1,4 @@
-//! The operator's smoke check (design.md §2): `store` writes a temporary fix straight through the store
+//! The operator's smoke check (docs/tools.md): `store` writes a temporary fix straight through the store
 //! layer (no gates) and finds it again by search; `verify`, run in a later process, checks the row
 //! survived the restart and deletes it.
 
@@ -20,7 +20,7 @@ pub const SMOKE_PROJECT: &str = "astra-smoke";
 /// # Errors
 /// When the store or model cannot be opened, or the stored fix is not found by a search.
 pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
-    let store = LanceStore::open(&settings.db).await?;
+    let store = LanceStore::open_with(&settings.db, settings.open).await?;
     let embedder = LazyEmbedder::onnx(settings.model.clone(), Workload::Interactive);
     let session_id = format!("smoke-{}", Uuid::new_v4());
     let fix = "astra-mcp smoke check: temporary fix row, safe to delete";
@@ -64,7 +64,7 @@ pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
 /// # Errors
 /// When the row is missing (the write did not persist) or the store cannot be opened.
 pub async fn verify(settings: &StoreSettings, memory_id: Uuid) -> anyhow::Result<()> {
-    let store = LanceStore::open(&settings.db).await?;
+    let store = LanceStore::open_with(&settings.db, settings.open).await?;
     let Some(record) = store.get_fix(&settings.actor_id, memory_id).await? else {
         anyhow::bail!(
             "smoke fix {memory_id} is not in the store at {} for actor {}: the write did not persist, an earlier verify already deleted it, or --db/--actor differ from `smoke store`",

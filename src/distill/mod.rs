@@ -34,9 +34,9 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::{DistillRun, Passage, Role, RunState, SessionItem, normalize_for_dedupe, passage_id};
-use crate::drive::responses::{check_completed, post, usage};
-use crate::drive::{DriveError, Ledger, LedgerEntry, Pricing, check_usd};
 use crate::embed::LazyEmbedder;
+use crate::llm::responses::check_completed;
+use crate::llm::{Client, ClientSettings, LlmError, Pricing, check_usd};
 use crate::memory::redact::{escape_controls, is_bidi_control, redact};
 use crate::store::lance::LanceStore;
 use crate::store::{ArchivalStore, DistillRunStore, SearchFilter, SessionStore, StoreError, TextQuery};
@@ -98,9 +98,9 @@ pub enum DistillError {
         "distill run {run_id} failed: {message}; no memory was changed, and the next run reads the same items again"
     )]
     Failed { run_id: String, message: String, cause: Box<DistillError> },
-    /// Approval, key, budget, transport, API or protocol failures of a request (the runner's guard).
+    /// Approval, key, budget, transport, API or protocol failures of a request (the cost guard's client).
     #[error(transparent)]
-    Request(#[from] DriveError),
+    Request(#[from] LlmError),
     /// The model's answer could not be used.
     #[error("the model's answer is not usable: {0}")]
     Model(String),
@@ -161,11 +161,15 @@ impl Distiller {
     /// run is then FAILED in the table and nothing in memory changed.
     pub async fn run(&self, config: &DistillConfig) -> Result<DistillRun, DistillError> {
         validate(config)?;
-        let url = format!("{}/responses", config.base_url.trim_end_matches('/'));
-        if !config.approve_live_cost {
-            return Err(DriveError::NotApproved(url).into());
-        }
-        let api_key = config.api_key.clone().filter(|k| !k.trim().is_empty()).ok_or(DriveError::NoApiKey)?;
+        let client = Client::new(&ClientSettings {
+            base_url: config.base_url.clone(),
+            api_key: config.api_key.clone(),
+            approve_live_cost: config.approve_live_cost,
+            timeout_secs: config.timeout_secs,
+            ledger: config.ledger.clone(),
+            pricing: config.pricing,
+            model: config.model.clone(),
+        })?;
         let actor = &config.actor_id;
         let Some(_lock) = ActorLock::try_acquire(self.lock_dir.as_deref(), actor)? else {
             let running = self.runs.runs(Some(actor)).await?.into_iter().rev().find(|r| r.state == RunState::Running);
@@ -231,23 +235,8 @@ impl Distiller {
         };
         self.runs.put_run(&run).await?;
         tracing::info!(run_id = %run.run_id, actor = %actor, items = items.len(), "distill run started");
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(config.timeout_secs))
-            .build()
-            .map_err(|e| DriveError::Transport { url: url.clone(), message: e.to_string() });
-        let result = match client {
-            Ok(client) => {
-                let mut pass = Pass {
-                    distiller: self,
-                    config,
-                    requests: Requests { client, url, api_key, ledger: Ledger::new(config.ledger.clone()) },
-                    plan: Plan::default(),
-                    run: &mut run,
-                };
-                pass.work(&items).await.map(|()| pass.plan)
-            }
-            Err(e) => Err(e.into()),
-        };
+        let mut pass = Pass { distiller: self, config, client, plan: Plan::default(), run: &mut run };
+        let result = pass.work(&items).await.map(|()| pass.plan);
         let committed = match result {
             Ok(plan) => self.commit(&mut run, plan).await,
             Err(e) => Err(e),
@@ -418,14 +407,6 @@ impl Drop for ActorLock {
     }
 }
 
-/// The run's requests: budget checked first, then tokens and cost go to the run and the ledger.
-struct Requests {
-    client: reqwest::Client,
-    url: String,
-    api_key: String,
-    ledger: Ledger,
-}
-
 /// One row the run will write, in its final state.
 struct Planned {
     passage: Passage,
@@ -471,7 +452,8 @@ struct Memory<'a> {
 struct Pass<'a> {
     distiller: &'a Distiller,
     config: &'a DistillConfig,
-    requests: Requests,
+    /// The run's requests: budget checked first, then tokens and cost go to the run and the ledger.
+    client: Client,
     plan: Plan,
     run: &'a mut DistillRun,
 }
@@ -519,21 +501,13 @@ impl Pass<'_> {
     async fn send(&mut self, body: &Value) -> Result<Value, DistillError> {
         let config = self.config;
         let project = format!("distill:{}", config.actor_id);
-        self.requests
-            .ledger
-            .check(&self.run.run_id, &project, config.run_budget_usd, config.actor_budget_usd)
-            .map_err(DriveError::Budget)?;
+        self.client.check_budget(&self.run.run_id, &project, config.run_budget_usd, config.actor_budget_usd)?;
         self.run.requests += 1;
-        let response = post(&self.requests.client, &self.requests.url, &self.requests.api_key, body).await?;
-        let (input_tokens, output_tokens) = usage(&response)?;
-        let usd = config.pricing.cost(input_tokens, output_tokens);
-        self.run.input_tokens += input_tokens;
-        self.run.output_tokens += output_tokens;
-        self.run.cost_usd += usd;
-        self.requests
-            .ledger
-            .record(&LedgerEntry::new(&self.run.run_id, &project, &config.model, input_tokens, output_tokens, usd))
-            .map_err(DriveError::Budget)?;
+        let response = self.client.post(body).await?;
+        let charge = self.client.charge(&response, &self.run.run_id, &project)?;
+        self.run.input_tokens += charge.input_tokens;
+        self.run.output_tokens += charge.output_tokens;
+        self.run.cost_usd += charge.usd;
         // what was paid is on record even if the process dies next
         self.distiller.runs.put_run(self.run).await?;
         check_completed(&response)?;

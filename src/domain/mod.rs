@@ -1,5 +1,7 @@
 //! Plain data types shared by every layer: fix records, receipts, scopes and ids. No I/O, no Arrow, no MCP.
 
+pub mod text;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -8,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// Who owns a memory and which project it was made in. Both come from trusted configuration (flags and
-/// their environment variables), never from tool arguments (design.md §6).
+/// their environment variables), never from tool arguments (docs/http.md).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
     /// The actor whose long-term memory this is.
@@ -17,7 +19,7 @@ pub struct Scope {
     pub project: String,
 }
 
-/// Evidence that the server itself saw the project's tests pass, stored inside the fix row (design.md §3).
+/// Evidence that the server itself saw the project's tests pass, stored inside the fix row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Receipt {
     /// The shell command that ran the tests.
@@ -68,7 +70,7 @@ pub struct FixRecord {
 const FIX_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6a1f_52c4_8e0b_4d7e_9b1a_3c5f_0e2d_7a91);
 
 /// The id of a fix: UUIDv5 (RFC 9562 §5.5) over the actor, session, fix description, error type, outcome
-/// and the sorted file paths (design.md §2, plus the actor so two actors can never share a row), so an
+/// and the sorted file paths (plus the actor, so two actors can never share a row), so an
 /// identical retried store upserts the same row instead of adding a second one.
 pub fn fix_memory_id(
     actor_id: &str,
@@ -90,7 +92,7 @@ pub fn fix_memory_id(
     Uuid::new_v5(&FIX_ID_NAMESPACE, name.as_bytes())
 }
 
-/// Who said a conversation item (design.md §2: `roles` values).
+/// Who said a conversation item (the `roles` values of `conversation_search`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -286,7 +288,7 @@ const PASSAGE_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3b9c_0d71_5f2e_4a86_b0c4_9e
 /// Namespace of session item ids.
 const SESSION_ITEM_ID_NAMESPACE: Uuid = Uuid::from_u128(0x8e24_7a90_c1d3_4b5f_a6e8_0f91_2c7d_b354);
 
-/// Text normalised for duplicate detection (design.md §4): lower-cased, whitespace runs collapsed to one
+/// Text normalised for duplicate detection (docs/storage.md): lower-cased, whitespace runs collapsed to one
 /// space, trimmed.
 pub fn normalize_for_dedupe(text: &str) -> String {
     text.split_whitespace().map(str::to_lowercase).collect::<Vec<_>>().join(" ")

@@ -154,14 +154,14 @@ async fn one_session(
         test_command: Some(settings.test_command.clone()),
         test_timeout: settings.test_timeout,
         trust_client_outcomes: false,
-        min_score: crate::config::DEFAULT_MIN_SCORE,
+        min_score: crate::memory::DEFAULT_MIN_SCORE,
     };
-    let host = ToolHost::new(crate::config::memories(
+    let host = ToolHost::new(crate::app::memories(
         store.clone(),
         embedder.clone(),
         fixes,
         blocks.to_vec(),
-        crate::config::DEFAULT_NEAR_DUPLICATE_COSINE,
+        crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE,
     ));
     let config =
         DriveConfig { run_id: session.run_id.clone(), prompt: DEMO_PROMPT.to_string(), ..settings.drive.clone() };

@@ -1,5 +1,5 @@
 //! The Responses API function definitions of the runner, derived from the MCP tool schemas (one
-//! registry, one set of schemas; design.md §2): `{"type": "function", "name", "description",
+//! registry, one set of schemas; docs/tools.md): `{"type": "function", "name", "description",
 //! "parameters", "strict": true}`. OpenAI's strict mode (Structured Outputs) accepts only a subset of JSON
 //! Schema, so the keywords it rejects are dropped here; the tools still enforce those limits when called.
 

@@ -1,4 +1,4 @@
-//! The runner's local coding tools, confined to the workspace (design.md §7): `list_files`,
+//! The runner's local coding tools, confined to the workspace (docs/drive.md): `list_files`,
 //! `read_file` and `apply_edit`. Paths are relative to the workspace root; `..`, absolute paths and
 //! symlinks that lead outside are refused (the same rules as `store_fix_memory`'s paths).
 //! `run_tests` is the registry's own tool.

@@ -1,4 +1,4 @@
-//! `astra-mcp drive`: the OpenAI Responses API tool loop on the server's own tools (design.md §7).
+//! `astra-mcp drive`: the OpenAI Responses API tool loop on the server's own tools (docs/drive.md).
 //!
 //! Each run starts a new response chain (its first request has no `previous_response_id`), then chains
 //! every request to the previous response. Every `function_call` item is dispatched — memory tools and
@@ -19,27 +19,25 @@
 //! the evicted turns were written to the session store as they happened, so `conversation_search` finds
 //! them (MemGPT's eviction to recall storage).
 
-mod cost;
 pub mod demo;
 mod functions;
 mod local_tools;
-pub(crate) mod responses;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-pub use cost::{Ledger, LedgerEntry, Pricing, check_usd};
 pub use functions::{function_definition, strict_parameters};
 pub use local_tools::{LocalOutput, local_tools};
 
 use crate::domain::Role;
+use crate::llm::responses::output_text;
+use crate::llm::{Client, ClientSettings, LlmError, Pricing, check_usd};
 use crate::memory::workspace::Workspace;
 use crate::memory::{ImportTarget, NewItem, SessionState};
 use crate::tools::ToolHost;
-use crate::transport::{render_core_memory, server::INSTRUCTIONS};
-use responses::{output_text, post, usage};
+use crate::tools::{INSTRUCTIONS, render_core_memory};
 
 /// Everything one run needs besides the tool host.
 #[derive(Debug, Clone)]
@@ -75,9 +73,6 @@ pub struct DriveConfig {
     pub context_budget_tokens: u64,
 }
 
-/// Largest Responses API answer read, in bytes.
-pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
-
 /// What the runner asks for when a chain is full.
 pub const SUMMARY_REQUEST: &str = "The conversation is about to be cut to free context. Summarise the work so far \
 for yourself: the task, what you found (files, errors, memory results), what you changed, the latest test \
@@ -102,12 +97,9 @@ pub struct DriveReport {
 /// Why a run stopped before the model's final answer.
 #[derive(Debug, thiserror::Error)]
 pub enum DriveError {
-    #[error("no request was sent: pass --approve-live-cost to allow paid requests to {0}")]
-    NotApproved(String),
-    #[error("no request was sent: no API key; set OPENAI_API_KEY (or put it in .env in the working directory)")]
-    NoApiKey,
-    #[error("budget reached: {0}; raise the budget flag or start a new run")]
-    Budget(String),
+    /// Approval, key, budget, transport, API or protocol failures of a request (the cost guard's client).
+    #[error(transparent)]
+    Llm(#[from] LlmError),
     #[error("limit reached: {0}")]
     Limit(String),
     #[error(
@@ -118,16 +110,8 @@ not accepted (prompt it to search memory first)"
     /// `--run-id` names a session of another actor.
     #[error("{0}")]
     Permission(String),
-    #[error("the Responses API refused the request ({status}): {message}")]
-    Api { status: u16, message: String },
-    #[error("cannot reach the Responses API at {url}: {message}")]
-    Transport { url: String, message: String },
-    #[error("unexpected Responses API answer: {0}")]
-    Protocol(String),
     #[error("cannot write the run's evidence under {path}: {message}")]
     Evidence { path: String, message: String },
-    #[error("the response did not complete ({0}); nothing more is sent")]
-    Incomplete(String),
     #[error("invalid settings: {0}")]
     Settings(String),
 }
@@ -147,7 +131,7 @@ pub fn validate(config: &DriveConfig) -> Result<(), DriveError> {
             "--run-id `{id}`: use letters, digits, `.`, `_`, `-` (at most 128, not starting with `.`)"
         )));
     }
-    cost::check_usd(&[
+    check_usd(&[
         ("--input-usd-per-million", config.pricing.input_per_million_usd),
         ("--output-usd-per-million", config.pricing.output_per_million_usd),
         ("--run-budget-usd", config.run_budget_usd),
@@ -197,7 +181,7 @@ impl Evidence {
         })
     }
 
-    /// One JSON line, secrets redacted (a tool may print a key; design.md §4's redaction applies here too).
+    /// One JSON line, secrets redacted (a tool may print a key; docs/storage.md's redaction applies here too).
     fn write(file: &mut std::fs::File, value: &Value) {
         use std::io::Write;
         let line = value.to_string();
@@ -232,30 +216,22 @@ struct FunctionCall {
 /// transport or API failures.
 pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -> Result<DriveReport, DriveError> {
     validate(config)?;
-    let url = format!("{}/responses", config.base_url.trim_end_matches('/'));
-    if !config.approve_live_cost {
-        return Err(DriveError::NotApproved(url));
-    }
-    let api_key = config.api_key.clone().filter(|k| !k.trim().is_empty()).ok_or(DriveError::NoApiKey)?;
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(config.timeout_secs))
-        .build()
-        .map_err(|e| DriveError::Transport { url: url.clone(), message: e.to_string() })?;
+    let client = Client::new(&ClientSettings {
+        base_url: config.base_url.clone(),
+        api_key: config.api_key.clone(),
+        approve_live_cost: config.approve_live_cost,
+        timeout_secs: config.timeout_secs,
+        ledger: config.ledger.clone(),
+        pricing: config.pricing,
+        model: config.model.clone(),
+    })?;
     let scope = host.memories().scope.clone();
     // A run id names a session: one that belongs to another actor is refused before anything is sent.
     host.memories().conversation.check_owner(&scope.actor_id, &config.run_id).await.map_err(|e| match e {
         crate::memory::MemoryError::Refused(message) => DriveError::Permission(message),
-        other => DriveError::Protocol(format!("cannot check the session's owner: {other}")),
+        other => LlmError::Protocol(format!("cannot check the session's owner: {other}")).into(),
     })?;
-    let requests = Requests {
-        client,
-        url,
-        api_key,
-        config,
-        ledger: Ledger::new(config.ledger.clone()),
-        project: scope.project.clone(),
-        tools: function_tools(),
-    };
+    let requests = Requests { client, config, project: scope.project.clone(), tools: function_tools() };
     let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
     evidence.event("start", json!({"model": config.model, "base_url": config.base_url, "prompt": config.prompt}));
     let result = run_loop(host, workspace, config, requests, &mut evidence, &scope).await;
@@ -315,7 +291,9 @@ async fn run_loop(
         if calls.is_empty() {
             report.final_text = output_text(&response);
             if report.final_text.trim().is_empty() {
-                return Err(DriveError::Protocol("the model answered with neither text nor a function call".into()));
+                return Err(
+                    LlmError::Protocol("the model answered with neither text nor a function call".into()).into()
+                );
             }
             evidence.event("final", json!({"text": report.final_text}));
             record_turn(host, &session, &target, Role::Assistant, &report.final_text).await;
@@ -332,7 +310,9 @@ async fn run_loop(
         let mut answered = std::collections::HashSet::new();
         for call in calls {
             if !answered.insert(call.call_id.clone()) {
-                return Err(DriveError::Protocol(format!("call_id `{}` appears twice in one response", call.call_id)));
+                return Err(
+                    LlmError::Protocol(format!("call_id `{}` appears twice in one response", call.call_id)).into()
+                );
             }
             report.tool_calls += 1;
             if report.tool_calls > config.max_tool_calls {
@@ -382,11 +362,8 @@ async fn run_loop(
 /// Sends the run's requests: the budget is checked first; the exchange, its tokens, cost and response id
 /// then go to the report, the ledger and the evidence.
 struct Requests<'a> {
-    client: reqwest::Client,
-    url: String,
-    api_key: String,
+    client: Client,
     config: &'a DriveConfig,
-    ledger: Ledger,
     project: String,
     tools: Vec<Value>,
 }
@@ -404,9 +381,7 @@ impl Requests<'_> {
         evidence: &mut Evidence,
     ) -> Result<(Value, u64), DriveError> {
         let config = self.config;
-        self.ledger
-            .check(&config.run_id, &self.project, config.run_budget_usd, config.project_budget_usd)
-            .map_err(DriveError::Budget)?;
+        self.client.check_budget(&config.run_id, &self.project, config.run_budget_usd, config.project_budget_usd)?;
         let mut body = json!({
             "model": config.model,
             "instructions": instructions(host).await,
@@ -427,27 +402,23 @@ impl Requests<'_> {
             body["text"] = json!({"verbosity": verbosity});
         }
         report.requests += 1;
-        let response = match post(&self.client, &self.url, &self.api_key, &body).await {
+        let response = match self.client.post(&body).await {
             Ok(response) => response,
             Err(e) => {
                 evidence.exchange(&body, &json!({"error": e.to_string()}));
-                return Err(e);
+                return Err(e.into());
             }
         };
         evidence.exchange(&body, &response);
         // Without a usable `usage` the guard could not count the cost: stop rather than run blind.
-        let (input_tokens, output_tokens) = usage(&response)?;
-        let usd = config.pricing.cost(input_tokens, output_tokens);
-        report.input_tokens += input_tokens;
-        report.output_tokens += output_tokens;
-        report.cost_usd += usd;
-        self.ledger
-            .record(&LedgerEntry::new(&config.run_id, &self.project, &config.model, input_tokens, output_tokens, usd))
-            .map_err(DriveError::Budget)?;
-        responses::check_completed(&response)?;
-        let id = response["id"].as_str().ok_or_else(|| DriveError::Protocol("a response without `id`".into()))?;
+        let charge = self.client.charge(&response, &config.run_id, &self.project)?;
+        report.input_tokens += charge.input_tokens;
+        report.output_tokens += charge.output_tokens;
+        report.cost_usd += charge.usd;
+        crate::llm::responses::check_completed(&response)?;
+        let id = response["id"].as_str().ok_or_else(|| LlmError::Protocol("a response without `id`".into()))?;
         report.response_ids.push(id.to_string());
-        Ok((response, input_tokens))
+        Ok((response, charge.input_tokens))
     }
 }
 
@@ -508,7 +479,7 @@ async fn record_turn(host: &ToolHost, session: &SessionState, target: &ImportTar
 
 fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
     let items =
-        response["output"].as_array().ok_or_else(|| DriveError::Protocol("a response without `output`".into()))?;
+        response["output"].as_array().ok_or_else(|| LlmError::Protocol("a response without `output`".into()))?;
     items
         .iter()
         .filter(|item| item["type"] == "function_call")
@@ -517,7 +488,7 @@ fn function_calls(response: &Value) -> Result<Vec<FunctionCall>, DriveError> {
                 item[k]
                     .as_str()
                     .map(str::to_string)
-                    .ok_or_else(|| DriveError::Protocol(format!("a function_call without `{k}`")))
+                    .ok_or_else(|| LlmError::Protocol(format!("a function_call without `{k}`")))
             };
             Ok(FunctionCall { call_id: field("call_id")?, name: field("name")?, arguments: field("arguments")? })
         })

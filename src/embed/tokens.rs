@@ -15,8 +15,8 @@ impl TokenCounter {
     /// `tokenizer.json` missing or not the pinned file ([`ModelPaths::read_pinned`]), or not a tokenizer.
     pub fn load(paths: &ModelPaths) -> Result<Self, EmbedError> {
         let bytes = paths.read_pinned("tokenizer.json")?;
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(&bytes)
-            .map_err(|e| EmbedError::Load(format!("tokenizer.json: {e}")))?;
+        let mut tokenizer =
+            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| EmbedError::Load(format!("tokenizer.json: {e}")))?;
         tokenizer.with_truncation(None).map_err(|e| EmbedError::Load(format!("tokenizer.json: {e}")))?;
         tokenizer.with_padding(None);
         Ok(Self { tokenizer })

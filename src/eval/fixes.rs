@@ -141,7 +141,8 @@ pub async fn run(
         store.upsert_fix(record, vector).await.context("storing an evaluation fix")?;
     }
     let store_ms = started.elapsed().as_millis();
-    let id_of: BTreeMap<&str, uuid::Uuid> = set.fixes.iter().zip(&records).map(|(f, r)| (f.id.as_str(), r.memory_id)).collect();
+    let id_of: BTreeMap<&str, uuid::Uuid> =
+        set.fixes.iter().zip(&records).map(|(f, r)| (f.id.as_str(), r.memory_id)).collect();
 
     let mut runs = Vec::new();
     for (name, fusion) in fusions {
@@ -156,7 +157,8 @@ pub async fn run(
         let memory = FixMemory::new(Arc::clone(&store), embedder.clone(), config).with_fusion(*fusion);
         let mut sums: BTreeMap<String, (usize, f64, f64, f64)> = BTreeMap::new();
         for q in &set.queries {
-            let target = id_of.get(q.target.as_str()).with_context(|| format!("query target {} is no fix", q.target))?;
+            let target =
+                id_of.get(q.target.as_str()).with_context(|| format!("query target {} is no fix", q.target))?;
             let hits = memory.search(&SessionState::random(), &q.query, None, DEPTH).await?;
             let position = hits.iter().position(|h| h.record.memory_id == *target);
             let s = sums.entry(format!("{}/{}", q.split, q.kind)).or_default();

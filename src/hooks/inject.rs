@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use super::budget::{self, Packed, Piece};
 use super::{Event, HookInput, test_runs};
-use crate::config::{DEFAULT_NEAR_DUPLICATE_COSINE, HookSettings, StoreSettings, memories};
+use crate::app::{memories, open_store};
+use crate::config::{HookSettings, StoreSettings};
 use crate::domain::{Passage, Scope};
 use crate::embed::{TokenCounter, Workload};
+use crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE;
 use crate::memory::redact::redact;
 use crate::memory::workspace::Workspace;
 use crate::memory::{FixHit, FixMemoryConfig, Hit, PassageSearch, Ranked, SessionState};
@@ -41,9 +43,10 @@ fn scope_of(input: &HookInput, store: &StoreSettings) -> (Scope, Option<Workspac
     let dir = input.project_dir();
     let workspace = dir.as_deref().and_then(|d| Workspace::open(d).ok());
     // a directory that is gone (an old transcript's) still names its project
-    let folder = workspace.as_ref().map(Workspace::folder_name).or_else(|| {
-        dir.as_deref().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned())
-    });
+    let folder = workspace
+        .as_ref()
+        .map(Workspace::folder_name)
+        .or_else(|| dir.as_deref().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()));
     let project = store.project_or(folder);
     (Scope { actor_id: store.actor_id.clone(), project }, workspace)
 }
@@ -64,7 +67,7 @@ async fn open(input: &HookInput, settings: &HookSettings, search: bool) -> anyho
         // the model (about 0.3 s) loads while the store opens
         embedder.start_loading();
     }
-    let store = Arc::new(settings.store.open_store().await?);
+    let store = Arc::new(open_store(&settings.store).await?);
     let (scope, workspace) = scope_of(input, &settings.store);
     let fixes = FixMemoryConfig {
         scope,
@@ -109,14 +112,13 @@ fn passage_hit(row: Passage) -> Hit<Passage> {
 async fn session_start(input: &HookInput, settings: &HookSettings) -> anyhow::Result<Option<Packed>> {
     let memories = open(input, settings, false).await?;
     let project = memories.scope.project.clone();
-    let blocks: Vec<_> =
-        memories.core.read_all().await?.into_iter().filter(|b| !b.value.trim().is_empty()).collect();
+    let blocks: Vec<_> = memories.core.read_all().await?.into_iter().filter(|b| !b.value.trim().is_empty()).collect();
     let fixes = memories.fixes.recent(SESSION_START_FIXES).await?;
     let decisions = memories.archival.recent_tagged(&[DECISION_TAG.to_string()], SESSION_START_DECISIONS).await?;
     let mut pieces = Vec::new();
     // each core block as the `core_memory` prompt shows it; the first carries the prompt's preamble
     for (i, block) in blocks.iter().enumerate() {
-        let rendered = crate::transport::render_core_memory(std::slice::from_ref(block));
+        let rendered = crate::tools::render_core_memory(std::slice::from_ref(block));
         let text = if i == 0 {
             rendered.trim().to_string()
         } else {
@@ -165,11 +167,7 @@ fn shell_output(event: Event, input: &HookInput) -> Option<String> {
 
 /// Verified hits at or above the cosine floor, as matches ranked from 1.
 fn verified_matches(hits: &[FixHit], floor: f32) -> Vec<FixMatch> {
-    hits.iter()
-        .filter(|h| h.record.verified && h.score >= floor)
-        .enumerate()
-        .map(|(i, h)| to_match(i + 1, h))
-        .collect()
+    hits.iter().filter(|h| h.record.verified && h.score >= floor).enumerate().map(|(i, h)| to_match(i + 1, h)).collect()
 }
 
 /// The verified fixes matching a failing test run of the Bash tool.
@@ -257,7 +255,7 @@ pub async fn import(input: &HookInput, settings: &HookSettings) -> anyhow::Resul
     let (scope, _) = scope_of(input, &settings.store);
     let owner = Owner { actor_id: scope.actor_id, project: scope.project };
     let memory = crate::memory::ConversationMemory::new(
-        Arc::new(settings.store.open_store().await?),
+        Arc::new(open_store(&settings.store).await?),
         settings.store.embedder(Workload::Batch),
         crate::memory::Fusion::conversation(),
     );

@@ -1,4 +1,4 @@
-//! Agent-client hooks (design.md §9): `astra-mcp hook claude-code` (and `hook codex`) reads one hook
+//! Agent-client hooks (docs/hooks.md): `astra-mcp hook claude-code` (and `hook codex`) reads one hook
 //! event and either adds memory to the model's context or imports the session's transcript.
 //!
 //! Claude Code and Codex CLI (0.169) run a hook command with the event's JSON on stdin, in the same

@@ -59,14 +59,12 @@ const LAUNCHERS: &[&str] = &[
 static QUOTED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"'[^']*'|"[^"]*""#).expect("valid regex"));
 
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
+    word.split_once('=')
+        .is_some_and(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
-static SYMPTOM_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:error|assert|fail|panic|exception|expected)").expect("valid regex")
-});
+static SYMPTOM_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)(?:error|assert|fail|panic|exception|expected)").expect("valid regex"));
 
 /// The failures a test run's output shows, as one search query: each failing test's name and first
 /// assertion line (as `run_tests` reports them), or, when no runner's format names them, the first
@@ -141,7 +139,9 @@ mod tests {
 AssertionError: assert 'https://a.example' == 'https://b.example'\n1 failed, 1 passed in 0.05s\n";
         assert_eq!(
             failure_query(failing, true).as_deref(),
-            Some("tests/test_cors.py::test_second_origin: AssertionError: assert 'https://a.example' == 'https://b.example'")
+            Some(
+                "tests/test_cors.py::test_second_origin: AssertionError: assert 'https://a.example' == 'https://b.example'"
+            )
         );
         assert_eq!(failure_query("..\n2 passed in 0.03s\n", false), None);
         // go test has no parser: its error lines are the symptoms

@@ -1,5 +1,5 @@
 //! Archival memory (MemGPT's archival storage, arXiv:2310.08560 §2.2): passages an agent chooses to keep,
-//! with provenance, searched on demand. Duplicates follow design.md §4: identical text (after
+//! with provenance, searched on demand. Duplicates follow docs/storage.md: identical text (after
 //! whitespace/case normalisation) is one row and a repeated insert returns it with `deduplicated: true`;
 //! near-duplicates are stored and listed so the agent can decide.
 
@@ -23,6 +23,10 @@ pub const INGEST_EMBED_BATCH: usize = 64;
 pub const INGEST_WRITE_BATCH: usize = 2_048;
 /// Near-duplicates listed in an insert result at most.
 const MAX_NEAR_DUPLICATES: usize = 5;
+
+/// Default of `--near-duplicate-cosine`: from this cosine similarity a stored passage of the project is
+/// reported as a near-duplicate of a new one.
+pub const DEFAULT_NEAR_DUPLICATE_COSINE: f32 = 0.95;
 
 /// Settings of archival memory.
 #[derive(Debug, Clone)]

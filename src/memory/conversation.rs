@@ -2,7 +2,7 @@
 //! `conversation_search`. Items arrive from this server's own tool calls, from imported transcripts
 //! (`sessions import`, `hook claude-code`) and from evaluations.
 //!
-//! Each item is stored with two texts, chosen on the LoCoMo evaluation (README "Benchmarks"): the
+//! Each item is stored with two texts, chosen on the LoCoMo evaluation (docs/retrieval.md): the
 //! embedding sees the item alone (`speaker: text`), which picks the exact turn out; the full-text (BM25)
 //! index sees the item in its context — its date and the two items before it in its session — because a
 //! turn alone ("Yes, last Tuesday") rarely carries the words a later question uses. The two rankings

@@ -1,5 +1,5 @@
 //! Verified fix memory: `search_codebase_memory`, `run_tests` and `store_fix_memory` as rules over a
-//! session's gate state (design.md §2–§3). A fix becomes memory only when this server saw the project's
+//! session's gate state (docs/tools.md). A fix becomes memory only when this server saw the project's
 //! tests pass on the current files (or, in trust mode, marked `verified: false`).
 
 use std::path::Path;
@@ -256,7 +256,7 @@ impl FixMemory {
         tokio::task::spawn_blocking(move || op(&ws)).await.map_err(|e| io(std::io::Error::other(e)))?.map_err(io)
     }
 
-    /// Stores a fix through the gates of design.md §3, in order: workspace configured, memory gate,
+    /// Stores a fix through the gates (docs/tools.md, "The gates"), in order: workspace configured, memory gate,
     /// paths, confirmed outcome (unless trust mode), workspace unchanged since the pass. The id is
     /// UUIDv5(session, fix, error type, outcome, paths), so an identical retry upserts the same row.
     pub async fn store_fix(&self, session: &SessionState, request: StoreFixRequest) -> Result<StoredFix, MemoryError> {
@@ -353,7 +353,7 @@ impl FixMemory {
     }
 }
 
-/// The text a fix row embeds and indexes (design.md §2): the error type, the fix, and the symptoms the
+/// The text a fix row embeds and indexes (docs/tools.md): the error type, the fix, and the symptoms the
 /// server saw in the session — failing tests with their assertion lines, then the search queries.
 /// Symptoms are capped at [`MAX_SYMPTOM_CHARS`]; everything is redacted.
 pub fn embedded_text(fix_description: &str, error_type: &str, symptoms: &[String], queries: &[String]) -> String {

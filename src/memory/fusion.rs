@@ -111,12 +111,7 @@ mod tests {
 
     fn ranking(entries: &[(&'static str, f32)], kind: ScoreKind, weight: f32, cut: bool) -> Ranking<&'static str> {
         let ranks = crate::store::competition_ranks(entries.iter().map(|(_, s)| *s));
-        Ranking {
-            entries: entries.iter().zip(ranks).map(|((k, s), r)| (*k, *s, r)).collect(),
-            kind,
-            weight,
-            cut,
-        }
+        Ranking { entries: entries.iter().zip(ranks).map(|((k, s), r)| (*k, *s, r)).collect(), kind, weight, cut }
     }
 
     fn keys(fused: &[Fused<&'static str>]) -> Vec<&'static str> {
@@ -133,7 +128,10 @@ mod tests {
         assert_eq!(keys(&fused), vec!["kq0z", "kq1z", "kq2z"]);
         let expected = 0.5 * 0.80 + 1.0;
         assert!((fused[0].score - expected).abs() < 1e-6, "{}", fused[0].score);
-        assert_eq!(fused[0].ranked, vec![Some(RankScore { rank: 3, score: 0.80 }), Some(RankScore { rank: 1, score: 4.1 })]);
+        assert_eq!(
+            fused[0].ranked,
+            vec![Some(RankScore { rank: 3, score: 0.80 }), Some(RankScore { rank: 1, score: 4.1 })]
+        );
     }
 
     #[test]

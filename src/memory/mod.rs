@@ -1,5 +1,5 @@
 //! The rules of astra-mcp's memory, independent of transport and storage engine: the fix-memory gates
-//! (design.md §3), the tiers of MemGPT (core, archival, recall), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
+//! (docs/tools.md, "The gates"), the tiers of MemGPT (core, archival, recall), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
 //! store and embedder seams.
 
 pub mod archival;
@@ -14,12 +14,16 @@ pub mod session;
 pub mod testrun;
 pub mod workspace;
 
-pub use archival::{ArchivalConfig, ArchivalMemory, Ingested, Inserted, PassageSearch};
+pub use archival::{ArchivalConfig, ArchivalMemory, DEFAULT_NEAR_DUPLICATE_COSINE, Ingested, Inserted, PassageSearch};
 pub use conversation::{ConversationMemory, ConversationSearch, ImportCounts, ImportTarget, NewItem, ToolCallRecorder};
 pub use core::{Block, BlockSpec, CoreMemory};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
-pub use retrieval::{Fusion, Hit, Ranked};
+pub use retrieval::{DEFAULT_MIN_SCORE, Fusion, Hit, Ranked};
 pub use session::SessionState;
+
+/// What an import of an export applies to each row: the redaction and tag normalisation of inserts.
+pub const IMPORT_RULES: crate::store::ImportRules =
+    crate::store::ImportRules { redact: redact::redact, normalize_tags: archival::normalize_tags };
 
 /// Why a memory operation did not happen. The split decides what a client sees (see `tools`).
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! Secret redaction, applied to every text before it is stored or embedded (design.md §4): API keys,
+//! Secret redaction, applied to every text before it is stored or embedded (docs/storage.md): API keys,
 //! bearer tokens, private-key blocks, and passwords inside URLs become `[REDACTED:<kind>]`.
 
 use std::borrow::Cow;
@@ -71,19 +71,7 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
     ]
 });
 
-/// Whether `c` reorders text as shown (Unicode bidirectional embeddings, overrides, isolates and marks,
-/// UAX #9): stored text must not be able to make a terminal show something else than it holds.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
-}
-
-/// `text` with control characters and bidirectional controls written as escapes (`\u{1b}`), so it can
-/// be printed to a terminal as one line that shows what it holds.
-pub fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() || is_bidi_control(c) { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect()
-}
+pub use crate::domain::text::{escape_controls, is_bidi_control};
 
 /// `text` with every recognised secret replaced; borrowed unchanged when there is none.
 pub fn redact(text: &str) -> Cow<'_, str> {

@@ -10,6 +10,9 @@ use super::fusion::{RankScore, Ranking, ScoreKind, score_fusion};
 use crate::embed::LazyEmbedder;
 use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError, VectorRanking};
 
+/// Default of `--min-score`: the cosine floor of matches without a keyword hit.
+pub const DEFAULT_MIN_SCORE: f32 = 0.10;
+
 /// How a table's rankings are fused ([`score_fusion`]): `score = vector_weight · cosine + keyword_weight
 /// · bm25 / best_bm25 + own_text_weight · bm25_own / best_bm25_own`, the last for conversation items only
 /// (whose BM25 ranking over the item in its context is joined by one over the item's own text).
@@ -36,20 +39,38 @@ impl Fusion {
     /// Lance's code analyzer. The symptom a later agent searches with is worded apart from the fix, so the
     /// embedding carries much of the match, and BM25 decides between look-alikes by their identifiers.
     pub const fn fixes() -> Self {
-        Self { vector_weight: 1.0, keyword_weight: 0.75, own_text_weight: 0.0, candidates: 50, min_score: 0.10 }
+        Self {
+            vector_weight: 1.0,
+            keyword_weight: 0.75,
+            own_text_weight: 0.0,
+            candidates: 50,
+            min_score: DEFAULT_MIN_SCORE,
+        }
     }
 
     /// Archival passages: prose, full-text indexed like conversation items (stemmed), so weighted like
     /// their vector and in-context rankings.
     pub const fn archival() -> Self {
-        Self { vector_weight: 1.0, keyword_weight: 1.0, own_text_weight: 0.0, candidates: 50, min_score: 0.10 }
+        Self {
+            vector_weight: 1.0,
+            keyword_weight: 1.0,
+            own_text_weight: 0.0,
+            candidates: 50,
+            min_score: DEFAULT_MIN_SCORE,
+        }
     }
 
     /// Conversation items: chatty turns; BM25 over the item in its context (date, previous turns)
     /// carries most of the match on LoCoMo, the embedding of the turn itself as much, and BM25 over the
     /// turn's own text a little (it decides between a message and the replies that quote it).
     pub const fn conversation() -> Self {
-        Self { vector_weight: 1.0, keyword_weight: 1.0, own_text_weight: 0.25, candidates: 50, min_score: 0.10 }
+        Self {
+            vector_weight: 1.0,
+            keyword_weight: 1.0,
+            own_text_weight: 0.25,
+            candidates: 50,
+            min_score: DEFAULT_MIN_SCORE,
+        }
     }
 
     /// Candidates to fetch from each ranking for `top_k` results.
@@ -166,10 +187,10 @@ pub(crate) fn with_rows<T>(
 }
 
 /// How many refs of each keyword ranking a search of `top_k` results reads the rows of while the query
-/// is embedded ([`Search::run`]): `2 × top_k`. With the fusion's weights
-/// (keyword 1, vector 0.25) a hit outside the keyword rankings' first `2 × top_k` is rare, so the read
-/// after fusion is mostly gone from the path. `top_k` alone left about half of it (hits at keyword ranks
-/// 11–20 that the vector ranking also holds); 30 was no better than 20 (BENCHMARKS.md).
+/// is embedded ([`Search::run`]): `2 × top_k`. A hit outside the keyword rankings' first `2 × top_k` is
+/// rare, so the read after fusion is mostly gone from the path. Measured under the earlier rank fusion:
+/// `top_k` alone left about half of it (hits at keyword ranks 11–20 that the vector ranking also holds);
+/// 30 was no better than 20 (BENCHMARKS.md, "Prefetch in the embedding's shadow").
 pub(crate) fn prefetch(top_k: usize) -> usize {
     2 * top_k
 }
@@ -226,9 +247,9 @@ impl Search<'_> {
     ///
     /// On a small table the full-text rankings finish before the embedding, so the vector ranking runs
     /// alone; on a large one (about 15 ms at 1M rows) they outlast it, and the vector ranking no longer
-    /// waits for them (BENCHMARKS.md). Then [`fuse`] keeps `top_k`, `read` returns the rows still stored
-    /// for the hits not read yet (matched by `id`), and each hit is scored by its row's cosine with the
-    /// query ([`with_rows`]).
+    /// waits for them (BENCHMARKS.md, "The vector ranking does not wait for the full-text rankings").
+    /// Then [`fuse`] keeps `top_k`, `read` returns the rows still stored for the hits not read yet
+    /// (matched by `id`), and each hit is scored by its row's cosine with the query ([`with_rows`]).
     ///
     /// # Errors
     /// [`MemoryError::Embed`] when the query cannot be embedded, [`MemoryError::Store`] when a ranking or a
@@ -315,7 +336,13 @@ mod tests {
     use super::*;
 
     fn hit(id: Uuid) -> Hit<RowRef> {
-        Hit { row: RowRef { id, row_id: 0 }, score: f32::NAN, fused_score: 0.0, keyword_hit: true, ranked: Ranked::default() }
+        Hit {
+            row: RowRef { id, row_id: 0 },
+            score: f32::NAN,
+            fused_score: 0.0,
+            keyword_hit: true,
+            ranked: Ranked::default(),
+        }
     }
 
     /// Embeds every text as the same unit vector, at once: the searches below test scheduling, not

@@ -1,9 +1,8 @@
-//! Per-session gate state (design.md §3): whether this session has searched, what it searched for, the
-//! symptoms of its last failing test run, and its latest confirmed outcome.
+//! Per-session gate state (docs/tools.md, "The gates"): whether this session has searched, what it
+//! searched for, the symptoms of its last failing test run, and its latest confirmed outcome.
 //!
-//! A session is one MCP session: today one stdio connection (design.md §3 extends this to an HTTP
-//! `Mcp-Session-Id` and a `drive` run). Two sessions never share a [`SessionState`], so they cannot
-//! satisfy each other's gates.
+//! A session is one MCP session: one stdio connection, one HTTP `Mcp-Session-Id`, or one `drive` run.
+//! Two sessions never share a [`SessionState`], so they cannot satisfy each other's gates.
 
 use std::sync::Mutex;
 

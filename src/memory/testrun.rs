@@ -1,7 +1,7 @@
 //! Running the project's test command and reading its output: exit code, duration, the runner's summary
 //! line, and the failing tests with their first assertion line (pytest and cargo test are parsed; any
 //! other runner gets its last output line as the summary). Also the deterministic `confirmed_outcome`
-//! string of design.md §3. How many runs may go at once ([`RunLimits`], docs/limits.md).
+//! string (docs/tools.md, "The gates"). How many runs may go at once ([`RunLimits`], docs/limits.md).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -430,7 +430,7 @@ pub fn receipt_id(command: &str, workspace_digest: &str) -> String {
     hex::encode(hasher.finalize())[..8].to_string()
 }
 
-/// The `confirmed_outcome` of a passing run (design.md §3), deterministic for the same command and
+/// The `confirmed_outcome` of a passing run (docs/tools.md, "The gates"), deterministic for the same command and
 /// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`. Secrets in the
 /// command or summary are redacted (it is stored and shown to other sessions).
 pub fn confirmed_outcome(run: &TestRun, workspace_digest: &str) -> String {

@@ -1,4 +1,4 @@
-//! The workspace root: its content digest (the workspace gate of design.md §3), per-file hashes for
+//! The workspace root: its content digest (the workspace gate of docs/tools.md, "The gates"), per-file hashes for
 //! receipts and staleness, the git HEAD, and confinement of tool-supplied paths.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,5 +1,5 @@
 //! Storage seams: what the memory layer needs from a table of fixes, independent of the backend.
-//! The only backend is [`lance::LanceStore`] (one embedded LanceDB directory, design.md §4).
+//! The only backend is [`lance::LanceStore`] (one embedded LanceDB directory, docs/storage.md).
 
 pub mod lance;
 
@@ -36,6 +36,16 @@ pub enum StoreError {
     /// A stored row could not be decoded.
     #[error("memory store row is unreadable ({table}.{column}): {message}")]
     Corrupt { table: &'static str, column: &'static str, message: String },
+}
+
+/// The memory layer's rules for text that enters the store other than through a memory (an import),
+/// handed in by the caller so the store does not know them (`crate::memory::IMPORT_RULES`).
+#[derive(Clone, Copy)]
+pub struct ImportRules {
+    /// `text` with secrets replaced; borrowed when nothing changed.
+    pub redact: fn(&str) -> std::borrow::Cow<'_, str>,
+    /// Archival tags as inserts store them.
+    pub normalize_tags: fn(&[String]) -> Vec<String>,
 }
 
 /// A hybrid search request over the fixes of one actor, across all of that actor's projects.
@@ -170,7 +180,12 @@ impl Candidates<RowRef> {
             ranking
                 .into_iter()
                 .filter_map(|s| {
-                    by_id.get(&s.row.id).map(|(row, cosine)| Scored { row: row.clone(), cosine: *cosine, score: s.score, rank: s.rank })
+                    by_id.get(&s.row.id).map(|(row, cosine)| Scored {
+                        row: row.clone(),
+                        cosine: *cosine,
+                        score: s.score,
+                        rank: s.rank,
+                    })
                 })
                 .collect()
         };
@@ -448,7 +463,10 @@ mod tests {
     fn tops_are_the_first_refs_of_each_ranking_once() {
         let r = |n: u128| RowRef { id: Uuid::from_u128(n), row_id: n as u64 };
         let ranking = |ns: &[u128]| {
-            ns.iter().enumerate().map(|(i, &n)| Scored { row: r(n), cosine: f32::NAN, score: f32::NAN, rank: i + 1 }).collect()
+            ns.iter()
+                .enumerate()
+                .map(|(i, &n)| Scored { row: r(n), cosine: f32::NAN, score: f32::NAN, rank: i + 1 })
+                .collect()
         };
         let keyword = KeywordRankings { rankings: vec![ranking(&[1, 2, 3]), ranking(&[2, 4, 5]), vec![]], ms: 0.0 };
         assert_eq!(keyword.tops(2), vec![r(1), r(2), r(4)]);

@@ -1,4 +1,4 @@
-//! The verified-fix tools: `search_codebase_memory`, `run_tests`, `store_fix_memory` (design.md §2–§3):
+//! The verified-fix tools: `search_codebase_memory`, `run_tests`, `store_fix_memory` (docs/tools.md):
 //! parameter and output types (their schemas are generated from these), limits, and the text the model
 //! reads.
 
@@ -21,7 +21,7 @@ pub const MAX_PATHS: usize = 50;
 pub const MAX_PATH_CHARS: usize = 1_024;
 pub const TOP_K_MAX: i64 = 10;
 
-/// The exact text of an empty search (design.md §2).
+/// The exact text of an empty search (docs/tools.md).
 pub const NO_MATCHES: &str = "No relevant confirmed fixes found.";
 
 /// Arguments of `search_codebase_memory`.
@@ -189,7 +189,6 @@ pub(super) fn specs() -> Vec<ToolSpec> {
     ]
 }
 
-
 /// A fix hit as the search tool reports it, at 1-based `rank`.
 pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     let r = &hit.record;
@@ -218,7 +217,7 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     }
 }
 
-/// The text layout of design.md §2, one block per match, blocks separated by a blank line. Extra lines
+/// The text layout of docs/tools.md, one block per match, blocks separated by a blank line. Extra lines
 /// appear only when they carry news: `Verified: no …` for trust-mode rows, `Stale: yes …` for changed files,
 /// `Warning: …` for stored text that reads like instructions to the agent.
 pub fn render_matches(matches: &[FixMatch]) -> String {
@@ -257,7 +256,7 @@ pub fn render_fix(m: &FixMatch, header: &str) -> String {
 
 /// The receipt of a fix on one line, with its staleness always stated:
 /// `Receipt: `pytest -q` exited 0 (4 passed in 0.05s) at 2026-12-01T10:00:00Z, git 3f9a1c2e; stale: no`.
-/// `stale: unknown` for fixes of another project or checkout (design.md §3).
+/// `stale: unknown` for fixes of another project or checkout (docs/tools.md, "The gates").
 pub fn receipt_line(m: &FixMatch) -> String {
     let stale = match m.stale {
         Some(true) => "stale: yes",

@@ -1,4 +1,4 @@
-//! One [`ToolHost`] per identity. Under HTTP with bearer tokens (design.md §6), every token maps to its
+//! One [`ToolHost`] per identity. Under HTTP with bearer tokens (docs/http.md), every token maps to its
 //! own actor (and optional project label); the hosts of all identities share the store and the embedder
 //! but nothing else, so one actor's memories, core blocks and sessions are invisible to another.
 

@@ -7,6 +7,7 @@ mod explain;
 mod fixes;
 mod hosts;
 pub mod schema;
+mod text;
 mod tiered;
 
 use std::sync::Arc;
@@ -15,18 +16,19 @@ use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use explain::{RankingExplanation, RankingPosition};
 pub use fixes::{
     FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
     RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
     receipt_line, render_fix, render_matches, to_match,
 };
-pub use explain::{RankingExplanation, RankingPosition};
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
+pub use text::{INSTRUCTIONS, render_core_memory};
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,
-    MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, SEARCH_TOP_K_MAX,
-    PassageCitation, check_passage, citation, render_conversation, render_passage, render_passages,
+    MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, PassageCitation,
+    SEARCH_TOP_K_MAX, check_passage, citation, render_conversation, render_passage, render_passages,
 };
 
 use crate::domain::{Role, Scope};
@@ -136,7 +138,7 @@ pub struct ToolHost {
     memories: Memories,
     recorder: ToolCallRecorder,
     /// Gate state of requests that have no MCP session (the stateless 2026-07-28 protocol over HTTP):
-    /// one per host, that is per actor, project and the server's workspace (design.md §3).
+    /// one per host, that is per actor, project and the server's workspace (docs/tools.md, "The gates").
     sessionless: Arc<SessionState>,
 }
 

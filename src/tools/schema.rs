@@ -1,5 +1,5 @@
 //! JSON Schemas of tool inputs and outputs, generated from Rust types (schemars) and made strict as
-//! design.md §2 requires: every object has `additionalProperties: false` and lists every property in
+//! docs/tools.md requires: every object has `additionalProperties: false` and lists every property in
 //! `required` (optional properties are nullable instead), and numbers carry `minimum`/`maximum`
 //! rather than schemars' `format: "uint8"` / `"double"` hints.
 

@@ -1,4 +1,4 @@
-//! The tiered-memory tools (design.md §2, MemGPT arXiv:2310.08560): `core_memory_append`,
+//! The tiered-memory tools (docs/tools.md, MemGPT arXiv:2310.08560): `core_memory_append`,
 //! `core_memory_replace`, `archival_memory_insert`, `archival_memory_search`, `conversation_search`,
 //! and `memory_forget`. Parameter and output types (their schemas are generated from these), limits,
 //! and the text the model reads. Retrieved text is rendered as quoted lines (`> `) with its provenance,
@@ -313,7 +313,6 @@ the id a search returned. It disappears from every search.",
         },
     ]
 }
-
 
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)

@@ -1,9 +1,9 @@
-//! MCP over HTTP on one axum router (design.md §6):
+//! MCP over HTTP on one axum router (docs/http.md):
 //!
 //! - `/mcp`: streamable HTTP (MCP 2025-03-26 and later, SSE streams included), rmcp's
 //!   `StreamableHttpService`. Clients that `initialize` get an `Mcp-Session-Id` session with its own gate
 //!   state; requests of the stateless 2026-07-28 protocol share the gate state of their actor, project
-//!   and workspace (design.md §3).
+//!   and workspace (docs/tools.md, "The gates").
 //! - `GET /sse` + `POST /message?sessionId=…`: the legacy HTTP+SSE transport (MCP 2024-11-05), built
 //!   here because rmcp 3.11 has no server for it. The SSE stream first sends an `endpoint` event with the
 //!   URI to POST to, then every server message as a `message` event; each POST is answered `202
@@ -189,8 +189,7 @@ impl Guard {
         let actor = &scope.actor_id;
         let mine = sessions.values().filter(|s| &s.scope.actor_id == actor).count();
         if mine >= self.limits.max_sessions_per_actor {
-            let after =
-                retry(sessions.values().filter(|s| &s.scope.actor_id == actor).map(|s| s.last_seen).collect());
+            let after = retry(sessions.values().filter(|s| &s.scope.actor_id == actor).map(|s| s.last_seen).collect());
             return Err((
                 after,
                 format!(
@@ -347,10 +346,7 @@ async fn parse_error(request: Request, body_timeout: Duration) -> Result<(Reques
     let Ok(read) = tokio::time::timeout(body_timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await else {
         return Err(json_error(
             StatusCode::REQUEST_TIMEOUT,
-            &format!(
-                "the request body did not arrive within {} s (--http-body-timeout)",
-                body_timeout.as_secs_f64()
-            ),
+            &format!("the request body did not arrive within {} s (--http-body-timeout)", body_timeout.as_secs_f64()),
         ));
     };
     let Ok(bytes) = read else {

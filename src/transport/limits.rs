@@ -20,8 +20,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody};
-use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::Request;
+use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -153,7 +153,10 @@ impl Connections {
                     .min_by_key(|c| c.idle_since());
                 if let Some(conn) = idlest {
                     conn.close.cancel();
-                    tracing::debug!(max = self.limits.max_connections, "connection cap reached: closing the idlest one");
+                    tracing::debug!(
+                        max = self.limits.max_connections,
+                        "connection cap reached: closing the idlest one"
+                    );
                 } else if !closing && !warned {
                     tracing::warn!(
                         max = self.limits.max_connections,

@@ -8,5 +8,5 @@ pub mod server;
 pub mod shutdown;
 pub mod stdio;
 
-pub use server::{McpServer, render_core_memory};
+pub use server::McpServer;
 pub use shutdown::{Shutdown, signal_received};

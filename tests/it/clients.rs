@@ -105,7 +105,8 @@ async fn real_session_files_of_the_pinned_clients_import_and_are_found() {
 
     use astra_mcp::memory::{ConversationMemory, ConversationSearch, Fusion};
     let store = astra_mcp::store::lance::LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
-    let memory = ConversationMemory::new(std::sync::Arc::new(store), crate::support::embedder(), Fusion::conversation());
+    let memory =
+        ConversationMemory::new(std::sync::Arc::new(store), crate::support::embedder(), Fusion::conversation());
     let query =
         ConversationSearch { query: "Found a remembered fix for this failure".into(), top_k: 10, ..Default::default() };
     let hits = memory.search("ann", &query).await.unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use astra_mcp::distill::{DistillConfig, DistillError, Distiller};
 use astra_mcp::domain::{DistillRun, Passage, Role, RunState, Scope};
-use astra_mcp::drive::{DriveError, Ledger, Pricing};
+use astra_mcp::llm::{Ledger, LlmError, Pricing};
 use astra_mcp::memory::{
     ArchivalConfig, ArchivalMemory, ConversationMemory, Fusion, ImportTarget, NewItem, PassageSearch,
 };
@@ -435,7 +435,7 @@ async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_sa
     .await;
     let error = f.distiller.run(&config(&failing, f.dir.path(), "ann")).await.unwrap_err();
     let DistillError::Failed { run_id, cause, .. } = &error else { panic!("{error}") };
-    assert!(matches!(**cause, DistillError::Request(DriveError::Api { status: 500, .. })), "{cause}");
+    assert!(matches!(**cause, DistillError::Request(LlmError::Api { status: 500, .. })), "{cause}");
     assert!(!error.to_string().contains("sk-proj-"), "secrets in the error are redacted: {error}");
     assert!(error.to_string().contains("no memory was changed"), "{error}");
     assert_eq!(failing.requests().len(), 2);
@@ -602,10 +602,10 @@ async fn nothing_is_sent_or_recorded_without_approval_a_key_or_budget() {
     let mut unapproved = config(&mocked, f.dir.path(), "ann");
     unapproved.approve_live_cost = false;
     let e = f.distiller.run(&unapproved).await.unwrap_err();
-    assert!(matches!(e, DistillError::Request(DriveError::NotApproved(_))), "{e}");
+    assert!(matches!(e, DistillError::Request(LlmError::NotApproved(_))), "{e}");
     let mut keyless = config(&mocked, f.dir.path(), "ann");
     keyless.api_key = None;
-    assert!(matches!(f.distiller.run(&keyless).await.unwrap_err(), DistillError::Request(DriveError::NoApiKey)));
+    assert!(matches!(f.distiller.run(&keyless).await.unwrap_err(), DistillError::Request(LlmError::NoApiKey)));
     assert!(f.store.runs(None).await.unwrap().is_empty());
 
     let mut broke = config(&mocked, f.dir.path(), "ann");

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use astra_mcp::drive::{DriveConfig, DriveError, DriveReport, Ledger, LedgerEntry, Pricing};
+use astra_mcp::drive::{DriveConfig, DriveError, DriveReport};
+use astra_mcp::llm::{Ledger, LedgerEntry, LlmError, Pricing};
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::tools::ToolHost;
 use serde_json::{Value, json};
@@ -315,22 +316,25 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     let base = drive_config(&mocked, dir.path(), "guard");
 
     let result = astra_mcp::drive::run(&host, &ws, &DriveConfig { approve_live_cost: false, ..base.clone() }).await;
-    assert!(matches!(&result, Err(DriveError::NotApproved(_))), "{result:?}");
+    assert!(matches!(&result, Err(DriveError::Llm(LlmError::NotApproved(_)))), "{result:?}");
     assert!(result.unwrap_err().to_string().contains("--approve-live-cost"));
     let result = astra_mcp::drive::run(&host, &ws, &DriveConfig { api_key: None, ..base.clone() }).await;
-    assert!(matches!(&result, Err(DriveError::NoApiKey)), "{result:?}");
+    assert!(matches!(&result, Err(DriveError::Llm(LlmError::NoApiKey))), "{result:?}");
     assert!(result.unwrap_err().to_string().contains("OPENAI_API_KEY"));
     // the project has spent its budget in earlier runs
     Ledger::new(base.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0)).unwrap();
     let result = astra_mcp::drive::run(&host, &ws, &base).await;
-    assert!(matches!(&result, Err(DriveError::Budget(m)) if m.contains("project `alpha`")), "{result:?}");
+    assert!(
+        matches!(&result, Err(DriveError::Llm(LlmError::Budget(m))) if m.contains("project `alpha`")),
+        "{result:?}"
+    );
     assert!(mocked.requests().is_empty(), "no request reached the API");
 
     // an API error (here: the script is empty, so the mock answers 500) stops the run with its message
     let fresh = DriveConfig { ledger: dir.path().join("other-ledger.jsonl"), ..base };
     let result = astra_mcp::drive::run(&host, &ws, &fresh).await;
     assert!(
-        matches!(&result, Err(DriveError::Api { status: 500, message }) if message == "script exhausted"),
+        matches!(&result, Err(DriveError::Llm(LlmError::Api { status: 500, message })) if message == "script exhausted"),
         "{result:?}"
     );
     assert_eq!(mocked.requests().len(), 1);

@@ -103,8 +103,10 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
     let db = tempfile::tempdir().unwrap();
     let host: ToolHost = runtime.block_on(host(db.path(), config("fuzz", "p", None, None)));
     let session = SessionState::new("fuzz");
-    let mut runner =
-        proptest::test_runner::TestRunner::new(fuzz_config("random_tool_arguments_get_tool_results_never_panics_or_hangs", 128));
+    let mut runner = proptest::test_runner::TestRunner::new(fuzz_config(
+        "random_tool_arguments_get_tool_results_never_panics_or_hangs",
+        128,
+    ));
     let succeeded = std::cell::Cell::new(0);
     runner
         .run(&call(), |(name, args)| {

@@ -1,4 +1,4 @@
-//! The fix-memory gates of design.md §3 and the argument checks, through the tool host (the layer the
+//! The fix-memory gates of docs/tools.md, "The gates" and the argument checks, through the tool host (the layer the
 //! MCP server and the runner share), on a real store and the real model. Every refusal is an `is_error`
 //! result that says what to do next, and nothing is stored by it.
 

@@ -197,7 +197,10 @@ async fn opt_out_file_and_kill_switch_print_nothing() {
     assert!(context(&run(&mut hook(db.path()), &payload), "PostToolUseFailure").is_some(), "on by default");
     let out = run(hook(db.path()).env("ASTRA_HOOKS", "off"), &payload);
     assert_eq!(context(&out, "PostToolUseFailure"), None);
-    assert_eq!(context(&run(hook(db.path()).env("ASTRA_HOOKS", "off"), &session_start_payload(&alpha)), "SessionStart"), None);
+    assert_eq!(
+        context(&run(hook(db.path()).env("ASTRA_HOOKS", "off"), &session_start_payload(&alpha)), "SessionStart"),
+        None
+    );
     // the opt-out file in the project (here: in a directory above the session's cwd)
     std::fs::create_dir_all(alpha.join(".astra-mcp")).unwrap();
     std::fs::write(alpha.join(".astra-mcp/hooks-off"), "").unwrap();
@@ -220,9 +223,7 @@ async fn session_start_injects_core_memory_and_recent_fixes_within_the_budget() 
     {
         let host = host(db.path(), config("ann", "scenario_alpha", Some(&alpha), None)).await;
         let s = SessionState::new("core-session");
-        let append = |section: &str, text: String| {
-            json!({"section": section, "text": text})
-        };
+        let append = |section: &str, text: String| json!({"section": section, "text": text});
         for (section, text) in [
             ("human", "Ann reviews every pull request herself and prefers small commits.".to_string()),
             ("project", "scenario_alpha is a small Flask-like web app; tests run with pytest -q.".to_string()),
@@ -251,7 +252,10 @@ async fn session_start_injects_core_memory_and_recent_fixes_within_the_budget() 
         let text = context(&out, "SessionStart").expect("the first block fits");
         let tokens = count_tokens(&text);
         assert!(tokens <= budget, "{tokens} tokens > budget {budget}: {text}");
-        assert!(text.contains("left out to stay within the ") && text.contains(&format!("the {budget}-token budget")), "{text}");
+        assert!(
+            text.contains("left out to stay within the ") && text.contains(&format!("the {budget}-token budget")),
+            "{text}"
+        );
     }
     // the env var and the config file set it too (flag > env > file)
     let out = run(hook(db.path()).env("ASTRA_HOOK_BUDGET_TOKENS", "200"), &session_start_payload(&alpha));
@@ -326,14 +330,18 @@ fn bad_input_unknown_events_and_a_missing_store_fail_without_blocking() {
     let out = run(&mut hook(db.path()), &json!({"tool_name": "Bash"}));
     assert_fails_quietly(&out);
     // an event this hook does not handle
-    let out = run(&mut hook(db.path()), &json!({"session_id": "s", "hook_event_name": "PreToolUse", "cwd": cwd.path()}));
+    let out =
+        run(&mut hook(db.path()), &json!({"session_id": "s", "hook_event_name": "PreToolUse", "cwd": cwd.path()}));
     assert!(assert_fails_quietly(&out).contains("`PreToolUse` is not handled"));
     // no store there: an error, and no store created
     let missing = db.path().join("nowhere");
     let out = run(&mut hook(&missing), &session_start_payload(cwd.path()));
     assert!(assert_fails_quietly(&out).contains("no memory store at"));
     assert!(!missing.exists(), "a hook never creates a store");
-    let out = run(&mut hook(&missing), &failure_payload(cwd.path(), "pytest", 1, "FAILED t.py::test_x - AssertionError\n1 failed in 0.1s"));
+    let out = run(
+        &mut hook(&missing),
+        &failure_payload(cwd.path(), "pytest", 1, "FAILED t.py::test_x - AssertionError\n1 failed in 0.1s"),
+    );
     assert_fails_quietly(&out);
 }
 

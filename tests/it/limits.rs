@@ -118,14 +118,7 @@ async fn session_openings_past_the_caps_get_503_with_retry_after() {
     let config = config_with_tokens(dir.path());
     let server = Server::start(
         &dir.path().join("db"),
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--http-max-sessions",
-            "5",
-            "--http-max-sessions-per-actor",
-            "3",
-        ],
+        &["--config", config.to_str().unwrap(), "--http-max-sessions", "5", "--http-max-sessions-per-actor", "3"],
     );
     let (alice, bob) = (format!("Bearer {ALICE}"), format!("Bearer {BOB}"));
     let alice = [("authorization", alice.as_str())];

@@ -30,7 +30,8 @@ fn fixture(name: &str) -> std::path::PathBuf {
 async fn search(db: &Path, query: &str) -> Vec<(String, String, String)> {
     use astra_mcp::memory::{ConversationMemory, ConversationSearch, Fusion};
     let store = astra_mcp::store::lance::LanceStore::open(db.to_str().unwrap()).await.unwrap();
-    let memory = ConversationMemory::new(std::sync::Arc::new(store), crate::support::embedder(), Fusion::conversation());
+    let memory =
+        ConversationMemory::new(std::sync::Arc::new(store), crate::support::embedder(), Fusion::conversation());
     let hits = memory
         .search("ann", &ConversationSearch { query: query.into(), top_k: 5, ..Default::default() })
         .await

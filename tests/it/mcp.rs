@@ -213,7 +213,7 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert_eq!(out.matches[0].project, "scenario_alpha");
     assert_eq!(out.matches[0].stale, None, "hits from another project have stale = null");
     assert!(out.matches[0].verified);
-    // the text layout of design.md §2
+    // the text layout of docs/tools.md
     let first_block: Vec<&str> = body.split("\n\n").next().unwrap().lines().collect();
     assert_eq!(first_block.len(), 7, "{body}");
     assert_eq!(first_block[0], format!("Match 1 (score={:.4})", out.matches[0].score));

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use astra_mcp::eval::fixes::{EvalSet, compared, run};
 use astra_mcp::memory::{Fusion, SessionState};
 use astra_mcp::store::lance::LanceStore;
-use astra_mcp::tools::{ArchivalInsertOutput, ArchivalSearchOutput, ToolHost, ToolOutput};
-use serde_json::{Value, json};
+use astra_mcp::tools::{ArchivalInsertOutput, ArchivalSearchOutput};
+use serde_json::json;
 
 use crate::support::{call, config, embedder, host, structured};
 

@@ -370,11 +370,7 @@ async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_ol
             fixes.drop_index(&ix.name).await.unwrap();
         }
     }
-    fixes
-        .create_index(&["embedded_text"], lancedb::index::Index::FTS(Default::default()))
-        .execute()
-        .await
-        .unwrap();
+    fixes.create_index(&["embedded_text"], lancedb::index::Index::FTS(Default::default())).execute().await.unwrap();
     let names = |ixs: Vec<lancedb::index::IndexConfig>| -> Vec<String> {
         ixs.into_iter().filter(|ix| ix.index_type == lancedb::index::IndexType::FTS).map(|ix| ix.name).collect()
     };

@@ -8,10 +8,10 @@ use std::time::Duration;
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder, Workload};
 use astra_mcp::memory::FixMemoryConfig;
+use astra_mcp::memory::SessionState;
 use astra_mcp::memory::core::parse_block_specs;
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::store::lance::LanceStore;
-use astra_mcp::memory::SessionState;
 use astra_mcp::tools::{JsonObject, ToolHost, ToolOutput};
 use serde_json::Value;
 
@@ -116,7 +116,7 @@ pub async fn host(db: &Path, config: FixMemoryConfig) -> ToolHost {
 pub async fn host_with_blocks(db: &Path, config: FixMemoryConfig, blocks: Option<&str>) -> ToolHost {
     let store = LanceStore::open(db.to_str().unwrap()).await.unwrap();
     let blocks = parse_block_specs(blocks).unwrap();
-    ToolHost::new(astra_mcp::config::memories(std::sync::Arc::new(store), embedder(), config, blocks, 0.95))
+    ToolHost::new(astra_mcp::app::memories(std::sync::Arc::new(store), embedder(), config, blocks, 0.95))
 }
 
 /// `json!({...})` as tool arguments.

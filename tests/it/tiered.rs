@@ -9,7 +9,7 @@ use astra_mcp::memory::{ConversationMemory, Fusion, ImportTarget, NewItem, Sessi
 use astra_mcp::store::ArchivalStore;
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::tools::{
-    ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ToolHost, ToolOutput,
+    ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ToolHost,
 };
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -534,7 +534,7 @@ async fn a_forgotten_item_stays_out_of_the_context_of_later_items_and_of_exports
     assert!(text.contains(&format!("\"table\":\"forgotten\",\"row\":{{\"id\":\"{b}\"")), "{text}");
     let other_dir = tempfile::tempdir().unwrap();
     let other = LanceStore::open(other_dir.path().to_str().unwrap()).await.unwrap();
-    other.import(&text, &embedder()).await.unwrap();
+    other.import(&text, &embedder(), &astra_mcp::memory::IMPORT_RULES).await.unwrap();
     let again = ConversationMemory::new(Arc::new(other.clone()), embedder(), Fusion::conversation());
     assert_eq!(again.import(&target, &items).await.unwrap().added, 0, "the forgotten item is not re-imported");
     assert!(other.show_row(&b.to_string(), None).await.unwrap().is_none());

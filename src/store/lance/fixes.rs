@@ -28,7 +28,7 @@ fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
-/// Arrow schema of `fixes`. `vector` is `FixedSizeList<Float32, 384>` (design.md §4).
+/// Arrow schema of `fixes`. `vector` is `FixedSizeList<Float32, 384>` (docs/storage.md).
 pub(super) fn schema() -> SchemaRef {
     super::rows::schema_with_provenance(vec![
         Field::new("created_at", timestamp_type(), false),

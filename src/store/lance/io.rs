@@ -1,12 +1,12 @@
 //! How the store reads its files: through Linux io_uring where the kernel allows it, else with Lance's
-//! default local reader. Chosen once per process (`--lance-io`).
+//! default local reader. Chosen per opening ([`super::OpenOptions::read_io`], `--lance-io`).
 //!
 //! Why: Lance's default local reader runs every read, a `pread(2)` of a few KiB, as its own task on
 //! tokio's blocking pool, and a search makes about 190 of them at 10k rows (a take of 50 ranked rows
 //! reads each row of each column on its own). Each costs two hand-offs between threads, which on a
 //! small virtual machine cost more than the read. Lance's io_uring reader hands the reads to one ring
 //! thread in batches instead: at 10k rows the rest of a search (its latency minus the query's
-//! embedding) fell by 1.3 ms (archival) and 2.3 ms (fixes) (BENCHMARKS.md, 2026-12-02 08:20 UTC).
+//! embedding) fell by 1.3 ms (archival) and 2.3 ms (fixes) (BENCHMARKS.md, "Reads through io_uring").
 //!
 //! How: Lance reads through io_uring when a store's URI has the scheme `file+uring://`. That scheme
 //! cannot be given to lancedb: lancedb then creates a stray directory named after the URI in the
@@ -24,33 +24,24 @@ use lance_io::object_store::providers::local::FileStoreProvider;
 use lance_io::object_store::{ObjectStore, ObjectStoreParams, ObjectStoreProvider, ObjectStoreRegistry};
 
 /// How the store reads its files (`--lance-io`, `ASTRA_LANCE_IO`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReadIo {
-    /// io_uring where this process can use it (checked once), else `blocking`, said
-    /// once at `info` level. io_uring is often switched off: `sysctl kernel.io_uring_disabled`, or the
-    /// seccomp profile of a container (Docker's default blocks it).
+    /// io_uring where this process can use it ([`uring_allowed`]), else blocking reads, said once.
     #[default]
     Auto,
-    /// Linux io_uring: Lance's ring threads (`LANCE_URING_THREAD_COUNT`, 1 unless set) read the files.
-    /// Opening the store fails where io_uring is not allowed.
+    /// io_uring, or opening the store fails.
     Uring,
     /// Lance's default local reader: each read a `pread(2)` on tokio's blocking pool.
     Blocking,
 }
 
-static READ_IO: OnceLock<ReadIo> = OnceLock::new();
+/// Whether this process may use io_uring: a fact of the process and its kernel, probed once.
 static URING_ALLOWED: OnceLock<Result<(), String>> = OnceLock::new();
-
-/// Sets how every store this process opens reads its files. The first call wins; without one,
-/// [`ReadIo::Auto`].
-pub fn set_read_io(io: ReadIo) {
-    let _ = READ_IO.set(io);
-}
 
 /// The defaults of Lance's io_uring settings (environment variables Lance reads once, at its first
 /// io_uring read), for the variables the user did not set:
 /// - `LANCE_URING_THREAD_COUNT=1`: one ring thread. Two (Lance's default) were slower on a 2-core
-///   machine (BENCHMARKS.md).
+///   machine (BENCHMARKS.md, "Reads through io_uring").
 /// - `LANCE_URING_POLL_TIMEOUT_MS=1000`: how often an idle ring thread wakes up (Lance's default,
 ///   10 ms, wakes an idle server 100 times a second). A request wakes it at once either way.
 ///
@@ -71,9 +62,9 @@ pub unsafe fn set_uring_defaults() {
 ///
 /// # Errors
 /// With [`ReadIo::Uring`] set where this kernel refuses io_uring: the kernel's error, and what to do.
-pub(super) fn session() -> Result<Option<Arc<Session>>, String> {
+pub(super) fn session(read_io: ReadIo) -> Result<Option<Arc<Session>>, String> {
     // `blocking` does not even set up a ring to check
-    let uring = match READ_IO.get().copied().unwrap_or_default() {
+    let uring = match read_io {
         ReadIo::Blocking => false,
         ReadIo::Auto => match uring_allowed() {
             Ok(()) => true,

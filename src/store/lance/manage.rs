@@ -1,5 +1,5 @@
 //! Operator views of the whole store (`astra-mcp memory …`): list, show, delete, stats, JSONL export
-//! and import, upkeep (`optimize`, design.md §4) and re-embedding (`reindex`). These read and write
+//! and import, upkeep (`optimize`, docs/storage.md) and re-embedding (`reindex`). These read and write
 //! every table generically through Arrow, so a new column needs no change here.
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,7 +19,7 @@ use super::{
     retry, sql_literal,
 };
 use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
-use crate::store::StoreError;
+use crate::store::{ImportRules, StoreError};
 
 /// Rows embedded per batch by `import` and `reindex`.
 const EMBED_BATCH: usize = 64;
@@ -163,7 +163,7 @@ fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
 /// characters are shown escaped (`\u{1b}`), so stored text cannot drive the operator's terminal.
 pub fn preview(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let line = crate::memory::redact::escape_controls(&line);
+    let line = crate::domain::text::escape_controls(&line);
     if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
 }
 
@@ -442,9 +442,9 @@ impl LanceStore {
     /// as it is: the merge rebuilds the graphs of the rows written since (HNSW per IVF partition, with
     /// the existing partitions and quantiser), not the whole index. Returns the segments merged.
     ///
-    /// Cost, measured over 10,000 single inserts (BENCHMARKS.md): 79 ms with about 500 rows written
-    /// since the first segment, 0.6–0.7 s with about 5,000 (building the first over 5,000 rows took
-    /// 1.2 s); background upkeep merges about every 500th write.
+    /// Cost, measured over 10,000 single inserts (BENCHMARKS.md, "Vector index segments are merged"):
+    /// 79 ms with about 500 rows written since the first segment, 0.6–0.7 s with about 5,000 (building
+    /// the first over 5,000 rows took 1.2 s); background upkeep merges about every 500th write.
     pub(super) async fn merge_vector_index_segments(
         &self,
         name: &'static str,
@@ -624,7 +624,7 @@ impl LanceStore {
         Ok(out)
     }
 
-    /// Upkeep of design.md §4 for every table: compacts small fragments (dropping deleted rows), folds
+    /// Upkeep of docs/storage.md for every table: compacts small fragments (dropping deleted rows), folds
     /// unindexed rows into the indexes, and prunes versions older than `prune_older_than`.
     pub async fn optimize(&self, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
         for name in TABLES {
@@ -726,13 +726,18 @@ impl LanceStore {
     }
 
     /// Reads an export made by [`Self::export`] and upserts every row by id (an import repeated adds
-    /// nothing). When the export's embedding model differs from this binary's, vectors are recomputed
+    /// nothing), each row's text passed through `rules` (the memory layer's redaction and tags). When the export's embedding model differs from this binary's, vectors are recomputed
     /// from each row's `embedded_text`.
     ///
     /// # Errors
     /// A missing or unknown header, a line that is not a row of a known table, or a row that does not
     /// fit its table's columns, with the line number.
-    pub async fn import(&self, text: &str, embedder: &LazyEmbedder) -> Result<ImportReport, StoreError> {
+    pub async fn import(
+        &self,
+        text: &str,
+        embedder: &LazyEmbedder,
+        rules: &ImportRules,
+    ) -> Result<ImportReport, StoreError> {
         let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
         let header = match lines.next() {
             Some((i, line)) => parse_export_header(i + 1, line)?,
@@ -769,9 +774,9 @@ impl LanceStore {
             {
                 row.insert("id".into(), Value::String(id.to_string()));
             }
-            // secrets are redacted before anything is stored (design.md §4), in a hand-edited file too
+            // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
             let embedded_before = row.get("embedded_text").cloned();
-            let redacted = redact_row(&mut row);
+            let redacted = redact_row(&mut row, rules);
             let stale_vector = redacted && row.get("embedded_text") != embedded_before.as_ref();
             if (reembed || stale_vector) && row.contains_key("vector") {
                 // placeholder of the right shape; replaced below
@@ -964,35 +969,34 @@ const IDENTITY_COLUMNS: [&str; 10] = [
     "vector",
 ];
 
-/// Redacts secrets ([`crate::memory::redact::redact`]) in every text of an imported `row`, nested ones
-/// included, but its [`IDENTITY_COLUMNS`]; archival `tags` are also normalised as inserts normalise
-/// them ([`crate::memory::archival::normalize_tags`]: trimmed, lower-cased, sorted, de-duplicated).
-/// Returns whether a secret was redacted.
-fn redact_row(row: &mut Map<String, Value>) -> bool {
-    fn redact_value(value: &mut Value) -> bool {
+/// Redacts secrets (`rules.redact`) in every text of an imported `row`, nested ones included, but its
+/// [`IDENTITY_COLUMNS`]; archival `tags` are also normalised as inserts normalise them
+/// (`rules.normalize_tags`). Returns whether a secret was redacted.
+fn redact_row(row: &mut Map<String, Value>, rules: &ImportRules) -> bool {
+    fn redact_value(value: &mut Value, rules: &ImportRules) -> bool {
         match value {
             // a column holding JSON (a fix's `receipt`) is redacted field by field: a rule run over the
             // compact JSON would swallow the fields after a secret
             Value::String(s) if s.starts_with('{') || s.starts_with('[') => match serde_json::from_str::<Value>(s) {
                 Ok(mut inner) if inner.is_object() || inner.is_array() => {
-                    let redacted = redact_value(&mut inner);
+                    let redacted = redact_value(&mut inner, rules);
                     if redacted {
                         *s = inner.to_string();
                     }
                     redacted
                 }
-                _ => redact_text(s),
+                _ => redact_text(s, rules),
             },
-            Value::String(s) => redact_text(s),
-            Value::Array(items) => items.iter_mut().fold(false, |any, v| redact_value(v) | any),
-            Value::Object(fields) => fields.values_mut().fold(false, |any, v| redact_value(v) | any),
+            Value::String(s) => redact_text(s, rules),
+            Value::Array(items) => items.iter_mut().fold(false, |any, v| redact_value(v, rules) | any),
+            Value::Object(fields) => fields.values_mut().fold(false, |any, v| redact_value(v, rules) | any),
             _ => false,
         }
     }
     /// Whether redaction changed `s` (text redacted before, `password=[REDACTED:secret]`, matches a rule
     /// again and comes out the same).
-    fn redact_text(s: &mut String) -> bool {
-        match crate::memory::redact::redact(s) {
+    fn redact_text(s: &mut String, rules: &ImportRules) -> bool {
+        match (rules.redact)(s) {
             std::borrow::Cow::Owned(clean) if clean != *s => {
                 *s = clean;
                 true
@@ -1003,7 +1007,7 @@ fn redact_row(row: &mut Map<String, Value>) -> bool {
     let mut redacted = false;
     for (column, value) in row.iter_mut() {
         if !IDENTITY_COLUMNS.contains(&column.as_str()) {
-            redacted |= redact_value(value);
+            redacted |= redact_value(value, rules);
         }
     }
     if let Some(Value::Array(tags)) = row.get_mut("tags") {
@@ -1011,7 +1015,7 @@ fn redact_row(row: &mut Map<String, Value>) -> bool {
         let texts: Option<Vec<String>> =
             tags.iter().filter(|t| !t.is_null()).map(|t| t.as_str().map(str::to_string)).collect();
         if let Some(texts) = texts {
-            *tags = crate::memory::archival::normalize_tags(&texts).into_iter().map(Value::String).collect();
+            *tags = (rules.normalize_tags)(&texts).into_iter().map(Value::String).collect();
         }
     }
     // a fix's error type filter key follows its (redacted) error type, so no secret stays in the key

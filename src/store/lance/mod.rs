@@ -1,4 +1,4 @@
-//! The LanceDB backend (design.md §4): one embedded directory holding the `fixes`, `archival`,
+//! The LanceDB backend (docs/storage.md): one embedded directory holding the `fixes`, `archival`,
 //! `session_items` and `core_blocks` tables and a small `meta` table with the store's format version and
 //! the embedding model's id and dimension. The only module that imports lancedb or arrow.
 //!
@@ -84,7 +84,7 @@ pub struct LanceStore {
     row_caches: Arc<row_cache::RowCaches>,
 }
 
-/// Background upkeep (compaction, index refresh, pruning; design.md §4) runs on a table after this many
+/// Background upkeep (compaction, index refresh, pruning; docs/storage.md) runs on a table after this many
 /// writes to it through one store handle.
 pub const UPKEEP_EVERY_WRITES: usize = 100;
 
@@ -112,15 +112,15 @@ pub const FTS_FOLD_EVERY_WRITE_ROWS: usize = 250;
 pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
 
 /// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
-/// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 8–9 ms at 10k rows of 384
-/// floats here (BENCHMARKS.md).
+/// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 6–11 ms at 10k rows of 384
+/// floats here, by machine (BENCHMARKS.md, "Exact search below 5,000 rows").
 pub const ANN_MIN_ROWS: usize = 5_000;
 /// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits, and to
 /// one per [`ANN_ROWS_PER_EF`] rows of the table for large tables ([`ann_ef`]).
 pub const ANN_EF: usize = 100;
 /// Table rows per HNSW candidate in large tables: `ef` grows with the table, since a fixed `ef` loses
-/// recall there. Measured on the 1M benchmark store (100 queries, store only; BENCHMARKS.md): `ef` 200
-/// gave recall@10 0.830 at p50 22.7 ms, 400 0.892 (21.8 ms), 1,000 0.942 (22.2 ms), 2,000 0.982 (24.7 ms);
+/// recall there. Measured on the 1M benchmark store (100 queries, store only; BENCHMARKS.md, "HNSW `ef`
+/// grows with the table"): `ef` 200 gave recall@10 0.830 at p50 22.7 ms, 400 0.892 (21.8 ms), 1,000 0.942 (22.2 ms), 2,000 0.982 (24.7 ms);
 /// at 10k every `ef` up to 2,000 gave 1.000, and p50 5.0 ms (200), 5.9–6.4 (1,000), 6.7–7.0 (2,000).
 pub const ANN_ROWS_PER_EF: usize = 500;
 /// The largest `ef` [`ann_ef`] chooses (for tables of 1M rows and more) unless the limit asks for more.
@@ -134,30 +134,55 @@ pub fn ann_ef(rows: usize, limit: usize) -> usize {
     (rows / ANN_ROWS_PER_EF).clamp(least, ANN_EF_MAX.max(least))
 }
 /// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation's order.
-/// 1 re-ranks exactly the rows returned: at 1M rows it kept recall@10 of the search's 50 candidates at
-/// 1.0 on a probe where no re-ranking gave 0.95, and costs about 4 ms less than 4 there (BENCHMARKS.md).
+/// 1 re-ranks exactly the rows returned: at 1M rows it costs about 4 ms less per search than 4
+/// (BENCHMARKS.md, "Refine factor 1"); recall@10 there is measured of the 50 candidates it re-ranks.
 pub const ANN_REFINE_FACTOR: u32 = 1;
+
+/// How a store is opened: how it reads its files and how many rows per table its row cache holds.
+/// Settings of one opening, not of the process (`--lance-io`, `--row-cache-rows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// How a local directory's files are read ([`io`]).
+    pub read_io: io::ReadIo,
+    /// Rows per searchable table the [`row_cache`] holds; 0 turns it off.
+    pub row_cache_rows: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self { read_io: io::ReadIo::Auto, row_cache_rows: row_cache::DEFAULT_ROW_CACHE_ROWS }
+    }
+}
 
 impl LanceStore {
     /// Opens (creating when absent) the store at `path` (a directory, a `file://` URL of one, or an
-    /// object-store URI), checking the `meta` table's format version and embedding model. A local
-    /// directory is read as `--lance-io` says ([`io`]).
+    /// object-store URI) with the default [`OpenOptions`], checking the `meta` table's format version
+    /// and embedding model.
+    ///
+    /// # Errors
+    /// As [`Self::open_with`].
+    pub async fn open(path: &str) -> Result<Self, StoreError> {
+        Self::open_checked(path, OpenOptions::default(), true).await
+    }
+
+    /// Opens (creating when absent) the store at `path` as `options` say, checking the `meta` table's
+    /// format version and embedding model.
     ///
     /// # Errors
     /// [`StoreError::Open`] when the directory is unusable, [`StoreError::ReadIo`] when `--lance-io
     /// uring` cannot be honoured here or `path` is a `file+uring://` URL, [`StoreError::ModelMismatch`] /
     /// [`StoreError::FormatVersion`] when the store was built differently.
-    pub async fn open(path: &str) -> Result<Self, StoreError> {
-        Self::open_checked(path, true).await
+    pub async fn open_with(path: &str, options: OpenOptions) -> Result<Self, StoreError> {
+        Self::open_checked(path, options, true).await
     }
 
     /// Opens the store without checking the embedding model (for `memory reindex`, which re-embeds a
     /// store built with another model). The format version is still checked.
-    pub async fn open_for_reindex(path: &str) -> Result<Self, StoreError> {
-        Self::open_checked(path, false).await
+    pub async fn open_for_reindex(path: &str, options: OpenOptions) -> Result<Self, StoreError> {
+        Self::open_checked(path, options, false).await
     }
 
-    async fn open_checked(path: &str, check_model: bool) -> Result<Self, StoreError> {
+    async fn open_checked(path: &str, options: OpenOptions, check_model: bool) -> Result<Self, StoreError> {
         let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
         if path.starts_with("file+uring:") {
             return Err(StoreError::ReadIo {
@@ -182,7 +207,8 @@ impl LanceStore {
             (path, None)
         } else {
             // how a local directory is read (see `io`), settled before anything is created
-            let session = io::session().map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
+            let session = io::session(options.read_io)
+                .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
             // made absolute: lancedb reads a bare name such as `db` as a cloud URI
             std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
             absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
@@ -205,9 +231,9 @@ impl LanceStore {
         let distill_runs =
             open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
         let row_caches = Arc::new(row_cache::RowCaches {
-            fixes: row_cache::RowCache::new(row_cache_capacity(&fixes).await),
-            archival: row_cache::RowCache::new(row_cache_capacity(&archival).await),
-            session_items: row_cache::RowCache::new(row_cache_capacity(&session_items).await),
+            fixes: row_cache::RowCache::new(row_cache_capacity(&fixes, options.row_cache_rows).await),
+            archival: row_cache::RowCache::new(row_cache_capacity(&archival, options.row_cache_rows).await),
+            session_items: row_cache::RowCache::new(row_cache_capacity(&session_items, options.row_cache_rows).await),
         });
         let store = Self {
             path: path.to_string(),
@@ -320,7 +346,12 @@ impl LanceStore {
             // an index of this column built with another analyzer goes first (one FTS index per column)
             for stale in stale_fts_indexes(table, name, column).await.map_err(backend)? {
                 match table.drop_index(&stale).await {
-                    Ok(()) => tracing::info!(table = name, column, index = stale, "full-text index rebuilt with this version's analyzer"),
+                    Ok(()) => tracing::info!(
+                        table = name,
+                        column,
+                        index = stale,
+                        "full-text index rebuilt with this version's analyzer"
+                    ),
                     Err(e) => tracing::debug!(table = name, index = stale, "stale full-text index already gone: {e}"),
                 }
             }
@@ -1064,16 +1095,16 @@ struct Ranked {
     score: Option<f32>,
 }
 
-/// The rows `table`'s [`row_cache`] may hold: [`row_cache::row_cache_rows`], or none when the table
+/// The rows `table`'s [`row_cache`] may hold: `rows` ([`OpenOptions::row_cache_rows`]), or none when the table
 /// was created with Lance's stable row ids, where `_rowid` is a row's id across updates, not its
 /// address (an updated row keeps it), so what the cache holds for it could be out of date. This
 /// store never creates such tables; another program could.
-async fn row_cache_capacity(table: &Table) -> usize {
+async fn row_cache_capacity(table: &Table, rows: usize) -> usize {
     let stable = match table.as_native() {
         Some(native) => native.manifest().await.map(|m| m.uses_stable_row_ids()).unwrap_or(true),
         None => true,
     };
-    if stable { 0 } else { row_cache::row_cache_rows() }
+    if stable { 0 } else { rows }
 }
 
 /// A ranking (best first) as [`Scored`](crate::store::Scored) refs: ranks from the ranking's scores,
@@ -1142,7 +1173,11 @@ fn sql_literal(value: &str) -> String {
 /// Has `table` (named `name`) this version's full-text index of `column` ([`fts_index_name`])?
 async fn has_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
     let wanted = fts_index_name(name, column);
-    Ok(table.list_indices().await?.iter().any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.name == wanted))
+    Ok(table
+        .list_indices()
+        .await?
+        .iter()
+        .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.name == wanted))
 }
 
 /// The full-text indexes of `column` in `table` (named `name`) other than this version's: built with

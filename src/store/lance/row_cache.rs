@@ -4,7 +4,7 @@
 //!
 //! Why: at 10k rows the vector ranking's read of its 50 candidates by address was 1.9 ms of the 4.3 ms
 //! its stage took (BENCHMARKS.md, "Where the vector stage's 4.3 ms go at 10k"), and the full-text
-//! rankings read the same columns of theirs. A table of up to [`row_cache_rows`] rows is read into the
+//! rankings read the same columns of theirs. A table of up to `row_cache_rows` rows ([`super::OpenOptions`]) is read into the
 //! cache once, in the background after its first search ([`RowCache::should_fill`]); then a search
 //! reads no row before fusion, only the hits it returns.
 //!
@@ -33,27 +33,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
 /// Rows per table the cache holds by default (`--row-cache-rows`): a table of up to this many rows is
 /// held whole. About 1.6 KiB per row (the vector is 1,536 bytes), so 26 MiB for a full table; a 10k
-/// table cost 35 MiB of resident memory in the benchmark (BENCHMARKS.md, 2026-12-02 14:00 UTC).
+/// table cost 35 MiB of resident memory in the benchmark (BENCHMARKS.md, "Row cache").
 pub const DEFAULT_ROW_CACHE_ROWS: usize = 16_384;
-
-static ROW_CACHE_ROWS: OnceLock<usize> = OnceLock::new();
-
-/// Sets the rows per table of every store this process opens (`--row-cache-rows`; 0 turns the cache
-/// off). The first call wins; without one, [`DEFAULT_ROW_CACHE_ROWS`].
-pub fn set_row_cache_rows(rows: usize) {
-    let _ = ROW_CACHE_ROWS.set(rows);
-}
-
-/// Rows per table the caches of stores opened now hold ([`set_row_cache_rows`]).
-pub fn row_cache_rows() -> usize {
-    ROW_CACHE_ROWS.get().copied().unwrap_or(DEFAULT_ROW_CACHE_ROWS)
-}
 
 /// What a ranking needs of one row before fusion.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,7 +29,7 @@ pub(super) fn vector_type() -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIMENSION as i32)
 }
 
-/// The columns every table starts with (design.md §4: every row carries its owner and provenance):
+/// The columns every table starts with (docs/storage.md: every row carries its owner and provenance):
 /// `id`, `actor_id`, `project`, `session_id`, then `extra`.
 pub(super) fn schema_with_provenance(extra: Vec<Field>) -> arrow_schema::SchemaRef {
     let mut fields = vec![

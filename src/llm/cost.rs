@@ -1,5 +1,5 @@
-//! The cost guard of the runner: token prices, and a ledger of what every request cost, checked against
-//! a per-run and a per-project budget before each request.
+//! The cost guard: token prices, and a ledger of what every request cost, checked against a per-run and
+//! a per-project budget before each request (a project of `drive`, or `distill:<actor>`).
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;

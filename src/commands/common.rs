@@ -1,0 +1,66 @@
+//! Helpers shared by several subcommands: the project label and the store of a command run outside a
+//! server (opened with the identity of `StoreArgs`), the progress bar, and the Responses API settings.
+
+use std::io::IsTerminal;
+
+use astra_mcp::app;
+use astra_mcp::app::LanceStore;
+use astra_mcp::config::StoreSettings;
+
+/// The project label of a command run outside a server: `--project`, else the current directory's name.
+pub(super) fn cli_project(settings: &StoreSettings) -> String {
+    let cwd = std::env::current_dir().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    settings.project_or(cwd)
+}
+
+/// Opens the store of a command that inspects or changes existing memories: a mistyped `--db` is an
+/// error, not a new empty store.
+pub(super) async fn open_existing(settings: &StoreSettings) -> anyhow::Result<LanceStore> {
+    if !settings.db.contains("://") {
+        anyhow::ensure!(
+            std::path::Path::new(&settings.db).is_dir(),
+            "no memory store at {}: check --db (ASTRA_DB); `astra-mcp serve` creates one",
+            settings.db
+        );
+    }
+    app::open_store(&settings).await
+}
+
+/// A progress bar on stderr when it is a terminal; hidden otherwise (logs and CI stay clean).
+pub(super) fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    let template = format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// `name` from the environment, else from `.env` in the working directory.
+fn env_or_dotenv(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty()).or_else(|| {
+        dotenvy::from_path_iter(".env").ok()?.filter_map(Result::ok).find_map(|(k, v)| (k == name).then_some(v))
+    })
+}
+
+/// The key comes from the environment, else from `.env` in the working directory (never a flag).
+pub(super) fn openai_api_key() -> Option<String> {
+    env_or_dotenv(astra_mcp::env_vars::OPENAI_API_KEY)
+}
+
+/// `<data dir>/astra-mcp`: the default home of the ledger and the runs' evidence.
+pub(super) fn data_dir() -> std::path::PathBuf {
+    dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp")
+}
+
+/// The Responses API base URL: flag > environment > `.env` > the OpenAI endpoint (a base URL in `.env`
+/// must not be ignored while its key is used).
+pub(super) fn base_url(args: &astra_mcp::cli::ModelArgs) -> String {
+    args.base_url
+        .clone()
+        .or_else(|| env_or_dotenv(astra_mcp::env_vars::OPENAI_BASE_URL))
+        .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+}

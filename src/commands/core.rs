@@ -1,0 +1,58 @@
+//! `astra-mcp core`: shows the core memory blocks, lists a block's history, restores an earlier version.
+
+use std::sync::Arc;
+
+use astra_mcp::app::LanceStore;
+use astra_mcp::app::OpenOptions;
+use astra_mcp::cli::CoreCommand;
+use astra_mcp::config::StoreSettings;
+use astra_mcp::domain::Scope;
+use astra_mcp::memory::CoreMemory;
+
+use super::common::{cli_project, open_existing};
+
+pub async fn run(command: CoreCommand, open: OpenOptions) -> anyhow::Result<()> {
+    match command {
+        CoreCommand::Show { store, section } => {
+            let settings = StoreSettings::resolve(&store, open)?;
+            let core = core_memory(&settings, open_existing(&settings).await?);
+            let blocks = match section {
+                Some(s) => vec![core.read(&s).await?],
+                None => core.read_all().await?,
+            };
+            println!("{}", astra_mcp::tools::render_core_memory(&blocks));
+        }
+        CoreCommand::History { store, section } => {
+            let settings = StoreSettings::resolve(&store, open)?;
+            let core = core_memory(&settings, open_existing(&settings).await?);
+            let history = core.history(&section).await?;
+            if history.is_empty() {
+                println!("block `{section}` has never been written");
+            }
+            for v in history {
+                println!(
+                    "version {} at {} by {}{}:",
+                    v.version,
+                    v.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    v.operation,
+                    if v.session_id.is_empty() { String::new() } else { format!(" (session {})", v.session_id) }
+                );
+                for line in v.value.lines() {
+                    println!("    {line}");
+                }
+            }
+        }
+        CoreCommand::Restore { store, section, version } => {
+            let settings = StoreSettings::resolve(&store, open)?;
+            let core = core_memory(&settings, open_existing(&settings).await?);
+            let block = core.restore(&section, version).await?;
+            println!("block `{section}` restored from version {version}; it is now version {}", block.version);
+        }
+    }
+    Ok(())
+}
+
+fn core_memory(settings: &StoreSettings, store: LanceStore) -> CoreMemory {
+    let scope = Scope { actor_id: settings.actor_id.clone(), project: cli_project(settings) };
+    CoreMemory::new(Arc::new(store), scope, settings.core_blocks.clone())
+}

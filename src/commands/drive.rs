@@ -1,0 +1,98 @@
+//! `astra-mcp drive`: one Responses API run on this server's tools; prints the final text and the
+//! run's counts.
+
+use anyhow::Context;
+
+use astra_mcp::app;
+use astra_mcp::app::OpenOptions;
+use astra_mcp::cli::{DriveArgs, ServeArgs};
+use astra_mcp::config::ServeSettings;
+
+use super::common::{base_url, data_dir, openai_api_key};
+
+pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
+    let prompt = match (&args.prompt, &args.prompt_file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(file)) => {
+            std::fs::read_to_string(file).with_context(|| format!("reading --prompt-file {}", file.display()))?
+        }
+        (None, None) => "The tests of this workspace fail. Fix the code (not the tests) so they pass.".to_string(),
+    };
+    anyhow::ensure!(!args.run_id.trim().is_empty(), "--run-id is empty: give the run an id");
+    let serve = ServeArgs {
+        stdio: true,
+        http: None,
+        allow_remote: false,
+        config: None,
+        shutdown_grace: 30,
+        limits: astra_mcp::cli::LimitArgs::default(),
+        store: args.store.clone(),
+        workspace: Some(args.workspace.clone()),
+        test_command: args.test_command.clone(),
+        test_timeout: args.test_timeout,
+        trust_client_outcomes: false,
+        min_score: astra_mcp::memory::DEFAULT_MIN_SCORE,
+        near_duplicate_cosine: astra_mcp::memory::DEFAULT_NEAR_DUPLICATE_COSINE,
+    };
+    let settings = ServeSettings::resolve(&serve, open)?;
+    let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;
+    let config = drive_config(&args.model, &args.tool_loop, args.run_id.trim(), prompt);
+    // refuse before opening anything when no request may be sent
+    preflight(&config)?;
+    let (hosts, opening) = app::serve(&settings);
+    opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let host = hosts.host(hosts.default_scope()).await?;
+    let result = astra_mcp::drive::run(&host, &workspace, &config).await;
+    hosts.flush().await;
+    let report = result?;
+    println!("{}", report.final_text);
+    eprintln!(
+        "astra-mcp drive: {} requests in {} chain(s), {} tool calls, {} input + {} output tokens, {:.4} USD; evidence in {}",
+        report.requests,
+        report.chains,
+        report.tool_calls,
+        report.input_tokens,
+        report.output_tokens,
+        report.cost_usd,
+        config.runs_dir.join(&config.run_id).display()
+    );
+    Ok(())
+}
+
+/// The drive settings of `args` for run `run_id`.
+pub(super) fn drive_config(
+    args: &astra_mcp::cli::ModelArgs,
+    tool_loop: &astra_mcp::cli::LoopArgs,
+    run_id: &str,
+    prompt: String,
+) -> astra_mcp::drive::DriveConfig {
+    let data = data_dir();
+    astra_mcp::drive::DriveConfig {
+        base_url: base_url(args),
+        api_key: openai_api_key(),
+        approve_live_cost: args.approve_live_cost,
+        model: args.model.clone(),
+        run_id: run_id.to_string(),
+        prompt,
+        max_turns: tool_loop.max_turns,
+        max_tool_calls: tool_loop.max_tool_calls,
+        max_output_tokens: args.max_output_tokens,
+        reasoning_effort: args.reasoning_effort.clone(),
+        verbosity: tool_loop.verbosity.clone(),
+        pricing: astra_mcp::llm::Pricing {
+            input_per_million_usd: args.input_usd_per_million,
+            output_per_million_usd: args.output_usd_per_million,
+        },
+        run_budget_usd: args.run_budget_usd,
+        project_budget_usd: args.project_budget_usd,
+        ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
+        runs_dir: tool_loop.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
+        timeout_secs: args.request_timeout,
+        context_budget_tokens: tool_loop.context_budget_tokens,
+    }
+}
+
+/// The approval and the key, checked before anything is opened.
+pub(super) fn preflight(config: &astra_mcp::drive::DriveConfig) -> anyhow::Result<()> {
+    Ok(astra_mcp::llm::preflight(&config.base_url, config.approve_live_cost, config.api_key.as_deref())?)
+}

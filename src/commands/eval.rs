@@ -1,0 +1,94 @@
+//! `astra-mcp eval`: the retrieval evaluations (LoCoMo conversations, the bundled fixes set) on a
+//! temporary or given store; prints the report and optionally writes it as JSON.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use astra_mcp::app::LanceStore;
+use astra_mcp::app::OpenOptions;
+use astra_mcp::cli::EvalCommand;
+use astra_mcp::embed::{LazyEmbedder, ModelPaths, Workload};
+use astra_mcp::eval::locomo;
+use astra_mcp::memory::{ConversationMemory, Fusion};
+
+pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> {
+    match command {
+        EvalCommand::Locomo { dir, db, model_dir, ort_dylib, vector_weight, keyword_weight, own_text_weight, json } => {
+            let conversations = locomo::load(&dir)?;
+            let temp;
+            let db = match db {
+                Some(db) => db,
+                None => {
+                    temp = tempfile::tempdir().context("creating a temporary store")?;
+                    temp.path().join("db").to_string_lossy().into_owned()
+                }
+            };
+            let embedder = eval_embedder(model_dir, ort_dylib).await?;
+            let defaults = Fusion::conversation();
+            let fusion = Fusion {
+                vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
+                keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+                own_text_weight: own_text_weight.unwrap_or(defaults.own_text_weight),
+                ..defaults
+            };
+            let store = LanceStore::open_with(&db, open).await?;
+            store.ensure_indexes().await?; // a store reused from an earlier run may lack a newer index
+            let memory = ConversationMemory::new(Arc::new(store), embedder, fusion);
+            let tty = std::io::stderr().is_terminal();
+            let report = locomo::run(&memory, &conversations, |what, done, total| {
+                if tty || done == total {
+                    eprintln!("astra-mcp: {what} {done}/{total} conversations");
+                }
+            })
+            .await?;
+            print!("{}", locomo::render(&report));
+            println!(
+                "fusion: vector_weight={} keyword_weight={} own_text_weight={}; store {db}",
+                fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight
+            );
+            write_json(json.as_deref(), &report)
+        }
+        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, json } => {
+            let embedder = eval_embedder(model_dir, ort_dylib).await?;
+            let defaults = Fusion::fixes();
+            let fusion = Fusion {
+                vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
+                keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+                ..defaults
+            };
+            let temp = tempfile::tempdir().context("creating a temporary store")?;
+            let store = LanceStore::open_with(&temp.path().join("db").to_string_lossy(), open).await?;
+            let set = astra_mcp::eval::fixes::EvalSet::bundled();
+            let report =
+                astra_mcp::eval::fixes::run(Arc::new(store), embedder, &set, &astra_mcp::eval::fixes::compared(fusion))
+                    .await?;
+            print!("{}", astra_mcp::eval::fixes::render(&report));
+            println!("fusion: vector_weight={} keyword_weight={}", fusion.vector_weight, fusion.keyword_weight);
+            write_json(json.as_deref(), &report)
+        }
+    }
+}
+
+/// The embedder of the evaluations, loaded, with the server's interactive settings (so timings are
+/// the server's).
+async fn eval_embedder(model_dir: Option<PathBuf>, ort_dylib: Option<PathBuf>) -> anyhow::Result<LazyEmbedder> {
+    let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
+    let embedder = LazyEmbedder::onnx(
+        ModelPaths { model_dir: model_dir.unwrap_or(cache.model_dir), ort_dylib: ort_dylib.unwrap_or(cache.ort_dylib) },
+        Workload::Interactive,
+    );
+    embedder.get().await?;
+    Ok(embedder)
+}
+
+/// Writes `report` as pretty JSON to `path`, when given.
+fn write_json(path: Option<&std::path::Path>, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! `astra-mcp memory`: see and undo what agents stored (list, show, rm), move it (export, import,
+//! ingest), and look after the store (stats, reindex, optimize).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use astra_mcp::app;
+use astra_mcp::app::LanceStore;
+use astra_mcp::app::OpenOptions;
+use astra_mcp::cli::{MemoryCommand, StoreArgs};
+use astra_mcp::config::StoreSettings;
+use astra_mcp::domain::Scope;
+use astra_mcp::embed::Workload;
+use astra_mcp::memory::Fusion;
+
+use super::common::{cli_project, open_existing, progress_bar};
+
+pub async fn run(command: MemoryCommand, open: OpenOptions) -> anyhow::Result<()> {
+    match command {
+        MemoryCommand::List { store, table, limit, all_actors, json } => {
+            list(open, store, table, limit, all_actors, json).await
+        }
+        MemoryCommand::Show { store, id, all_actors } => show(open, store, id, all_actors).await,
+        MemoryCommand::Rm { store, ids } => rm(open, store, ids).await,
+        MemoryCommand::Export { store, out, all_actors } => export(open, store, out, all_actors).await,
+        MemoryCommand::Import { store, file } => import(open, store, file).await,
+        MemoryCommand::Ingest { store, file } => ingest(open, store, file).await,
+        MemoryCommand::Stats { store, json } => stats(open, store, json).await,
+        MemoryCommand::Reindex { store } => reindex(open, store).await,
+        MemoryCommand::Optimize { store, prune_older_than } => optimize(open, store, prune_older_than).await,
+    }
+}
+
+/// `memory list`: memories newest first, per table; one line each, or JSON lines.
+async fn list(
+    open: OpenOptions,
+    store: StoreArgs,
+    table: Option<String>,
+    limit: usize,
+    all_actors: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = open_existing(&settings).await?;
+    let rows = db.list_rows(table.as_deref(), actor_or_all(&settings, all_actors).as_deref(), limit).await?;
+    for row in &rows {
+        if json {
+            println!("{}", serde_json::to_string(row)?);
+        } else {
+            println!("{:<13} {}  {}  {:<12} {}", row.table, row.id, row.created_at, row.project, row.preview);
+        }
+    }
+    if rows.is_empty() {
+        eprintln!("astra-mcp: no memories of actor `{}` in {}", settings.actor_id, settings.db);
+    }
+    Ok(())
+}
+
+/// `memory show`: one memory (any table) as pretty JSON, with its table.
+async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = open_existing(&settings).await?;
+    let (table, row) = db
+        .show_row(&id, actor_or_all(&settings, all_actors).as_deref())
+        .await?
+        .with_context(|| format!("no memory with id {id} (of actor `{}`)", settings.actor_id))?;
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "table": table, "row": row }))?);
+    Ok(())
+}
+
+/// `memory rm`: deletes the actor's memories by id; fails naming the ids it did not find.
+async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = open_existing(&settings).await?;
+    let mut missing = Vec::new();
+    for id in &ids {
+        match db.delete_row(&settings.actor_id, id).await? {
+            Some(table) => println!("deleted {id} from {table}"),
+            None => missing.push(id.clone()),
+        }
+    }
+    anyhow::ensure!(
+        missing.is_empty(),
+        "no memory of actor `{}` with id {}: see `astra-mcp memory list`",
+        settings.actor_id,
+        missing.join(", ")
+    );
+    Ok(())
+}
+
+/// `memory export`: the actor's rows (every actor's with `--all-actors`) as JSONL, to a file or stdout.
+async fn export(open: OpenOptions, store: StoreArgs, out: Option<PathBuf>, all_actors: bool) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = open_existing(&settings).await?;
+    let actor = actor_or_all(&settings, all_actors);
+    let counts = match &out {
+        Some(path) => {
+            let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            let mut writer = std::io::BufWriter::new(file);
+            let counts = db.export(&mut writer, actor.as_deref()).await?;
+            writer.flush()?;
+            counts
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            db.export(&mut lock, actor.as_deref()).await?
+        }
+    };
+    eprintln!("astra-mcp: exported {}", summary(&counts));
+    Ok(())
+}
+
+/// `memory import`: reads an export back, re-embedding when it was made with another model.
+async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    // read and check first: a file that cannot be read, or is no export this build reads, leaves no
+    // new store behind
+    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    astra_mcp::app::lance::manage::read_export_header(&text).map_err(|e| match e {
+        astra_mcp::store::StoreError::Backend(why) => anyhow::anyhow!("{}: {why}", file.display()),
+        other => other.into(),
+    })?;
+    let db = app::open_store(&settings).await?;
+    let report = db.import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES).await?;
+    for name in astra_mcp::app::lance::SEARCHABLE_TABLES {
+        db.fold_new_rows_into_indexes(name).await?;
+    }
+    let redacted = match report.redacted {
+        0 => String::new(),
+        1 => "; secrets redacted in 1 row".to_string(),
+        n => format!("; secrets redacted in {n} rows"),
+    };
+    println!(
+        "imported {}{}{redacted}",
+        summary(&report.rows),
+        if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
+    );
+    Ok(())
+}
+
+/// `memory ingest`: JSON lines of passages into archival memory, all checked before any is stored.
+async fn ingest(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let mut passages = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Line {
+            text: String,
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        let parsed: Line = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{} line {}: expected {{\"text\": \"…\", \"tags\": [\"…\"]}}; nothing was ingested",
+                file.display(),
+                n + 1
+            )
+        })?;
+        let tags = parsed.tags.unwrap_or_default();
+        // the limits of archival_memory_insert, so no way in stores what the tool refuses
+        astra_mcp::tools::check_passage(&format!("{} line {}", file.display(), n + 1), &parsed.text, &tags)
+            .map_err(|e| anyhow::anyhow!("{}; nothing was ingested", e.to_string().trim_end_matches('.')))?;
+        passages.push((parsed.text, tags));
+    }
+    let project = cli_project(&settings);
+    let lance = Arc::new(app::open_store(&settings).await?);
+    let archival = astra_mcp::memory::ArchivalMemory::new(
+        lance.clone(),
+        settings.embedder(Workload::Batch),
+        astra_mcp::memory::ArchivalConfig {
+            scope: Scope { actor_id: settings.actor_id.clone(), project },
+            near_duplicate_cosine: astra_mcp::memory::DEFAULT_NEAR_DUPLICATE_COSINE,
+            fusion: Fusion::archival(),
+        },
+    );
+    let bar = progress_bar(passages.len() as u64, "passages");
+    let started = std::time::Instant::now();
+    let ingested = archival
+        .ingest(&passages, "ingest", &|done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        })
+        .await?;
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    // the indexes the searches need, now rather than at the next upkeep
+    lance.fold_new_rows_into_indexes(astra_mcp::app::lance::ARCHIVAL_TABLE).await?;
+    let astra_mcp::memory::Ingested { added, already_stored, repeated } = ingested;
+    let repeated = match repeated {
+        0 => String::new(),
+        1 => ", 1 line repeating an earlier one".to_string(),
+        n => format!(", {n} lines repeating earlier ones"),
+    };
+    let passages = if added == 1 { "passage" } else { "passages" };
+    println!(
+        "ingested {added} {passages} ({already_stored} already stored{repeated}) in {seconds:.1} s: {:.1} passages/s",
+        added as f64 / seconds.max(1e-9)
+    );
+    Ok(())
+}
+
+/// `memory stats`: rows, fragments, indexes and versions per table.
+async fn stats(open: OpenOptions, store: StoreArgs, json: bool) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = open_existing(&settings).await?;
+    let stats = db.stats().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        println!("store {}", settings.db);
+        println!(
+            "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8} {:>8}",
+            "table", "rows", "deleted", "bytes", "fragments", "small", "indexes", "segments", "versions"
+        );
+        for s in &stats {
+            println!(
+                "{:<14} {:>8} {:>8} {:>12} {:>9} {:>6} {:>7} {:>8} {:>8}",
+                s.table,
+                s.rows,
+                s.deleted_rows.map_or("-".to_string(), |d| d.to_string()),
+                s.bytes,
+                s.fragments,
+                s.small_fragments,
+                s.indices,
+                s.vector_index_segments.map_or("-".to_string(), |n| n.to_string()),
+                s.versions
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `memory reindex`: re-embeds every row with this binary's model.
+async fn reindex(open: OpenOptions, store: StoreArgs) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    anyhow::ensure!(
+        settings.db.contains("://") || std::path::Path::new(&settings.db).is_dir(),
+        "no memory store at {}: check --db (ASTRA_DB)",
+        settings.db
+    );
+    let db = LanceStore::open_for_reindex(&settings.db, open).await?;
+    let counts = db.reindex(&settings.embedder(Workload::Batch)).await?;
+    println!("re-embedded {}; the store now opens with {}", summary(&counts), astra_mcp::embed::MODEL_ID);
+    Ok(())
+}
+
+/// `memory optimize`: compacts small fragments, folds new rows into the indexes, prunes old versions.
+async fn optimize(open: OpenOptions, store: StoreArgs, prune_older_than: u64) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = open_existing(&settings).await?;
+    let before = db.stats().await?;
+    let keep = chrono::Duration::seconds(i64::try_from(prune_older_than).unwrap_or(i64::MAX));
+    if prune_older_than < 60 {
+        eprintln!(
+            "astra-mcp: pruning versions younger than 60 s: a server using this store right now may fail \
+             a search until it reopens the table; prefer the default when servers are running"
+        );
+    }
+    db.optimize(keep).await?;
+    let after = db.stats().await?;
+    for (b, a) in before.iter().zip(&after) {
+        println!(
+            "{:<14} fragments {} -> {}, versions {} -> {}, bytes {} -> {}",
+            a.table, b.fragments, a.fragments, b.versions, a.versions, b.bytes, a.bytes
+        );
+    }
+    Ok(())
+}
+
+fn actor_or_all(settings: &StoreSettings, all_actors: bool) -> Option<String> {
+    (!all_actors).then(|| settings.actor_id.clone())
+}
+
+/// `3 archival, 1 fixes` (rows per table), or `no rows`.
+fn summary(counts: &astra_mcp::app::lance::manage::TableCounts) -> String {
+    if counts.is_empty() {
+        return "no rows".to_string();
+    }
+    counts.iter().map(|(t, n)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
+}

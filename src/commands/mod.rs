@@ -1,0 +1,18 @@
+//! The subcommands of the binary, one module each; `main.rs` parses the command line and dispatches
+//! here. Part of the binary, not the library, which never prints (stdout is the protocol in `serve`):
+//! the operator commands print a result for a person on stdout with progress and errors on stderr, and
+//! none of them is reachable by a model.
+
+pub mod bench;
+mod common;
+pub mod core;
+pub mod distill;
+pub mod drive;
+pub mod eval;
+pub mod hook;
+pub mod memory;
+pub mod schemas;
+pub mod serve;
+pub mod session_demo;
+pub mod sessions;
+pub mod smoke;
