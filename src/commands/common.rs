@@ -47,7 +47,7 @@ fn env_or_dotenv(name: &str) -> Option<String> {
 }
 
 /// The key comes from the environment, else from `.env` in the working directory (never a flag).
-pub(super) fn openai_api_key() -> Option<String> {
+fn openai_api_key() -> Option<String> {
     env_or_dotenv(astra_mcp::env_vars::OPENAI_API_KEY)
 }
 
@@ -58,9 +58,31 @@ pub(super) fn data_dir() -> std::path::PathBuf {
 
 /// The Responses API base URL: flag > environment > `.env` > the OpenAI endpoint (a base URL in `.env`
 /// must not be ignored while its key is used).
-pub(super) fn base_url(args: &astra_mcp::cli::ModelArgs) -> String {
+fn base_url(args: &astra_mcp::cli::ModelArgs) -> String {
     args.base_url
         .clone()
         .or_else(|| env_or_dotenv(astra_mcp::env_vars::OPENAI_BASE_URL))
         .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+}
+
+/// The model API settings of `args`: base URL, key (environment or `.env`), approval, model, prices,
+/// ledger and request timeout.
+pub(super) fn client_settings(args: &astra_mcp::cli::ModelArgs) -> astra_mcp::llm::ClientSettings {
+    astra_mcp::llm::ClientSettings {
+        base_url: base_url(args),
+        api_key: openai_api_key(),
+        approve_live_cost: args.approve_live_cost,
+        model: args.model.clone(),
+        pricing: astra_mcp::llm::Pricing {
+            input_per_million_usd: args.input_usd_per_million,
+            output_per_million_usd: args.output_usd_per_million,
+        },
+        ledger: args.ledger.clone().unwrap_or_else(|| data_dir().join("ledger.jsonl")),
+        timeout_secs: args.request_timeout,
+    }
+}
+
+/// The approval and the key, checked before anything is opened.
+pub(super) fn preflight(client: &astra_mcp::llm::ClientSettings) -> anyhow::Result<()> {
+    Ok(astra_mcp::llm::preflight(&client.base_url, client.approve_live_cost, client.api_key.as_deref())?)
 }

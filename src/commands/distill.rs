@@ -10,7 +10,7 @@ use astra_mcp::distill::{DistillConfig, Distiller};
 use astra_mcp::embed::Workload;
 use astra_mcp::memory::redact::escape_controls;
 
-use super::common::{base_url, data_dir, open_existing, openai_api_key};
+use super::common::{client_settings, open_existing, preflight};
 
 pub async fn run(args: DistillArgs, open: OpenOptions) -> anyhow::Result<()> {
     if let Some(DistillCommand::Status { db, actor, json }) = args.command {
@@ -29,23 +29,14 @@ pub async fn run(args: DistillArgs, open: OpenOptions) -> anyhow::Result<()> {
         since: args.since,
         max_items: args.max_items.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         instructions: args.instructions.clone(),
-        base_url: base_url(model),
-        api_key: openai_api_key(),
-        approve_live_cost: model.approve_live_cost,
-        model: model.model.clone(),
+        client: client_settings(model),
         max_output_tokens: model.max_output_tokens,
         reasoning_effort: model.reasoning_effort.clone(),
-        pricing: astra_mcp::llm::Pricing {
-            input_per_million_usd: model.input_usd_per_million,
-            output_per_million_usd: model.output_usd_per_million,
-        },
         run_budget_usd: model.run_budget_usd,
         actor_budget_usd: model.project_budget_usd,
-        ledger: model.ledger.clone().unwrap_or_else(|| data_dir().join("ledger.jsonl")),
-        timeout_secs: model.request_timeout,
     };
     // refuse before opening anything when no request may be sent
-    astra_mcp::llm::preflight(&config.base_url, config.approve_live_cost, config.api_key.as_deref())?;
+    preflight(&config.client)?;
     let store = Arc::new(open_existing(&settings).await?);
     let run = Distiller::new(store, settings.embedder(Workload::Batch)).run(&config).await?;
     println!(
@@ -80,7 +71,7 @@ pub async fn run(args: DistillArgs, open: OpenOptions) -> anyhow::Result<()> {
             }
             _ => format!("  = {} {}", field("memory_id"), field("text")),
         };
-        println!("{}", astra_mcp::app::lance::manage::preview(&line, 2_000));
+        println!("{}", astra_mcp::app::lance::preview(&line, 2_000));
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use astra_mcp::app::OpenOptions;
 use astra_mcp::cli::{DriveArgs, ServeArgs};
 use astra_mcp::config::ServeSettings;
 
-use super::common::{base_url, data_dir, openai_api_key};
+use super::common::{client_settings, data_dir, preflight};
 
 pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
     let prompt = match (&args.prompt, &args.prompt_file) {
@@ -38,7 +38,7 @@ pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
     let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;
     let config = drive_config(&args.model, &args.tool_loop, args.run_id.trim(), prompt);
     // refuse before opening anything when no request may be sent
-    preflight(&config)?;
+    preflight(&config.client)?;
     let (hosts, opening) = app::serve(&settings);
     opening.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let host = hosts.host(hosts.default_scope()).await?;
@@ -66,12 +66,8 @@ pub(super) fn drive_config(
     run_id: &str,
     prompt: String,
 ) -> astra_mcp::drive::DriveConfig {
-    let data = data_dir();
     astra_mcp::drive::DriveConfig {
-        base_url: base_url(args),
-        api_key: openai_api_key(),
-        approve_live_cost: args.approve_live_cost,
-        model: args.model.clone(),
+        client: client_settings(args),
         run_id: run_id.to_string(),
         prompt,
         max_turns: tool_loop.max_turns,
@@ -79,20 +75,9 @@ pub(super) fn drive_config(
         max_output_tokens: args.max_output_tokens,
         reasoning_effort: args.reasoning_effort.clone(),
         verbosity: tool_loop.verbosity.clone(),
-        pricing: astra_mcp::llm::Pricing {
-            input_per_million_usd: args.input_usd_per_million,
-            output_per_million_usd: args.output_usd_per_million,
-        },
         run_budget_usd: args.run_budget_usd,
         project_budget_usd: args.project_budget_usd,
-        ledger: args.ledger.clone().unwrap_or_else(|| data.join("ledger.jsonl")),
-        runs_dir: tool_loop.runs_dir.clone().unwrap_or_else(|| data.join("runs")),
-        timeout_secs: args.request_timeout,
+        runs_dir: tool_loop.runs_dir.clone().unwrap_or_else(|| data_dir().join("runs")),
         context_budget_tokens: tool_loop.context_budget_tokens,
     }
-}
-
-/// The approval and the key, checked before anything is opened.
-pub(super) fn preflight(config: &astra_mcp::drive::DriveConfig) -> anyhow::Result<()> {
-    Ok(astra_mcp::llm::preflight(&config.base_url, config.approve_live_cost, config.api_key.as_deref())?)
 }

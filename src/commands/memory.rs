@@ -120,7 +120,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     // read and check first: a file that cannot be read, or is no export this build reads, leaves no
     // new store behind
     let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    astra_mcp::app::lance::manage::read_export_header(&text).map_err(|e| match e {
+    astra_mcp::app::lance::read_export_header(&text).map_err(|e| match e {
         astra_mcp::store::StoreError::Backend(why) => anyhow::anyhow!("{}: {why}", file.display()),
         other => other.into(),
     })?;
@@ -279,7 +279,7 @@ fn actor_or_all(settings: &StoreSettings, all_actors: bool) -> Option<String> {
 }
 
 /// `3 archival, 1 fixes` (rows per table), or `no rows`.
-fn summary(counts: &astra_mcp::app::lance::manage::TableCounts) -> String {
+fn summary(counts: &astra_mcp::app::lance::TableCounts) -> String {
     if counts.is_empty() {
         return "no rows".to_string();
     }

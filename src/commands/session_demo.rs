@@ -10,13 +10,14 @@ use astra_mcp::config::StoreSettings;
 use astra_mcp::drive::demo::{self, DemoSettings};
 use astra_mcp::embed::Workload;
 
-use super::drive::{drive_config, preflight};
+use super::common::preflight;
+use super::drive::drive_config;
 
 pub async fn run(args: SessionDemoArgs, open: OpenOptions) -> anyhow::Result<()> {
     anyhow::ensure!(!args.run_id.trim().is_empty(), "--run-id is empty: give the experiment an id");
     let run_id = args.run_id.trim().to_string();
     let drive = drive_config(&args.model, &args.tool_loop, &run_id, String::new());
-    preflight(&drive)?;
+    preflight(&drive.client)?;
     // The checks read the evidence of this experiment's runs: an id used before would mix in old ones.
     let used = [run_id.clone(), format!("{run_id}-alpha"), format!("{run_id}-beta")]
         .into_iter()

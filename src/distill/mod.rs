@@ -36,7 +36,7 @@ use uuid::Uuid;
 use crate::domain::{DistillRun, Passage, Role, RunState, SessionItem, normalize_for_dedupe, passage_id};
 use crate::embed::LazyEmbedder;
 use crate::llm::responses::check_completed;
-use crate::llm::{Client, ClientSettings, LlmError, Pricing, check_usd};
+use crate::llm::{Client, ClientSettings, LlmError, check_usd};
 use crate::memory::redact::{escape_controls, is_bidi_control, redact};
 use crate::store::lance::LanceStore;
 use crate::store::{ArchivalStore, DistillRunStore, SearchFilter, SessionStore, StoreError, TextQuery};
@@ -63,24 +63,16 @@ pub struct DistillConfig {
     pub max_items: Option<usize>,
     /// Operator's extra instructions for extraction (e.g. "only build and deployment facts").
     pub instructions: Option<String>,
-    /// Responses API base URL with its version prefix, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
-    pub api_key: Option<String>,
-    /// `--approve-live-cost`: without it, no request is sent.
-    pub approve_live_cost: bool,
-    pub model: String,
+    /// The model API: URL, key, approval, model, prices, ledger, request timeout.
+    pub client: ClientSettings,
     /// `max_output_tokens` of every request.
     pub max_output_tokens: u32,
     /// `reasoning.effort`, passed through.
     pub reasoning_effort: Option<String>,
-    pub pricing: Pricing,
     /// Budget of this run, USD.
     pub run_budget_usd: f64,
     /// Budget of all distill runs of this actor together (summed from the ledger), USD.
     pub actor_budget_usd: f64,
-    pub ledger: PathBuf,
-    /// Request timeout, seconds.
-    pub timeout_secs: u64,
 }
 
 /// Why a run did not succeed.
@@ -161,15 +153,7 @@ impl Distiller {
     /// run is then FAILED in the table and nothing in memory changed.
     pub async fn run(&self, config: &DistillConfig) -> Result<DistillRun, DistillError> {
         validate(config)?;
-        let client = Client::new(&ClientSettings {
-            base_url: config.base_url.clone(),
-            api_key: config.api_key.clone(),
-            approve_live_cost: config.approve_live_cost,
-            timeout_secs: config.timeout_secs,
-            ledger: config.ledger.clone(),
-            pricing: config.pricing,
-            model: config.model.clone(),
-        })?;
+        let client = Client::new(&config.client)?;
         let actor = &config.actor_id;
         let Some(_lock) = ActorLock::try_acquire(self.lock_dir.as_deref(), actor)? else {
             let running = self.runs.runs(Some(actor)).await?.into_iter().rev().find(|r| r.state == RunState::Running);
@@ -216,7 +200,7 @@ impl Distiller {
             state: RunState::Running,
             started_at: Utc::now(),
             finished_at: None,
-            model: config.model.clone(),
+            model: config.client.model.clone(),
             since: config.since,
             items_read: items.len() as u64,
             added: 0,
@@ -343,8 +327,8 @@ fn validate(config: &DistillConfig) -> Result<(), DistillError> {
         return Err(DistillError::Settings("--actor is empty: give the actor whose sessions to distil".into()));
     }
     check_usd(&[
-        ("--input-usd-per-million", config.pricing.input_per_million_usd),
-        ("--output-usd-per-million", config.pricing.output_per_million_usd),
+        ("--input-usd-per-million", config.client.pricing.input_per_million_usd),
+        ("--output-usd-per-million", config.client.pricing.output_per_million_usd),
         ("--run-budget-usd", config.run_budget_usd),
         ("--project-budget-usd", config.actor_budget_usd),
     ])
@@ -522,7 +506,7 @@ impl Pass<'_> {
             None => prompt::EXTRACT_INSTRUCTIONS.to_string(),
         };
         let body = prompt::request_body(
-            &config.model,
+            &config.client.model,
             &instructions,
             prompt::extraction_input(chunk),
             "durable_memories",
@@ -617,7 +601,7 @@ impl Pass<'_> {
             .map(|(m, c)| Pending { kind: &m.kind, text: &m.text, candidates: c.iter().collect() })
             .collect();
         let body = prompt::request_body(
-            &config.model,
+            &config.client.model,
             prompt::CONSOLIDATE_INSTRUCTIONS,
             prompt::consolidation_input(&input),
             "memory_decisions",

@@ -33,7 +33,7 @@ pub use local_tools::{LocalOutput, local_tools};
 
 use crate::domain::Role;
 use crate::llm::responses::output_text;
-use crate::llm::{Client, ClientSettings, LlmError, Pricing, check_usd};
+use crate::llm::{Client, ClientSettings, LlmError, check_usd};
 use crate::memory::workspace::Workspace;
 use crate::memory::{ImportTarget, NewItem, SessionState};
 use crate::tools::ToolHost;
@@ -42,12 +42,8 @@ use crate::tools::{INSTRUCTIONS, render_core_memory};
 /// Everything one run needs besides the tool host.
 #[derive(Debug, Clone)]
 pub struct DriveConfig {
-    /// Responses API base URL including the version prefix, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
-    pub api_key: Option<String>,
-    /// `--approve-live-cost`: without it, no request is sent.
-    pub approve_live_cost: bool,
-    pub model: String,
+    /// The model API: URL, key, approval, model, prices, ledger, request timeout.
+    pub client: ClientSettings,
     /// The run's id: its session id, its transcript folder, its ledger key.
     pub run_id: String,
     pub prompt: String,
@@ -59,16 +55,12 @@ pub struct DriveConfig {
     pub reasoning_effort: Option<String>,
     /// `text.verbosity`, passed through (`low`, `medium`, `high`).
     pub verbosity: Option<String>,
-    pub pricing: Pricing,
     /// Budget of this run, USD.
     pub run_budget_usd: f64,
     /// Budget of the project across runs (summed from the ledger), USD.
     pub project_budget_usd: f64,
-    pub ledger: PathBuf,
     /// Where `<run_id>/transcript.jsonl` and `<run_id>/events.jsonl` are written.
     pub runs_dir: PathBuf,
-    /// Request timeout, seconds.
-    pub timeout_secs: u64,
     /// Input tokens of one response past which the chain is summarised and a new one started.
     pub context_budget_tokens: u64,
 }
@@ -132,8 +124,8 @@ pub fn validate(config: &DriveConfig) -> Result<(), DriveError> {
         )));
     }
     check_usd(&[
-        ("--input-usd-per-million", config.pricing.input_per_million_usd),
-        ("--output-usd-per-million", config.pricing.output_per_million_usd),
+        ("--input-usd-per-million", config.client.pricing.input_per_million_usd),
+        ("--output-usd-per-million", config.client.pricing.output_per_million_usd),
         ("--run-budget-usd", config.run_budget_usd),
         ("--project-budget-usd", config.project_budget_usd),
     ])
@@ -216,15 +208,7 @@ struct FunctionCall {
 /// transport or API failures.
 pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -> Result<DriveReport, DriveError> {
     validate(config)?;
-    let client = Client::new(&ClientSettings {
-        base_url: config.base_url.clone(),
-        api_key: config.api_key.clone(),
-        approve_live_cost: config.approve_live_cost,
-        timeout_secs: config.timeout_secs,
-        ledger: config.ledger.clone(),
-        pricing: config.pricing,
-        model: config.model.clone(),
-    })?;
+    let client = Client::new(&config.client)?;
     let scope = host.memories().scope.clone();
     // A run id names a session: one that belongs to another actor is refused before anything is sent.
     host.memories().conversation.check_owner(&scope.actor_id, &config.run_id).await.map_err(|e| match e {
@@ -233,7 +217,10 @@ pub async fn run(host: &ToolHost, workspace: &Workspace, config: &DriveConfig) -
     })?;
     let requests = Requests { client, config, project: scope.project.clone(), tools: function_tools() };
     let mut evidence = Evidence::open(&config.runs_dir.join(&config.run_id))?;
-    evidence.event("start", json!({"model": config.model, "base_url": config.base_url, "prompt": config.prompt}));
+    evidence.event(
+        "start",
+        json!({"model": config.client.model, "base_url": config.client.base_url, "prompt": config.prompt}),
+    );
     let result = run_loop(host, workspace, config, requests, &mut evidence, &scope).await;
     match &result {
         Ok(report) => evidence.event(
@@ -383,7 +370,7 @@ impl Requests<'_> {
         let config = self.config;
         self.client.check_budget(&config.run_id, &self.project, config.run_budget_usd, config.project_budget_usd)?;
         let mut body = json!({
-            "model": config.model,
+            "model": config.client.model,
             "instructions": instructions(host).await,
             "input": input,
             "tools": self.tools,

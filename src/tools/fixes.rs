@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::explain::{RankingExplanation, round4};
 use super::schema::{input_schema, output_schema};
-use super::{Annotations, JsonObject, ToolError, ToolOutput, ToolSpec, check_text, parse};
+use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::Receipt;
 use crate::memory::{FixHit, FixMemory, SessionState, StoreFixRequest};
 
@@ -162,7 +162,7 @@ identical store updates the same memory.";
 pub(super) fn specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
-            name: "search_codebase_memory",
+            name: Tool::SearchCodebaseMemory.name(),
             title: "Search confirmed fixes",
             description: SEARCH_DESCRIPTION,
             input_schema: input_schema::<SearchCodebaseMemoryParams>(),
@@ -170,7 +170,7 @@ pub(super) fn specs() -> Vec<ToolSpec> {
             annotations: Annotations { read_only: true, destructive: false, idempotent: true, open_world: false },
         },
         ToolSpec {
-            name: "run_tests",
+            name: Tool::RunTests.name(),
             title: "Run the project's tests",
             description: RUN_TESTS_DESCRIPTION,
             input_schema: input_schema::<RunTestsParams>(),
@@ -179,7 +179,7 @@ pub(super) fn specs() -> Vec<ToolSpec> {
             annotations: Annotations { read_only: false, destructive: false, idempotent: true, open_world: false },
         },
         ToolSpec {
-            name: "store_fix_memory",
+            name: Tool::StoreFixMemory.name(),
             title: "Store a verified fix",
             description: STORE_DESCRIPTION,
             input_schema: input_schema::<StoreFixMemoryParams>(),
@@ -286,7 +286,7 @@ pub(super) async fn search(
     session: &SessionState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
-    const TOOL: &str = "search_codebase_memory";
+    const TOOL: &str = Tool::SearchCodebaseMemory.name();
     let p: SearchCodebaseMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "query", &p.query, MAX_QUERY_CHARS)?;
     if let Some(e) = &p.error_type {
@@ -309,7 +309,7 @@ pub(super) async fn run_tests(
     session: &SessionState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
-    let _: RunTestsParams = parse("run_tests", args)?;
+    let _: RunTestsParams = parse(Tool::RunTests.name(), args)?;
     let report = memory.run_tests(session).await?;
     let run = &report.run;
     let mut text = match (run.timed_out, run.exit_code) {
@@ -370,7 +370,7 @@ pub(super) async fn store(
     session: &SessionState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
-    const TOOL: &str = "store_fix_memory";
+    const TOOL: &str = Tool::StoreFixMemory.name();
     let p: StoreFixMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "fix_description", &p.fix_description, MAX_FIX_CHARS)?;
     check_text(TOOL, "error_type", &p.error_type, MAX_ERROR_TYPE_CHARS)?;

@@ -77,23 +77,70 @@ impl ToolSpec {
     }
 }
 
-/// Every tool of the server, in `tools/list` order.
+/// Every tool of the server, in `tools/list` order. Each is defined once: its name here, its spec
+/// (`fixes::specs`, `tiered::specs`), whether its calls are recorded ([`Tool::recorded`]) and its handler
+/// (the exhaustive match in [`ToolHost::call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    SearchCodebaseMemory,
+    RunTests,
+    StoreFixMemory,
+    CoreMemoryAppend,
+    CoreMemoryReplace,
+    ArchivalMemoryInsert,
+    ArchivalMemorySearch,
+    ConversationSearch,
+    MemoryForget,
+}
+
+impl Tool {
+    /// Every tool, in `tools/list` order.
+    pub const ALL: [Tool; 9] = [
+        Tool::SearchCodebaseMemory,
+        Tool::RunTests,
+        Tool::StoreFixMemory,
+        Tool::CoreMemoryAppend,
+        Tool::CoreMemoryReplace,
+        Tool::ArchivalMemoryInsert,
+        Tool::ArchivalMemorySearch,
+        Tool::ConversationSearch,
+        Tool::MemoryForget,
+    ];
+
+    /// The name clients call it by.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tool::SearchCodebaseMemory => "search_codebase_memory",
+            Tool::RunTests => "run_tests",
+            Tool::StoreFixMemory => "store_fix_memory",
+            Tool::CoreMemoryAppend => "core_memory_append",
+            Tool::CoreMemoryReplace => "core_memory_replace",
+            Tool::ArchivalMemoryInsert => "archival_memory_insert",
+            Tool::ArchivalMemorySearch => "archival_memory_search",
+            Tool::ConversationSearch => "conversation_search",
+            Tool::MemoryForget => "memory_forget",
+        }
+    }
+
+    /// The tool called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
+    /// Whether its calls are recorded as `tool` items of their session. Searches are not: a recorded
+    /// query would come back as the best match of the same query later.
+    pub const fn recorded(self) -> bool {
+        !matches!(self, Tool::SearchCodebaseMemory | Tool::ArchivalMemorySearch | Tool::ConversationSearch)
+    }
+}
+
+/// Every tool's spec, in `tools/list` order.
 pub fn specs() -> Vec<ToolSpec> {
     let mut specs = fixes::specs();
     specs.extend(tiered::specs());
     specs
 }
 
-/// Tools whose calls are recorded as `tool` items of their session (searches are not: a recorded
-/// query would come back as the best match of the same query later).
-const RECORDED_TOOLS: [&str; 6] = [
-    "run_tests",
-    "store_fix_memory",
-    "core_memory_append",
-    "core_memory_replace",
-    "archival_memory_insert",
-    "memory_forget",
-];
 /// Characters of a tool result kept in its recorded item.
 const RECORDED_RESULT_CHARS: usize = 1_000;
 
@@ -176,26 +223,28 @@ impl ToolHost {
         name: &str,
         arguments: JsonObject,
     ) -> Result<ToolOutput, UnknownTool> {
+        let Some(tool) = Tool::from_name(name) else {
+            return Err(UnknownTool(name.to_string()));
+        };
         let m = &self.memories;
         let actor = m.scope.actor_id.as_str();
         let turn = session.next_turn();
         let call = async {
-            match name {
-                "search_codebase_memory" => fixes::search(&m.fixes, session, arguments).await,
-                "run_tests" => fixes::run_tests(&m.fixes, session, arguments).await,
-                "store_fix_memory" => fixes::store(&m.fixes, session, arguments).await,
-                "core_memory_append" => tiered::core_append(&m.core, session, arguments).await,
-                "core_memory_replace" => tiered::core_replace(&m.core, session, arguments).await,
-                "archival_memory_insert" => tiered::archival_insert(&m.archival, session, arguments).await,
-                "archival_memory_search" => tiered::archival_search(&m.archival, arguments).await,
-                "conversation_search" => tiered::conversation_search(&m.conversation, actor, arguments).await,
-                "memory_forget" => tiered::forget(m.forget.as_ref(), actor, arguments).await,
-                other => return Err(UnknownTool(other.to_string())),
-            }
-            .map_or_else(|e| Ok(failure_output(name, e)), Ok)
+            let result = match tool {
+                Tool::SearchCodebaseMemory => fixes::search(&m.fixes, session, arguments).await,
+                Tool::RunTests => fixes::run_tests(&m.fixes, session, arguments).await,
+                Tool::StoreFixMemory => fixes::store(&m.fixes, session, arguments).await,
+                Tool::CoreMemoryAppend => tiered::core_append(&m.core, session, arguments).await,
+                Tool::CoreMemoryReplace => tiered::core_replace(&m.core, session, arguments).await,
+                Tool::ArchivalMemoryInsert => tiered::archival_insert(&m.archival, session, arguments).await,
+                Tool::ArchivalMemorySearch => tiered::archival_search(&m.archival, arguments).await,
+                Tool::ConversationSearch => tiered::conversation_search(&m.conversation, actor, arguments).await,
+                Tool::MemoryForget => tiered::forget(m.forget.as_ref(), actor, arguments).await,
+            };
+            result.unwrap_or_else(|e| failure_output(name, e))
         };
-        let result = match std::panic::AssertUnwindSafe(call).catch_unwind().await {
-            Ok(result) => result,
+        let output = match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+            Ok(output) => output,
             Err(panic) => {
                 let message = panic
                     .downcast_ref::<String>()
@@ -203,26 +252,26 @@ impl ToolHost {
                     .or_else(|| panic.downcast_ref::<&str>().copied())
                     .unwrap_or("unknown panic");
                 tracing::error!(tool = name, "tool panicked: {message}");
-                Ok(ToolOutput::error(format!(
+                ToolOutput::error(format!(
                     "astra-mcp internal error in {name}: {message}. Nothing was stored by this call; report this to the user."
-                )))
+                ))
             }
         };
-        if let Ok(output) = &result {
-            self.record(session, turn, name, output);
-        }
-        result
+        self.record(session, turn, tool, &output);
+        Ok(output)
     }
 
     /// Queues the call as a `tool` item of the session: the tool's name and the first line of its result
     /// (for `run_tests`, the start of the whole report). Arguments and the rest of a result are left
     /// out: texts the agent stored live in their own tables (and result texts quote them), and
     /// forgetting them must not leave a copy here.
-    fn record(&self, session: &SessionState, turn: i64, name: &str, output: &ToolOutput) {
-        if !RECORDED_TOOLS.contains(&name) {
+    fn record(&self, session: &SessionState, turn: i64, tool: Tool, output: &ToolOutput) {
+        if !tool.recorded() {
             return;
         }
-        let shown = if name == "run_tests" { output.text.as_str() } else { output.text.lines().next().unwrap_or("") };
+        let name = tool.name();
+        let shown =
+            if tool == Tool::RunTests { output.text.as_str() } else { output.text.lines().next().unwrap_or("") };
         let result: String = shown.chars().take(RECORDED_RESULT_CHARS).collect();
         let status = if output.is_error { "error" } else { "ok" };
         self.recorder.record(
@@ -294,4 +343,22 @@ fn check_text(tool: &str, field: &str, value: &str, max: usize) -> Result<(), To
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_one_spec_in_list_order_and_only_writes_are_recorded() {
+        let listed: Vec<&str> = specs().iter().map(|spec| spec.name).collect();
+        let tools: Vec<&str> = Tool::ALL.iter().map(|tool| tool.name()).collect();
+        assert_eq!(listed, tools);
+        for tool in Tool::ALL {
+            assert_eq!(Tool::from_name(tool.name()), Some(tool));
+            let read_only = specs().into_iter().find(|s| s.name == tool.name()).unwrap().annotations.read_only;
+            assert_eq!(tool.recorded(), !read_only, "{}", tool.name());
+        }
+        assert_eq!(Tool::from_name("search_codebase"), None);
+    }
 }

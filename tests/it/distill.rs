@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use astra_mcp::distill::{DistillConfig, DistillError, Distiller};
 use astra_mcp::domain::{DistillRun, Passage, Role, RunState, Scope};
-use astra_mcp::llm::{Ledger, LlmError, Pricing};
+use astra_mcp::llm::{ClientSettings, Ledger, LlmError, Pricing};
 use astra_mcp::memory::{
     ArchivalConfig, ArchivalMemory, ConversationMemory, Fusion, ImportTarget, NewItem, PassageSearch,
 };
@@ -53,17 +53,19 @@ fn config(mocked: &Mocked, dir: &Path, actor: &str) -> DistillConfig {
         since: None,
         max_items: None,
         instructions: None,
-        base_url: mocked.base_url(),
-        api_key: Some("sk-test-key".into()),
-        approve_live_cost: true,
-        model: "gpt-6-astra".into(),
+        client: ClientSettings {
+            base_url: mocked.base_url(),
+            api_key: Some("sk-test-key".into()),
+            approve_live_cost: true,
+            model: "gpt-6-astra".into(),
+            pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
+            ledger: dir.join("ledger.jsonl"),
+            timeout_secs: 30,
+        },
         max_output_tokens: 4096,
         reasoning_effort: None,
-        pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
         run_budget_usd: 1.0,
         actor_budget_usd: 5.0,
-        ledger: dir.join("ledger.jsonl"),
-        timeout_secs: 30,
     }
 }
 
@@ -600,11 +602,11 @@ async fn nothing_is_sent_or_recorded_without_approval_a_key_or_budget() {
     ann_first_session(&f.store).await;
     let mocked = mock(vec![ann_first_extraction()]).await;
     let mut unapproved = config(&mocked, f.dir.path(), "ann");
-    unapproved.approve_live_cost = false;
+    unapproved.client.approve_live_cost = false;
     let e = f.distiller.run(&unapproved).await.unwrap_err();
     assert!(matches!(e, DistillError::Request(LlmError::NotApproved(_))), "{e}");
     let mut keyless = config(&mocked, f.dir.path(), "ann");
-    keyless.api_key = None;
+    keyless.client.api_key = None;
     assert!(matches!(f.distiller.run(&keyless).await.unwrap_err(), DistillError::Request(LlmError::NoApiKey)));
     assert!(f.store.runs(None).await.unwrap().is_empty());
 

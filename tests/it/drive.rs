@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use astra_mcp::drive::{DriveConfig, DriveError, DriveReport};
-use astra_mcp::llm::{Ledger, LedgerEntry, LlmError, Pricing};
+use astra_mcp::llm::{ClientSettings, Ledger, LedgerEntry, LlmError, Pricing};
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::tools::ToolHost;
 use serde_json::{Value, json};
@@ -61,10 +61,15 @@ async fn mock(steps: Vec<Step>) -> Mocked {
 
 fn drive_config(mocked: &Mocked, dir: &Path, run_id: &str) -> DriveConfig {
     DriveConfig {
-        base_url: mocked.base_url(),
-        api_key: Some("sk-test-key".into()),
-        approve_live_cost: true,
-        model: "gpt-6-astra".into(),
+        client: ClientSettings {
+            base_url: mocked.base_url(),
+            api_key: Some("sk-test-key".into()),
+            approve_live_cost: true,
+            model: "gpt-6-astra".into(),
+            pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
+            ledger: dir.join("ledger.jsonl"),
+            timeout_secs: 30,
+        },
         run_id: run_id.into(),
         prompt: "The tests fail. Fix the app.".into(),
         max_turns: 10,
@@ -72,12 +77,9 @@ fn drive_config(mocked: &Mocked, dir: &Path, run_id: &str) -> DriveConfig {
         max_output_tokens: 2048,
         reasoning_effort: Some("low".into()),
         verbosity: None,
-        pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
         run_budget_usd: 1.0,
         project_budget_usd: 5.0,
-        ledger: dir.join("ledger.jsonl"),
         runs_dir: dir.join("runs"),
-        timeout_secs: 30,
         context_budget_tokens: 100_000,
     }
 }
@@ -315,14 +317,24 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     let mocked = mock(vec![]).await;
     let base = drive_config(&mocked, dir.path(), "guard");
 
-    let result = astra_mcp::drive::run(&host, &ws, &DriveConfig { approve_live_cost: false, ..base.clone() }).await;
+    let result = astra_mcp::drive::run(
+        &host,
+        &ws,
+        &DriveConfig { client: ClientSettings { approve_live_cost: false, ..base.client.clone() }, ..base.clone() },
+    )
+    .await;
     assert!(matches!(&result, Err(DriveError::Llm(LlmError::NotApproved(_)))), "{result:?}");
     assert!(result.unwrap_err().to_string().contains("--approve-live-cost"));
-    let result = astra_mcp::drive::run(&host, &ws, &DriveConfig { api_key: None, ..base.clone() }).await;
+    let result = astra_mcp::drive::run(
+        &host,
+        &ws,
+        &DriveConfig { client: ClientSettings { api_key: None, ..base.client.clone() }, ..base.clone() },
+    )
+    .await;
     assert!(matches!(&result, Err(DriveError::Llm(LlmError::NoApiKey))), "{result:?}");
     assert!(result.unwrap_err().to_string().contains("OPENAI_API_KEY"));
     // the project has spent its budget in earlier runs
-    Ledger::new(base.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0)).unwrap();
+    Ledger::new(base.client.ledger.clone()).record(&LedgerEntry::new("older", "alpha", "m", 0, 0, 5.0)).unwrap();
     let result = astra_mcp::drive::run(&host, &ws, &base).await;
     assert!(
         matches!(&result, Err(DriveError::Llm(LlmError::Budget(m))) if m.contains("project `alpha`")),
@@ -331,7 +343,10 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     assert!(mocked.requests().is_empty(), "no request reached the API");
 
     // an API error (here: the script is empty, so the mock answers 500) stops the run with its message
-    let fresh = DriveConfig { ledger: dir.path().join("other-ledger.jsonl"), ..base };
+    let fresh = DriveConfig {
+        client: ClientSettings { ledger: dir.path().join("other-ledger.jsonl"), ..base.client.clone() },
+        ..base
+    };
     let result = astra_mcp::drive::run(&host, &ws, &fresh).await;
     assert!(
         matches!(&result, Err(DriveError::Llm(LlmError::Api { status: 500, message })) if message == "script exhausted"),

@@ -223,8 +223,7 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
 /// searches a segment) per upkeep run, and every row stays findable through the index.
 #[tokio::test]
 async fn upkeep_merges_vector_index_segments_so_an_indexed_table_stays_compact() {
-    use astra_mcp::store::lance::manage::{MAX_VECTOR_INDEX_SEGMENTS, TableStats};
-    use astra_mcp::store::lance::{ANN_MIN_ROWS, ARCHIVAL_TABLE};
+    use astra_mcp::store::lance::{ANN_MIN_ROWS, ARCHIVAL_TABLE, MAX_VECTOR_INDEX_SEGMENTS, TableStats};
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
     let texts: Vec<String> = (0..40)

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::{self, Rows};
-use super::{LanceStore, backend, search_filter, sql_literal};
+use super::sql::{search_filter, sql_literal};
+use super::{LanceStore, backend};
 use crate::domain::Passage;
 use crate::store::{AppliedPassages, ArchivalStore, KeywordRankings, RowRef, StoreError, TextQuery, VectorRanking};
 
@@ -96,7 +97,7 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>
     Ok(out)
 }
 
-impl super::SearchedRow for Passage {
+impl super::search::SearchedRow for Passage {
     const TABLE: &'static str = ARCHIVAL_TABLE;
     fn id(&self) -> Uuid {
         self.id
@@ -160,7 +161,7 @@ impl ArchivalStore for LanceStore {
     }
 
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError> {
-        let _lock = super::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let _lock = super::write::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
         let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
         let Some((mut passage, vector)) =
@@ -192,12 +193,12 @@ impl ArchivalStore for LanceStore {
             return Ok(AppliedPassages::default());
         }
         // Read, merge and write under the table's lock, so no tag added meanwhile is lost.
-        let _lock = super::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let _lock = super::write::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
         let ids: Vec<String> =
             new.iter().map(|(p, _)| p.id.to_string()).chain(changed.iter().map(|(p, _)| p.id.to_string())).collect();
         let mut stored: HashMap<Uuid, (Passage, Vec<f32>)> = HashMap::new();
         for chunk in ids.chunks(500) {
-            let filter = super::in_list("id", chunk.iter().map(String::as_str));
+            let filter = super::sql::in_list("id", chunk.iter().map(String::as_str));
             for batch in self.select(ARCHIVAL_TABLE, &filter, None).await? {
                 stored.extend(from_batch(&batch)?.into_iter().map(|(p, v)| (p.id, (p, v))));
             }
@@ -250,7 +251,8 @@ impl ArchivalStore for LanceStore {
     }
 
     async fn count_written_at(&self, actor_id: &str, at: chrono::DateTime<chrono::Utc>) -> Result<usize, StoreError> {
-        let filter = format!("actor_id = {} AND updated_at = {}", sql_literal(actor_id), super::timestamp_literal(at));
+        let filter =
+            format!("actor_id = {} AND updated_at = {}", sql_literal(actor_id), super::sql::timestamp_literal(at));
         Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
     }
 

@@ -12,7 +12,8 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 
 use super::rows::{self, Rows};
-use super::{LanceStore, backend, sql_literal};
+use super::sql::sql_literal;
+use super::{LanceStore, backend};
 use crate::domain::CoreBlockVersion;
 use crate::store::{BlockEdit, CoreBlockStore, StoreError};
 
@@ -102,7 +103,7 @@ impl CoreBlockStore for LanceStore {
         template: &CoreBlockVersion,
         edit: &BlockEdit<'_>,
     ) -> Result<Result<CoreBlockVersion, String>, StoreError> {
-        let _lock = super::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
+        let _lock = super::write::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
         let latest = self
             .history_from(self.table(CORE_BLOCKS_TABLE), &template.actor_id, &template.project, &template.section)
             .await?;
@@ -119,7 +120,7 @@ impl CoreBlockStore for LanceStore {
         };
         let batch = to_batch(std::slice::from_ref(&next))?;
         let table = self.table(CORE_BLOCKS_TABLE);
-        let result = super::retry(|| {
+        let result = super::write::retry(|| {
             let mut merge = table.merge_insert(&["id"]);
             merge.when_not_matched_insert_all();
             let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());

@@ -9,7 +9,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 
 use super::rows::{self, Rows};
-use super::{LanceStore, backend, sql_literal};
+use super::sql::sql_literal;
+use super::{LanceStore, backend};
 use crate::domain::DistillRun;
 use crate::store::{DistillRunStore, StoreError};
 

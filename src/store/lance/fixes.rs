@@ -16,7 +16,9 @@ use chrono::{DateTime, Utc};
 use lancedb::query::QueryBase;
 use uuid::Uuid;
 
-use super::{LanceStore, backend, collect, retry, sql_literal};
+use super::sql::sql_literal;
+use super::write::retry;
+use super::{LanceStore, backend, collect};
 use crate::domain::{FixRecord, Receipt};
 use crate::embed::DIMENSION;
 use crate::store::{FixQuery, FixStore, KeywordRankings, RowRef, StoreError, VectorRanking};
@@ -192,7 +194,7 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     Ok(out)
 }
 
-impl super::SearchedRow for FixRecord {
+impl super::search::SearchedRow for FixRecord {
     const TABLE: &'static str = FIXES_TABLE;
     fn id(&self) -> Uuid {
         self.memory_id
@@ -206,14 +208,14 @@ impl super::SearchedRow for FixRecord {
 }
 
 /// The filter of a search: the actor's fixes, of the error type when given.
-fn fix_filter(query: &FixQuery) -> super::Filter {
+fn fix_filter(query: &FixQuery) -> super::sql::Filter {
     let mut sql = format!("actor_id = {}", sql_literal(&query.actor_id));
     if let Some(error_type) = &query.error_type {
         sql.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
     }
     let broad =
-        query.error_type.is_none().then(|| super::Broad { actor_id: query.actor_id.clone(), current_only: false });
-    super::Filter { sql, broad }
+        query.error_type.is_none().then(|| super::sql::Broad { actor_id: query.actor_id.clone(), current_only: false });
+    super::sql::Filter { sql, broad }
 }
 
 fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
@@ -225,7 +227,7 @@ impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
         let batch = to_batch(fix, vector)?;
         // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
-        let lock = super::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let lock = super::write::TableLock::acquire(self.path(), FIXES_TABLE).await?;
         let result = retry(|| {
             let mut merge = self.fixes.merge_insert(&["id"]);
             merge.when_matched_update_all(None).when_not_matched_insert_all();
@@ -272,7 +274,7 @@ impl FixStore for LanceStore {
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
-        let _lock = super::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let _lock = super::write::TableLock::acquire(self.path(), FIXES_TABLE).await?;
         let result = retry(|| self.fixes.delete(filter.as_str())).await.map_err(backend)?;
         Ok(result.num_deleted_rows > 0)
     }

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use super::rows::{self, Rows};
-use super::{LanceStore, backend, filter_sql, search_filter, sql_literal};
+use super::sql::{filter_sql, search_filter, sql_literal};
+use super::{LanceStore, backend};
 use crate::domain::{Role, SessionItem};
 use crate::store::{KeywordRankings, RowRef, SessionStore, StoreError, TextQuery, VectorRanking};
 
@@ -104,7 +105,7 @@ impl LanceStore {
     pub(super) async fn forget_item(&self, item: &SessionItem) -> Result<(), StoreError> {
         let now = chrono::Utc::now();
         let tombstone = RecordBatch::try_new(
-            super::forgotten_schema(),
+            super::open::forgotten_schema(),
             vec![
                 rows::strings([item.id.to_string().as_str()]),
                 rows::strings([item.actor_id.as_str()]),
@@ -113,7 +114,7 @@ impl LanceStore {
         )
         .map_err(backend)?;
         let table = self.table(super::FORGOTTEN_TABLE);
-        super::retry(|| {
+        super::write::retry(|| {
             let mut merge = table.merge_insert(&["id"]);
             merge.when_not_matched_insert_all();
             let reader = arrow_array::RecordBatchIterator::new(vec![Ok(tombstone.clone())], tombstone.schema());
@@ -145,7 +146,7 @@ impl LanceStore {
     }
 }
 
-impl super::SearchedRow for SessionItem {
+impl super::search::SearchedRow for SessionItem {
     const TABLE: &'static str = SESSION_ITEMS_TABLE;
     fn id(&self) -> Uuid {
         self.id

@@ -1,0 +1,182 @@
+//! Operator views of the whole store (`astra-mcp memory list`, `show`, `stats`): rows listed newest first
+//! with a one-line preview, one row in full, and the size and shape of every table. They read every
+//! table generically through Arrow, so a new column needs no change here.
+
+use lancedb::query::{QueryBase, Select};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::rows::Rows;
+use super::sql::{actor_filter, sql_literal};
+use super::transfer::batch_to_json;
+use super::{CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
+use crate::embed::DIMENSION;
+use crate::store::StoreError;
+
+/// One row in `memory list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedRow {
+    pub table: &'static str,
+    pub id: String,
+    pub actor_id: String,
+    pub project: String,
+    pub session_id: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// The row's main text on one line, at most 100 characters.
+    pub preview: String,
+}
+
+/// Size and shape of one table (`memory stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TableStats {
+    pub table: &'static str,
+    pub rows: usize,
+    /// Rows marked deleted but not yet compacted away.
+    pub deleted_rows: Option<usize>,
+    /// Bytes of data and index files the manifest records.
+    pub bytes: usize,
+    pub fragments: usize,
+    pub small_fragments: usize,
+    pub indices: usize,
+    /// Segments of the vector index (`None`: no vector index), at most
+    /// [`MAX_VECTOR_INDEX_SEGMENTS`](super::MAX_VECTOR_INDEX_SEGMENTS) after upkeep.
+    pub vector_index_segments: Option<usize>,
+    /// Versions (commits) still on disk; `optimize` prunes old ones.
+    pub versions: usize,
+}
+
+/// The text column shown for a row of `table`.
+fn main_text_column(table: &str) -> &'static str {
+    match table {
+        FIXES_TABLE => "fix_description",
+        CORE_BLOCKS_TABLE => "value",
+        _ => "text",
+    }
+}
+
+fn table_name(name: &str) -> Result<&'static str, StoreError> {
+    TABLES
+        .into_iter()
+        .find(|t| *t == name)
+        .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: the tables are {}", TABLES.join(", "))))
+}
+
+/// One line of text, at most `max` characters (an ellipsis marks a cut). Control and bidirectional
+/// characters are shown escaped (`\u{1b}`), so stored text cannot drive the operator's terminal.
+pub fn preview(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = crate::domain::text::escape_controls(&line);
+    if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
+}
+
+impl LanceStore {
+    /// Rows of one table or all, newest first, at most `limit` per table.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] for an unknown table name or a failed read.
+    pub async fn list_rows(
+        &self,
+        table: Option<&str>,
+        actor: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ListedRow>, StoreError> {
+        let tables: Vec<&'static str> = match table {
+            Some(t) => vec![table_name(t)?],
+            None => TABLES.to_vec(),
+        };
+        let mut out = Vec::new();
+        for name in tables {
+            let text_col = main_text_column(name);
+            let mut query = self.table(name).query().select(Select::columns(&[
+                "id",
+                "actor_id",
+                "project",
+                "session_id",
+                "created_at",
+                text_col,
+            ]));
+            if let Some(f) = actor_filter(actor) {
+                query = query.only_if(f);
+            }
+            let mut listed = Vec::new();
+            for batch in collect(&query).await.map_err(backend)? {
+                let r = Rows::new(&batch, name);
+                let (ids, actors, projects, sessions, created) = (
+                    r.strs("id")?,
+                    r.strs("actor_id")?,
+                    r.strs("project")?,
+                    r.strs("session_id")?,
+                    r.times("created_at")?,
+                );
+                let texts = r.strs(text_col)?;
+                for i in 0..r.len() {
+                    listed.push((
+                        created[i],
+                        ListedRow {
+                            table: name,
+                            id: ids[i].clone(),
+                            actor_id: actors[i].clone(),
+                            project: projects[i].clone(),
+                            session_id: sessions[i].clone(),
+                            created_at: created[i].to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                            preview: preview(&texts[i], 100),
+                        },
+                    ));
+                }
+            }
+            listed.sort_by_key(|row| std::cmp::Reverse(row.0));
+            out.extend(listed.into_iter().take(limit).map(|(_, row)| row));
+        }
+        Ok(out)
+    }
+
+    /// The full row with `id` (any table), as JSON without its vector, with the table's name.
+    pub async fn show_row(&self, id: &str, actor: Option<&str>) -> Result<Option<(&'static str, Value)>, StoreError> {
+        let mut filter = format!("id = {}", sql_literal(id));
+        if let Some(f) = actor_filter(actor) {
+            filter = format!("{filter} AND {f}");
+        }
+        for name in TABLES {
+            for batch in self.select(name, &filter, Some(1)).await? {
+                if let Some(mut row) = batch_to_json(&batch)?.into_iter().next() {
+                    if row.remove("vector").is_some() {
+                        row.insert("vector".into(), Value::String(format!("[f32; {DIMENSION}]")));
+                    }
+                    return Ok(Some((name, Value::Object(row))));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Rows, size, fragments, indexes, vector index segments and versions of every table.
+    pub async fn stats(&self) -> Result<Vec<TableStats>, StoreError> {
+        let mut out = Vec::new();
+        for name in TABLES {
+            let table = self.table(name);
+            let s = table.stats().await.map_err(backend)?;
+            out.push(TableStats {
+                table: name,
+                rows: s.num_rows,
+                deleted_rows: s.num_deleted_rows,
+                bytes: s.total_bytes,
+                fragments: s.fragment_stats.num_fragments,
+                small_fragments: s.fragment_stats.num_small_fragments,
+                indices: s.num_indices,
+                vector_index_segments: self.vector_index_segments(name).await?.map(|(_, n)| n),
+                versions: table.list_versions().await.map_err(backend)?.len(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn previews_escape_control_characters() {
+        assert_eq!(super::preview("a\u{1b}[31mred\u{0}", 100), "a\\u{1b}[31mred\\u{0}");
+        assert_eq!(super::preview("one\ntwo   three", 100), "one two three");
+    }
+}

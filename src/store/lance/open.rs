@@ -1,0 +1,290 @@
+//! Opening a store: where it lives (a directory, a `file://` URL of one, or an object-store URI) and how
+//! it is read ([`OpenOptions`]); the tables, created on first open; the `meta` table's format version and
+//! embedding model, written into a new store and checked against this binary in an existing one, so a
+//! store built differently is refused rather than misread; and the full-text indexes each searchable
+//! table has, an index built with another version's analyzer being rebuilt before any search reads it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use lancedb::{Connection, Table};
+
+use super::write::{WRITE_ATTEMPTS, retry};
+use super::{
+    ARCHIVAL_TABLE, CORE_BLOCKS_TABLE, DISTILL_RUNS_TABLE, FIXES_TABLE, FORGOTTEN_TABLE, FORMAT_VERSION, LanceStore,
+    META_TABLE, READ_CONSISTENCY, SEARCHABLE_TABLES, SESSION_ITEMS_TABLE, archival, backend, collect, core_blocks,
+    distill, fixes, io, row_cache, rows, sessions,
+};
+use crate::embed::{DIMENSION, MODEL_ID};
+use crate::store::StoreError;
+
+/// How a store is opened: how it reads its files and how many rows per table its row cache holds.
+/// Settings of one opening, not of the process (`--lance-io`, `--row-cache-rows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// How a local directory's files are read ([`io`]).
+    pub read_io: io::ReadIo,
+    /// Rows per searchable table the [`row_cache`] holds; 0 turns it off.
+    pub row_cache_rows: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self { read_io: io::ReadIo::Auto, row_cache_rows: row_cache::DEFAULT_ROW_CACHE_ROWS }
+    }
+}
+
+impl LanceStore {
+    /// Opens (creating when absent) the store at `path` (a directory, a `file://` URL of one, or an
+    /// object-store URI) with the default [`OpenOptions`], checking the `meta` table's format version
+    /// and embedding model.
+    ///
+    /// # Errors
+    /// As [`Self::open_with`].
+    pub async fn open(path: &str) -> Result<Self, StoreError> {
+        Self::open_checked(path, OpenOptions::default(), true).await
+    }
+
+    /// Opens (creating when absent) the store at `path` as `options` say, checking the `meta` table's
+    /// format version and embedding model.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] when the directory is unusable, [`StoreError::ReadIo`] when `--lance-io
+    /// uring` cannot be honoured here or `path` is a `file+uring://` URL, [`StoreError::ModelMismatch`] /
+    /// [`StoreError::FormatVersion`] when the store was built differently.
+    pub async fn open_with(path: &str, options: OpenOptions) -> Result<Self, StoreError> {
+        Self::open_checked(path, options, true).await
+    }
+
+    /// Opens the store without checking the embedding model (for `memory reindex`, which re-embeds a
+    /// store built with another model). The format version is still checked.
+    pub async fn open_for_reindex(path: &str, options: OpenOptions) -> Result<Self, StoreError> {
+        Self::open_checked(path, options, false).await
+    }
+
+    async fn open_checked(path: &str, options: OpenOptions, check_model: bool) -> Result<Self, StoreError> {
+        let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
+        if path.starts_with("file+uring:") {
+            return Err(StoreError::ReadIo {
+                path: path.to_string(),
+                message: "a file+uring:// URL is not a store path (Lance would commit to it unsafely); give the \
+                          directory's path, and --lance-io uring"
+                    .into(),
+            });
+        }
+        // A `file://` URL is a local directory: its path gets the locks and the reads of one.
+        let local;
+        let path = match url::Url::parse(path).ok().filter(|u| u.scheme() == "file").map(|u| u.to_file_path()) {
+            Some(Ok(p)) => {
+                local = p.to_string_lossy().into_owned();
+                local.as_str()
+            }
+            Some(Err(())) => return Err(open_err(&format!("{path} is not a local file:// URL"))),
+            None => path,
+        };
+        let absolute;
+        let (path, session) = if path.contains("://") {
+            (path, None)
+        } else {
+            // how a local directory is read (see `io`), settled before anything is created
+            let session = io::session(options.read_io)
+                .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
+            // made absolute: lancedb reads a bare name such as `db` as a cloud URI
+            std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
+            absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
+            (absolute.as_str(), session)
+        };
+        let mut connect = lancedb::connect(path);
+        if let Some(session) = session {
+            connect = connect.session(session);
+        }
+        let conn = connect.read_consistency_interval(READ_CONSISTENCY).execute().await.map_err(|e| open_err(&e))?;
+        let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
+        check_meta(path, &meta, check_model).await?;
+        let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
+        let archival = open_or_create(&conn, ARCHIVAL_TABLE, archival::schema()).await.map_err(|e| open_err(&e))?;
+        let session_items =
+            open_or_create(&conn, SESSION_ITEMS_TABLE, sessions::schema()).await.map_err(|e| open_err(&e))?;
+        let core_blocks =
+            open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
+        let forgotten = open_or_create(&conn, FORGOTTEN_TABLE, forgotten_schema()).await.map_err(|e| open_err(&e))?;
+        let distill_runs =
+            open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
+        let row_caches = Arc::new(row_cache::RowCaches {
+            fixes: row_cache::RowCache::new(row_cache_capacity(&fixes, options.row_cache_rows).await),
+            archival: row_cache::RowCache::new(row_cache_capacity(&archival, options.row_cache_rows).await),
+            session_items: row_cache::RowCache::new(row_cache_capacity(&session_items, options.row_cache_rows).await),
+        });
+        let store = Self {
+            path: path.to_string(),
+            conn,
+            fixes,
+            archival,
+            session_items,
+            core_blocks,
+            forgotten,
+            distill_runs,
+            fts_ready: Arc::default(),
+            writes: Arc::default(),
+            past_fold_size: Arc::default(),
+            row_caches,
+        };
+        for name in SEARCHABLE_TABLES {
+            for &column in fts_columns(name) {
+                if has_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
+                    store.fts_ready.lock().await.insert((name, column));
+                } else if has_stale_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
+                    // an index built with another analyzer (an older version of this program): rebuilt
+                    // now, so no search reads it with this version's query tokenizer
+                    store.ensure_fts(name).await.map_err(|e| open_err(&e))?;
+                }
+            }
+        }
+        Ok(store)
+    }
+}
+
+/// The rows `table`'s [`row_cache`] may hold: `rows` ([`OpenOptions::row_cache_rows`]), or none when the table
+/// was created with Lance's stable row ids, where `_rowid` is a row's id across updates, not its
+/// address (an updated row keeps it), so what the cache holds for it could be out of date. This
+/// store never creates such tables; another program could.
+async fn row_cache_capacity(table: &Table, rows: usize) -> usize {
+    let stable = match table.as_native() {
+        Some(native) => native.manifest().await.map(|m| m.uses_stable_row_ids()).unwrap_or(true),
+        None => true,
+    };
+    if stable { 0 } else { rows }
+}
+
+/// The name of the full-text index of `name.column`: Lance's default (`{column}_idx`), but for the fixes
+/// table's code-analysed index `{column}_code_idx`, so that an index built with the text analyzer (by an
+/// earlier version) is told apart and rebuilt ([`LanceStore::open`]).
+pub(super) fn fts_index_name(name: &str, column: &str) -> String {
+    if name == FIXES_TABLE { format!("{column}_code_idx") } else { format!("{column}_idx") }
+}
+
+/// Has `table` (named `name`) this version's full-text index of `column` ([`fts_index_name`])?
+pub(super) async fn has_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
+    let wanted = fts_index_name(name, column);
+    Ok(table
+        .list_indices()
+        .await?
+        .iter()
+        .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.name == wanted))
+}
+
+/// The full-text indexes of `column` in `table` (named `name`) other than this version's: built with
+/// another analyzer.
+pub(super) async fn stale_fts_indexes(table: &Table, name: &str, column: &str) -> lancedb::Result<Vec<String>> {
+    let wanted = fts_index_name(name, column);
+    Ok(table
+        .list_indices()
+        .await?
+        .into_iter()
+        .filter(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == column))
+        .filter(|ix| ix.name != wanted)
+        .map(|ix| ix.name)
+        .collect())
+}
+
+async fn has_stale_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
+    Ok(!stale_fts_indexes(table, name, column).await?.is_empty())
+}
+
+/// The columns a table's full-text indexes cover: for conversation items `search_text` (the item in its
+/// context) and `embedded_text` (the item alone); `embedded_text` elsewhere.
+pub(super) fn fts_columns(name: &str) -> &'static [&'static str] {
+    if name == SESSION_ITEMS_TABLE { &["search_text", "embedded_text"] } else { &["embedded_text"] }
+}
+
+/// Opens `name`, creating it empty when absent. Creation is not retried by Lance on a commit conflict,
+/// so a concurrent creator's "already exists" sends us back to opening it.
+async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lancedb::Result<Table> {
+    let mut last = None;
+    for attempt in 0..WRITE_ATTEMPTS {
+        match conn.open_table(name).execute().await {
+            Ok(table) => return Ok(table),
+            Err(lancedb::Error::TableNotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match conn.create_empty_table(name, schema.clone()).execute().await {
+            Ok(table) => return Ok(table),
+            Err(e) => {
+                tracing::debug!(table = name, attempt, "create raced or failed: {e}");
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(20 * (attempt as u64 + 1))).await;
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| lancedb::Error::Runtime { message: format!("could not open or create {name}") }))
+}
+
+pub(super) fn forgotten_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("forgotten_at", rows::timestamp_type(), false),
+    ]))
+}
+
+pub(super) fn meta_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, false)]))
+}
+
+/// Writes the meta rows into a new store, or checks an existing store's rows against this binary.
+async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), StoreError> {
+    let expected = [
+        ("format_version", FORMAT_VERSION.to_string()),
+        ("embedding_model", MODEL_ID.to_string()),
+        ("embedding_dimension", DIMENSION.to_string()),
+    ];
+    let batches = collect(&meta.query()).await.map_err(backend)?;
+    let mut found = std::collections::HashMap::new();
+    for batch in &batches {
+        let rows = rows::Rows::new(batch, "meta");
+        for (k, v) in rows.strs("key")?.into_iter().zip(rows.strs("value")?) {
+            found.insert(k, v);
+        }
+    }
+    if found.is_empty() {
+        let schema = meta_schema();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(expected.iter().map(|(k, _)| *k))),
+                Arc::new(StringArray::from_iter_values(expected.iter().map(|(_, v)| v.as_str()))),
+            ],
+        )
+        .map_err(backend)?;
+        // Keyed upsert: two processes initialising one store at once write the same rows once.
+        retry(|| {
+            let mut merge = meta.merge_insert(&["key"]);
+            merge.when_not_matched_insert_all();
+            let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        return Ok(());
+    }
+    let version = found.get("format_version").map(String::as_str).unwrap_or("none");
+    if version != FORMAT_VERSION {
+        return Err(StoreError::FormatVersion {
+            path: path.to_string(),
+            found: version.to_string(),
+            expected: FORMAT_VERSION.to_string(),
+        });
+    }
+    let model = found.get("embedding_model").cloned().unwrap_or_default();
+    let dim = found.get("embedding_dimension").cloned().unwrap_or_default();
+    if check_model && (model != MODEL_ID || dim != DIMENSION.to_string()) {
+        return Err(StoreError::ModelMismatch {
+            path: path.to_string(),
+            found: format!("{model} ({dim}-d)"),
+            expected: format!("{MODEL_ID} ({DIMENSION}-d)"),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,529 @@
+//! Search: the rankings every searchable table runs — one full-text (BM25) ranking per indexed column,
+//! and one by cosine to the query's vector, through the HNSW index where the table has one ([`ann_ef`])
+//! — as row references, and the reading of rows by those references. A ranking under a broad filter runs
+//! unfiltered and its rows are read by address, through the [`row_cache`], and checked here
+//! ([`LanceStore::rank_then_filter`]); any doubt sends it back to Lance's prefilter. The rows a search
+//! returns are read whole only at the end ([`SearchedRow`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use lancedb::query::ExecutableQuery;
+
+use super::open::{fts_columns, has_fts_index};
+use super::rows::{self, Rows};
+use super::sql::{Broad, Filter, in_list, sql_literal};
+use super::{ARCHIVAL_TABLE, LanceStore, backend, collect, row_cache};
+use crate::store::StoreError;
+
+/// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits, and to
+/// one per [`ANN_ROWS_PER_EF`] rows of the table for large tables ([`ann_ef`]).
+pub const ANN_EF: usize = 100;
+/// Table rows per HNSW candidate in large tables: `ef` grows with the table, since a fixed `ef` loses
+/// recall there. Measured on the 1M benchmark store (100 queries, store only; BENCHMARKS.md, "HNSW `ef`
+/// grows with the table"): `ef` 200 gave recall@10 0.830 at p50 22.7 ms, 400 0.892 (21.8 ms), 1,000 0.942 (22.2 ms), 2,000 0.982 (24.7 ms);
+/// at 10k every `ef` up to 2,000 gave 1.000, and p50 5.0 ms (200), 5.9–6.4 (1,000), 6.7–7.0 (2,000).
+pub const ANN_ROWS_PER_EF: usize = 500;
+/// The largest `ef` [`ann_ef`] chooses (for tables of 1M rows and more) unless the limit asks for more.
+pub const ANN_EF_MAX: usize = 2_000;
+
+/// The HNSW candidate list (`ef`) of a query for `limit` rows in a table of `rows` rows: 4 × `limit`
+/// and at least [`ANN_EF`], growing by one per [`ANN_ROWS_PER_EF`] rows up to [`ANN_EF_MAX`]. 200 for a
+/// search of 50 candidates up to 100k rows, 2,000 at 1M.
+pub fn ann_ef(rows: usize, limit: usize) -> usize {
+    let least = ANN_EF.max(4 * limit);
+    (rows / ANN_ROWS_PER_EF).clamp(least, ANN_EF_MAX.max(least))
+}
+/// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation's order.
+/// 1 re-ranks exactly the rows returned: at 1M rows it costs about 4 ms less per search than 4
+/// (BENCHMARKS.md, "Refine factor 1"); recall@10 there is measured of the 50 candidates it re-ranks.
+pub const ANN_REFINE_FACTOR: u32 = 1;
+
+impl LanceStore {
+    /// Reads a table of at most `rows` rows into its [`row_cache`] in the background, when
+    /// [`row_cache::RowCache::should_fill`] says so: after a table's first search, after this process
+    /// compacted it, and when it has grown to twice what is cached.
+    fn fill_row_cache_if_due(&self, name: &'static str, rows: usize) {
+        if !self.row_cache(name).should_fill(rows) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let cache = store.row_cache(name);
+            let _filling = row_cache::Filling(cache);
+            let generation = cache.generation();
+            match store.read_rows_at(name, None, true).await {
+                Ok(Some(read)) => {
+                    let n = read.len();
+                    cache.insert(generation, read);
+                    tracing::debug!(table = name, rows = n, ms = ms_since(started), "row cache filled");
+                }
+                Ok(None) => {}
+                Err(e) => tracing::debug!(table = name, "row cache not filled: {e}"),
+            }
+        });
+    }
+
+    /// Is the full-text index of `name.column` there? Checks again while it is not, so a store opened
+    /// before another process built the index starts using it.
+    async fn fts_available(&self, name: &'static str, column: &'static str) -> bool {
+        let mut ready = self.fts_ready.lock().await;
+        if !ready.contains(&(name, column)) && has_fts_index(self.table(name), name, column).await.unwrap_or(false) {
+            ready.insert((name, column));
+        }
+        ready.contains(&(name, column))
+    }
+
+    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, filtered
+    /// (see [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
+    /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
+    /// search.
+    pub(super) async fn keyword_rankings(
+        &self,
+        name: &'static str,
+        filter: &Filter,
+        text: &str,
+        limit: usize,
+    ) -> Result<crate::store::KeywordRankings, StoreError> {
+        let started = std::time::Instant::now();
+        if filter.broad.is_some() {
+            // the rankings below read through the row cache: check it is still this table's (a failure
+            // here fails the rankings too, which are left empty below)
+            if let Err(e) = self.latest_rows(name).await {
+                tracing::debug!(table = name, "no look at the table's latest version: {e}");
+            }
+        }
+        let mut rankings = Vec::new();
+        for &column in fts_columns(name) {
+            let mut refs = Vec::new();
+            if !text.trim().is_empty() && self.fts_available(name, column).await {
+                match self.keyword_ranking(name, column, filter, text, limit).await {
+                    Ok(ranked) => refs = ranked,
+                    Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
+                }
+            }
+            rankings.push(refs);
+        }
+        Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
+    }
+
+    /// The BM25 ranking of `name.column` for `text`, at most `limit` rows: unfiltered, then checked
+    /// against a broad filter ([`Self::rank_then_filter`]); with Lance's prefilter when that fails or
+    /// the filter is narrow.
+    async fn keyword_ranking(
+        &self,
+        name: &'static str,
+        column: &str,
+        filter: &Filter,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::store::Scored<crate::store::RowRef>>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
+            .with_column(column.to_string())
+            .map_err(backend)?;
+        let fts = self.table(name).query().full_text_search(query).limit(limit);
+        if let Some(broad) = &filter.broad {
+            let unfiltered = fts.clone().select(Select::columns(&["_score"])).with_row_id();
+            if let Some(ranked) = self.rank_then_filter(name, unfiltered, broad, false).await? {
+                return Ok(by_score(ranked.into_iter().map(|r| (r.row, r.score)), |_| f32::NAN));
+            }
+        }
+        let fts = fts.select(Select::columns(&["id", "_score"])).with_row_id();
+        let mut refs = Vec::new();
+        for batch in &prefiltered(fts, filter).await.map_err(backend)? {
+            refs.extend(row_refs(batch, name)?);
+        }
+        Ok(by_score(refs, |_| f32::NAN))
+    }
+
+    /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
+    /// their cosine.
+    pub(super) async fn vector_ranking(
+        &self,
+        name: &'static str,
+        filter: &Filter,
+        vector: &[f32],
+        limit: usize,
+    ) -> Result<crate::store::VectorRanking, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let started = std::time::Instant::now();
+        let ranked = match &filter.broad {
+            Some(broad) => {
+                let (query, rows) = self.nearest_approx(name, vector, limit).await?;
+                let unfiltered = query.select(Select::columns(&["_distance"])).with_row_id();
+                let ranked = self.rank_then_filter(name, unfiltered, broad, true).await?;
+                self.fill_row_cache_if_due(name, rows);
+                ranked
+            }
+            None => None,
+        };
+        let by_vector = match ranked {
+            // re-ranked by the exact cosine of the stored vectors, as Lance's refine step would
+            Some(ranked) => {
+                let mut scored: Vec<(crate::store::RowRef, Option<f32>)> =
+                    ranked.into_iter().map(|r| (r.row, r.vector.map(|v| crate::embed::cosine(vector, &v)))).collect();
+                scored.sort_by(|a, b| b.1.unwrap_or(f32::NAN).total_cmp(&a.1.unwrap_or(f32::NAN)));
+                by_score(scored, |cosine| cosine)
+            }
+            None => {
+                let nearest = self
+                    .nearest(name, vector, limit)
+                    .await?
+                    .select(Select::columns(&["id", "_distance"]))
+                    .with_row_id();
+                let mut refs = Vec::new();
+                for batch in &prefiltered(nearest, filter).await.map_err(backend)? {
+                    // Lance's cosine distance is 1 - cosine
+                    refs.extend(
+                        row_refs(batch, name)?.into_iter().map(|(row, distance)| (row, distance.map(|d| 1.0 - d))),
+                    );
+                }
+                by_score(refs, |cosine| cosine)
+            }
+        };
+        Ok(crate::store::VectorRanking { ranked: by_vector, ms: ms_since(started) })
+    }
+
+    /// The rows of `refs` in `T`'s table that are still stored for `actor_id`, in the order of `refs`.
+    /// Read by row address (`_rowid`), then, for any ref whose address now holds another row or none (a
+    /// compaction or deletion in between), by id.
+    pub(super) async fn rows_by_ref<T: SearchedRow>(
+        &self,
+        actor_id: &str,
+        refs: &[crate::store::RowRef],
+    ) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
+        use futures::TryStreamExt;
+        use lancedb::query::ExecutableQuery;
+        if refs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: std::collections::HashSet<uuid::Uuid> = refs.iter().map(|r| r.id).collect();
+        let mut found: HashMap<uuid::Uuid, (T, Vec<f32>)> = HashMap::new();
+        let name = T::TABLE;
+        let take = self.table(name).take_row_ids(refs.iter().map(|r| r.row_id).collect());
+        // the take leaves out addresses that no longer hold a row (a deletion or compaction since the
+        // ranking); those, and any take that fails, are read by id below
+        let taken: Vec<RecordBatch> = match take.execute().await {
+            Ok(stream) => stream.try_collect().await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        for batch in &taken {
+            for (row, vector) in T::decode(batch)? {
+                if wanted.contains(&row.id()) && row.actor_id() == actor_id {
+                    found.insert(row.id(), (row, vector));
+                }
+            }
+        }
+        let missing: Vec<String> =
+            refs.iter().filter(|r| !found.contains_key(&r.id)).map(|r| r.id.to_string()).collect();
+        if !missing.is_empty() {
+            let filter = format!(
+                "actor_id = {} AND {}",
+                sql_literal(actor_id),
+                in_list("id", missing.iter().map(String::as_str))
+            );
+            for batch in self.select(name, &filter, None).await? {
+                for (row, vector) in T::decode(&batch)? {
+                    found.insert(row.id(), (row, vector));
+                }
+            }
+        }
+        Ok(refs.iter().filter_map(|r| found.remove(&r.id)).collect())
+    }
+
+    /// The `limit` rows of `name` nearest to `vector` by cosine, with the ANN settings of every search
+    /// ([`ann_ef`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
+    async fn nearest(
+        &self,
+        name: &'static str,
+        vector: &[f32],
+        limit: usize,
+    ) -> Result<lancedb::query::VectorQuery, StoreError> {
+        Ok(self.nearest_approx(name, vector, limit).await?.0.refine_factor(ANN_REFINE_FACTOR))
+    }
+
+    /// [`Self::nearest`] without the refine step: through the vector index, the rows come in the order
+    /// of their quantised distances, which the caller corrects from the stored vectors. With the table's
+    /// row count.
+    async fn nearest_approx(
+        &self,
+        name: &'static str,
+        vector: &[f32],
+        limit: usize,
+    ) -> Result<(lancedb::query::VectorQuery, usize), StoreError> {
+        use lancedb::query::QueryBase;
+        let table = self.table(name);
+        let rows = self.latest_rows(name).await?;
+        let query = table
+            .query()
+            .nearest_to(vector)
+            .map_err(backend)?
+            .distance_type(lancedb::DistanceType::Cosine)
+            .ef(ann_ef(rows, limit))
+            .limit(limit);
+        Ok((query, rows))
+    }
+
+    /// The row count of the latest version of `name`, from its manifest (no data is read; one look for a
+    /// newer version, as every read makes). On the way, the table's [`row_cache`] checks that the
+    /// directory was not replaced under this process ([`row_cache::RowCache::observe`]).
+    async fn latest_rows(&self, name: &'static str) -> Result<usize, StoreError> {
+        let table = self.table(name);
+        let Some(dataset) = table.dataset() else { return table.count_rows(None).await.map_err(backend) };
+        let dataset = dataset.get().await.map_err(backend)?;
+        let manifest = dataset.manifest();
+        if self.row_cache(name).observe(manifest.version, manifest.max_fragment_id().unwrap_or(0)) {
+            tracing::info!(
+                table = name,
+                version = manifest.version,
+                "the table was replaced on disk: row cache cleared"
+            );
+        }
+        dataset.count_rows(None).await.map_err(backend)
+    }
+
+    /// Runs `query` — a ranking of `name` that selects only its score column and `_rowid` — without a
+    /// filter, then reads the ranked rows' `id`, the columns of the broad filter and (with `vectors`)
+    /// their `vector` in one read by address (those the [`row_cache`] lacks), and applies the filter
+    /// here. Lance's own postfilter and refine step read those columns one take at a time (about 0.7 ms
+    /// each at 10k rows, where the ranking itself takes 1 ms).
+    ///
+    /// Returns the ranking in order when it is the filtered ranking, i.e. every ranked row passed the
+    /// filter (then the ranking's top is the filtered top). Returns `None` when a row failed the filter,
+    /// or its address no longer holds it (a compaction or deletion since the ranking): the caller then
+    /// ranks with Lance's prefilter. An address never holds another row, since Lance does not reuse
+    /// fragment ids.
+    async fn rank_then_filter<Q>(
+        &self,
+        name: &'static str,
+        query: Q,
+        filter: &Broad,
+        vectors: bool,
+    ) -> Result<Option<Vec<Ranked>>, StoreError>
+    where
+        Q: ExecutableQuery,
+    {
+        let mut addresses = Vec::new();
+        let mut scores = Vec::new();
+        for batch in collect(&query).await.map_err(backend)? {
+            addresses.extend(row_addresses(&batch, name)?);
+            scores.extend(ranking_scores(&batch));
+        }
+        let ranked = self.read_ranked(name, addresses, filter, vectors).await?;
+        Ok(ranked.map(|rows| rows.into_iter().zip(scores).map(|(r, score)| Ranked { score, ..r }).collect()))
+    }
+
+    /// The reading half of [`Self::rank_then_filter`]: the rows at `addresses` (a ranking, best first)
+    /// with their ids and, with `vectors`, their vectors, in the same order; `None` when one of them
+    /// fails `filter` or is no longer at its address. Rows in the table's [`row_cache`] are not read
+    /// again; the others are read in one take by address and cached.
+    async fn read_ranked(
+        &self,
+        name: &'static str,
+        addresses: Vec<u64>,
+        filter: &Broad,
+        vectors: bool,
+    ) -> Result<Option<Vec<Ranked>>, StoreError> {
+        if addresses.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let cache = self.row_cache(name);
+        let generation = cache.generation();
+        let mut rows = cache.get(&addresses, vectors);
+        let missing: Vec<u64> = addresses.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|(a, _)| *a).collect();
+        if !missing.is_empty() {
+            let Some(read) = self.read_rows_at(name, Some(missing), vectors).await? else {
+                return Ok(None);
+            };
+            let mut by_address: HashMap<u64, row_cache::CachedRow> = read.iter().cloned().collect();
+            cache.insert(generation, read);
+            for (address, row) in addresses.iter().zip(&mut rows) {
+                if row.is_none() {
+                    *row = by_address.remove(address);
+                }
+            }
+        }
+        let mut ranked = Vec::with_capacity(addresses.len());
+        for (address, row) in addresses.into_iter().zip(rows) {
+            // a row no longer at its address, or one the filter leaves out: rank again with the filter
+            let Some(row) = row.filter(|r| filter.passes(&r.actor_id, r.superseded)) else { return Ok(None) };
+            let vector = if vectors { row.vector } else { None };
+            ranked.push(Ranked { row: crate::store::RowRef { id: row.id, row_id: address }, vector, score: None });
+        }
+        Ok(Some(ranked))
+    }
+
+    /// What the [`row_cache`] holds of the rows of `name` at `addresses` (with `None`, of every row of
+    /// the table), read from the table: `id`, `actor_id`, `superseded_by` where the table has it, and
+    /// with `vectors` the `vector`. A take leaves out the addresses that no longer hold a row (a
+    /// deletion or compaction since the ranking); `Ok(None)` when it fails.
+    async fn read_rows_at(
+        &self,
+        name: &'static str,
+        addresses: Option<Vec<u64>>,
+        vectors: bool,
+    ) -> Result<Option<Vec<(u64, row_cache::CachedRow)>>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let superseded = name == ARCHIVAL_TABLE;
+        let mut columns = vec!["id", "actor_id"];
+        if superseded {
+            columns.push("superseded_by");
+        }
+        if vectors {
+            columns.push("vector");
+        }
+        self.row_cache(name).count_read();
+        let table = self.table(name);
+        let batches = match addresses {
+            Some(addresses) => {
+                let take = table.take_row_ids(addresses).select(Select::columns(&columns)).with_row_id();
+                match collect(&take).await {
+                    Ok(batches) => batches,
+                    Err(e) => {
+                        tracing::debug!(table = name, "ranked rows moved before they were read, ranking again: {e}");
+                        return Ok(None);
+                    }
+                }
+            }
+            None => {
+                let scan = table.query().select(Select::columns(&columns)).with_row_id();
+                collect(&scan).await.map_err(backend)?
+            }
+        };
+        let mut out = Vec::new();
+        let mut actor: Option<Arc<str>> = None;
+        for batch in &batches {
+            let r = rows::Rows::new(batch, name);
+            let ids = r.uuids("id")?;
+            let actors = r.strs("actor_id")?;
+            let replaced = if superseded { r.opt_strs("superseded_by")? } else { vec![None; ids.len()] };
+            let mut stored: Vec<Option<Arc<[f32]>>> =
+                if vectors { r.shared_vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
+            stored.resize(ids.len(), None);
+            let rows = row_addresses(batch, name)?.into_iter().zip(ids).zip(actors).zip(replaced).zip(stored);
+            for ((((address, id), actor_id), replaced), vector) in rows {
+                // one allocation per run of rows of the same actor
+                let actor_id = match &actor {
+                    Some(a) if **a == *actor_id => a.clone(),
+                    _ => actor.insert(Arc::from(actor_id)).clone(),
+                };
+                out.push((address, row_cache::CachedRow { id, actor_id, superseded: replaced.is_some(), vector }));
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Ids of the `k` rows of `actor` nearest to `vector` by cosine, through the vector index (as the
+    /// searches run) or, with `exact`, by a flat scan (the ground truth of a recall measurement).
+    pub async fn nearest_ids(
+        &self,
+        name: &'static str,
+        actor: &str,
+        vector: &[f32],
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<String>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let mut query = self
+            .nearest(name, vector, k)
+            .await?
+            .only_if(format!("actor_id = {}", sql_literal(actor)))
+            .select(Select::columns(&["id", "_distance"]));
+        if exact {
+            query = query.bypass_vector_index();
+        }
+        let mut ids = Vec::new();
+        for batch in collect(&query).await.map_err(backend)? {
+            ids.extend(Rows::new(&batch, name).strs("id")?);
+        }
+        Ok(ids)
+    }
+}
+
+/// Runs `query` with `filter` applied before ranking (Lance's prefilter): the filtered top of the
+/// ranking, whatever share of the table passes.
+async fn prefiltered<Q>(query: Q, filter: &Filter) -> lancedb::Result<Vec<RecordBatch>>
+where
+    Q: lancedb::query::QueryBase + ExecutableQuery,
+{
+    collect(&query.only_if(&filter.sql)).await
+}
+
+/// The row type of a searchable table, as its searches read it.
+pub(super) trait SearchedRow: Sized + Send {
+    /// The table it is stored in.
+    const TABLE: &'static str;
+    /// Its id (the `id` column).
+    fn id(&self) -> uuid::Uuid;
+    /// The actor it belongs to (the `actor_id` column).
+    fn actor_id(&self) -> &str;
+    /// Every row of `batch` (all columns of the table) with its vector (`[f32; 384]`).
+    fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError>;
+}
+
+/// One row of a ranking read by [`LanceStore::rank_then_filter`]: where it is, its stored vector
+/// (`[f32; 384]`, L2-normalized) when asked for, and the ranking's score (`_distance` or `_score`).
+struct Ranked {
+    row: crate::store::RowRef,
+    vector: Option<Arc<[f32]>>,
+    score: Option<f32>,
+}
+
+/// A ranking (best first) as [`Scored`](crate::store::Scored) refs: ranks from the ranking's scores,
+/// ties sharing one ([`competition_ranks`](crate::store::competition_ranks)); `cosine(score)` gives the
+/// cosine where the score is one (NaN for BM25). A missing score is NaN, which ties with nothing.
+fn by_score(
+    ranking: impl IntoIterator<Item = (crate::store::RowRef, Option<f32>)>,
+    cosine: impl Fn(f32) -> f32,
+) -> Vec<crate::store::Scored<crate::store::RowRef>> {
+    let (refs, scores): (Vec<_>, Vec<f32>) =
+        ranking.into_iter().map(|(row, score)| (row, score.unwrap_or(f32::NAN))).unzip();
+    let ranks = crate::store::competition_ranks(scores.iter().copied());
+    refs.into_iter()
+        .zip(scores)
+        .zip(ranks)
+        .map(|((row, score), rank)| crate::store::Scored { row, cosine: cosine(score), score, rank })
+        .collect()
+}
+
+/// The ranking score of each row of `batch`: `_distance` (vector) or `_score` (BM25), `None` without
+/// either column.
+fn ranking_scores(batch: &RecordBatch) -> Vec<Option<f32>> {
+    let column = ["_distance", "_score"]
+        .iter()
+        .find_map(|name| batch.column_by_name(name))
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::Float32Array>());
+    (0..batch.num_rows()).map(|i| column.map(|c| c.value(i))).collect()
+}
+
+/// The `_rowid` of each row of `batch`.
+fn row_addresses(batch: &RecordBatch, table: &'static str) -> Result<Vec<u64>, StoreError> {
+    let row_ids = batch
+        .column_by_name("_rowid")
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>())
+        .ok_or_else(|| StoreError::Backend(format!("{table}: a ranking without _rowid")))?;
+    Ok(row_ids.values().to_vec())
+}
+
+/// The `(id, _rowid)` of each row of `batch`, with its ranking score ([`ranking_scores`]).
+fn row_refs(batch: &RecordBatch, table: &'static str) -> Result<Vec<(crate::store::RowRef, Option<f32>)>, StoreError> {
+    let ids = rows::Rows::new(batch, table).uuids("id")?;
+    let row_ids = row_addresses(batch, table)?;
+    Ok(ids
+        .into_iter()
+        .zip(row_ids)
+        .zip(ranking_scores(batch))
+        .map(|((id, row_id), score)| (crate::store::RowRef { id, row_id }, score))
+        .collect())
+}
+
+/// Milliseconds since `t`.
+fn ms_since(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,500 @@
+//! Moving a store's rows out and back in: the JSONL export (a header saying which export version, store
+//! format and embedding model wrote it, then every row with its ids, times and vector), the import
+//! (every row checked before any is written; secrets redacted and tags normalised by the caller's
+//! [`ImportRules`]; vectors recomputed when the export's model differs), and re-embedding every row
+//! after a model change (`memory reindex`). Rows travel through Arrow's JSON reader and writer, so a new
+//! column needs no change here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::SchemaRef;
+use lancedb::query::{QueryBase, Select};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::rows::{self, Rows};
+use super::sql::{actor_filter, in_list, sql_literal};
+use super::write::retry;
+use super::{LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect};
+use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
+use crate::store::{ImportRules, StoreError};
+
+/// Rows embedded per batch by `import` and `reindex`.
+const EMBED_BATCH: usize = 64;
+
+/// The version of the export format `export` writes and `import` reads (`astra_mcp_export` in the header).
+pub const EXPORT_VERSION: u32 = 1;
+
+/// The first line of an export: what made it, so an import knows whether vectors are comparable.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExportHeader {
+    pub astra_mcp_export: u32,
+    pub format_version: String,
+    pub embedding_model: String,
+    pub embedding_dimension: usize,
+    pub exported_at: String,
+}
+
+/// The header of the export `text` (its first non-blank line), checked as [`LanceStore::import`] checks
+/// it; for callers that refuse a file before opening a store.
+///
+/// # Errors
+/// [`StoreError::Backend`] when the file is empty, its first line is not a header, or it was written in
+/// a newer export version or store format than this build reads.
+pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
+    match text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) {
+        Some((i, line)) => parse_export_header(i + 1, line),
+        None => {
+            Err(StoreError::Backend("the export is empty: give a file written by `astra-mcp memory export`".into()))
+        }
+    }
+}
+
+/// Line `number` of an export as its header: newer export versions and store formats are refused (this
+/// build cannot know what they changed); older ones would be read (there are none yet).
+fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreError> {
+    let header: ExportHeader = serde_json::from_str(line).map_err(|e| {
+        StoreError::Backend(format!(
+            "line {number} is not an astra-mcp export header ({e}); give a file written by `astra-mcp memory export`"
+        ))
+    })?;
+    let ours: u32 = super::FORMAT_VERSION.parse().expect("FORMAT_VERSION is a number");
+    let newer_format = header.format_version.parse::<u32>().map_or(true, |theirs| theirs > ours);
+    if header.astra_mcp_export > EXPORT_VERSION || newer_format {
+        return Err(StoreError::Backend(format!(
+            "line {number}: this export is version {} of store format {}, which this astra-mcp (export version \
+{EXPORT_VERSION}, store format {ours}) cannot read; nothing was imported: import it with a newer astra-mcp",
+            header.astra_mcp_export, header.format_version
+        )));
+    }
+    Ok(header)
+}
+
+/// Rows written or read, by table.
+pub type TableCounts = BTreeMap<String, usize>;
+
+/// What `import` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportReport {
+    /// Rows upserted, by table.
+    pub rows: TableCounts,
+    /// True when the export was made with another embedding model and the imported rows' vectors were
+    /// recomputed (false when none of its rows has a vector).
+    pub reembedded: bool,
+    /// Rows of which a text held a secret, now redacted (an export written by `memory export` has none:
+    /// its rows were redacted when stored; a hand-edited or hand-made file may). Those whose embedded text
+    /// changed were re-embedded.
+    pub redacted: usize,
+}
+
+/// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
+/// keeps them forgotten).
+const EXPORT_TABLES: [&str; 5] = [TABLES[0], TABLES[1], TABLES[2], TABLES[3], super::FORGOTTEN_TABLE];
+
+fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
+    EXPORT_TABLES
+        .into_iter()
+        .find(|t| *t == name)
+        .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
+}
+
+/// Rows of a batch as JSON objects (timestamps as RFC 3339 strings, vectors as arrays).
+pub(super) fn batch_to_json(batch: &RecordBatch) -> Result<Vec<Map<String, Value>>, StoreError> {
+    let mut buffer = Vec::new();
+    let mut writer = arrow_json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .build::<_, arrow_json::writer::JsonArray>(&mut buffer);
+    writer.write_batches(&[batch]).map_err(backend)?;
+    writer.finish().map_err(backend)?;
+    drop(writer);
+    if buffer.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(&buffer).map_err(backend)
+}
+
+/// JSON rows back into a batch of `schema` (strict: unknown columns are refused).
+fn json_to_batch(schema: SchemaRef, rows_in: &[Map<String, Value>]) -> Result<Option<RecordBatch>, StoreError> {
+    let mut decoder = arrow_json::ReaderBuilder::new(schema).with_strict_mode(true).build_decoder().map_err(backend)?;
+    decoder.serialize(rows_in).map_err(backend)?;
+    decoder.flush().map_err(backend)
+}
+
+/// The first row of `chunk` (from lines `lines`) that does not fit `schema` on its own, as an error naming
+/// its line; `None` when each fits alone.
+fn first_unfit_row(
+    schema: &SchemaRef,
+    name: &str,
+    chunk: &[Map<String, Value>],
+    lines: &[usize],
+) -> Option<StoreError> {
+    chunk.iter().zip(lines).find_map(|(row, line)| {
+        json_to_batch(schema.clone(), std::slice::from_ref(row)).err().map(|e| {
+            StoreError::Backend(format!(
+                "line {line}: the {name} row does not fit the table ({e}); nothing was imported. Give rows as \
+                 `astra-mcp memory export` writes them"
+            ))
+        })
+    })
+}
+
+/// Fails when two rows of `rows_in` (of table `name`, from lines `lines`) share an `id`: an export never
+/// holds the same row twice, and both would be written.
+fn refuse_duplicate_ids(name: &str, rows_in: &[Map<String, Value>], lines: &[usize]) -> Result<(), StoreError> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (row, line) in rows_in.iter().zip(lines) {
+        let Some(id) = row.get("id").and_then(Value::as_str) else { continue };
+        if let Some(first) = seen.insert(id, *line) {
+            return Err(StoreError::Backend(format!(
+                "lines {first} and {line} both hold {name} row {id}; nothing was imported. Keep one of them"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl LanceStore {
+    /// Writes every row of every table (of `actor`, or all) as JSONL: a header line ([`ExportHeader`]),
+    /// then `{"table": …, "row": {…}}` per row with ids, times and vectors, so `import` restores it
+    /// exactly.
+    pub async fn export(&self, out: &mut dyn Write, actor: Option<&str>) -> Result<TableCounts, StoreError> {
+        let header = ExportHeader {
+            astra_mcp_export: EXPORT_VERSION,
+            format_version: super::FORMAT_VERSION.to_string(),
+            embedding_model: MODEL_ID.to_string(),
+            embedding_dimension: DIMENSION,
+            exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        };
+        let io = |e: std::io::Error| StoreError::Backend(format!("writing the export: {e}"));
+        writeln!(out, "{}", serde_json::to_string(&header).map_err(backend)?).map_err(io)?;
+        let mut counts = TableCounts::new();
+        for name in EXPORT_TABLES {
+            let mut query = self.table(name).query();
+            if let Some(f) = actor_filter(actor) {
+                query = query.only_if(f);
+            }
+            let mut n = 0;
+            for batch in collect(&query).await.map_err(backend)? {
+                for row in batch_to_json(&batch)? {
+                    let line = serde_json::json!({ "table": name, "row": row });
+                    writeln!(out, "{line}").map_err(io)?;
+                    n += 1;
+                }
+            }
+            counts.insert(name.to_string(), n);
+        }
+        Ok(counts)
+    }
+
+    /// Reads an export made by [`Self::export`] and upserts every row by id (an import repeated adds
+    /// nothing), each row's text passed through `rules` (the memory layer's redaction and tags). When the export's embedding model differs from this binary's, vectors are recomputed
+    /// from each row's `embedded_text`.
+    ///
+    /// # Errors
+    /// A missing or unknown header, a line that is not a row of a known table, or a row that does not
+    /// fit its table's columns, with the line number.
+    pub async fn import(
+        &self,
+        text: &str,
+        embedder: &LazyEmbedder,
+        rules: &ImportRules,
+    ) -> Result<ImportReport, StoreError> {
+        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let header = match lines.next() {
+            Some((i, line)) => parse_export_header(i + 1, line)?,
+            None => return Err(StoreError::Backend("the export is empty".into())),
+        };
+        let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
+        let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
+        let mut line_numbers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+        // per row: its vector must be recomputed, since redaction changed its embedded text
+        let mut stale_vectors: BTreeMap<&'static str, Vec<bool>> = BTreeMap::new();
+        let mut report = ImportReport::default();
+        for (i, line) in lines {
+            #[derive(Deserialize)]
+            struct Line {
+                table: String,
+                row: Map<String, Value>,
+            }
+            let parsed: Line = serde_json::from_str(line)
+                .map_err(|e| StoreError::Backend(format!("line {}: not an export row: {e}", i + 1)))?;
+            let name =
+                export_table_name(&parsed.table).map_err(|e| StoreError::Backend(format!("line {}: {e}", i + 1)))?;
+            let mut row = parsed.row;
+            if SEARCHABLE_TABLES.contains(&name) || name == super::FORGOTTEN_TABLE {
+                // ids are compared as strings: only the canonical spelling may enter
+                let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
+                let Some(id) = id else {
+                    return Err(StoreError::Backend(format!(
+                        "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
+                        i + 1
+                    )));
+                };
+                row.insert("id".into(), Value::String(id.to_string()));
+            } else if let Some(id) = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok())
+            {
+                row.insert("id".into(), Value::String(id.to_string()));
+            }
+            // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
+            let embedded_before = row.get("embedded_text").cloned();
+            let redacted = redact_row(&mut row, rules);
+            let stale_vector = redacted && row.get("embedded_text") != embedded_before.as_ref();
+            if (reembed || stale_vector) && row.contains_key("vector") {
+                // placeholder of the right shape; replaced below
+                row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
+            }
+            by_table.entry(name).or_default().push(row);
+            line_numbers.entry(name).or_default().push(i + 1);
+            stale_vectors.entry(name).or_default().push(stale_vector);
+            report.redacted += usize::from(redacted);
+        }
+        // Everything is checked before anything is written: a row that does not fit its table, or that
+        // would move a memory to another actor, fails the whole import.
+        let mut decoded: Vec<(&'static str, usize, RecordBatch, &[bool])> = Vec::new();
+        for (name, rows_in) in &by_table {
+            let lines = &line_numbers[name];
+            let schema = self.table(name).schema().await.map_err(backend)?;
+            refuse_duplicate_ids(name, rows_in, lines)?;
+            self.refuse_actor_changes(name, &schema, rows_in, lines).await?;
+            let stale = rows_in.chunks(1000).zip(stale_vectors[name].chunks(1000));
+            for ((chunk, stale), chunk_lines) in stale.zip(lines.chunks(1000)) {
+                match json_to_batch(schema.clone(), chunk) {
+                    Ok(Some(batch)) => decoded.push((name, chunk.len(), batch, stale)),
+                    Ok(None) => {}
+                    Err(e) => return Err(first_unfit_row(&schema, name, chunk, chunk_lines).unwrap_or(e)),
+                }
+            }
+        }
+        for (name, n, mut batch, stale) in decoded {
+            if reembed && SEARCHABLE_TABLES.contains(&name) {
+                batch = reembed_batch(&batch, name, embedder, None).await?;
+                report.reembedded = true;
+            } else if stale.contains(&true) {
+                batch = reembed_batch(&batch, name, embedder, Some(stale)).await?;
+            }
+            self.upsert_batch(name, batch).await?;
+            *report.rows.entry(name.to_string()).or_default() += n;
+        }
+        // an item forgotten after an older export was made stays forgotten (only its own actor's item)
+        let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for batch in collect(&self.table(super::FORGOTTEN_TABLE).query()).await.map_err(backend)? {
+            let rows = Rows::new(&batch, super::FORGOTTEN_TABLE);
+            for (id, actor) in rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?) {
+                forgotten.entry(actor).or_default().push(id);
+            }
+        }
+        let table = self.table(super::SESSION_ITEMS_TABLE);
+        for (actor, ids) in &forgotten {
+            for chunk in ids.chunks(500) {
+                let ids = in_list("id", chunk.iter().map(String::as_str));
+                let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
+                retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Fails when a row of `rows_in` (import rows of table `name` of `schema`, from lines `lines`) has the `id` of a
+    /// row this store keeps for another actor: an upsert by id would hand that actor's memory to the
+    /// export's actor. Tables without `id` and `actor_id` columns are not checked.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] naming the first such line, the id and both actors, or a failed read.
+    async fn refuse_actor_changes(
+        &self,
+        name: &'static str,
+        schema: &SchemaRef,
+        rows_in: &[Map<String, Value>],
+        lines: &[usize],
+    ) -> Result<(), StoreError> {
+        let table = self.table(name);
+        if schema.column_with_name("id").is_none() || schema.column_with_name("actor_id").is_none() {
+            return Ok(());
+        }
+        let str_of =
+            |row: &Map<String, Value>, column: &str| row.get(column).and_then(Value::as_str).map(str::to_string);
+        let mut stored: HashMap<String, String> = HashMap::new();
+        for chunk in rows_in.chunks(500) {
+            let ids: Vec<String> = chunk.iter().filter_map(|row| str_of(row, "id")).collect();
+            let query = table
+                .query()
+                .only_if(in_list("id", ids.iter().map(String::as_str)))
+                .select(Select::columns(&["id", "actor_id"]));
+            for batch in collect(&query).await.map_err(backend)? {
+                let rows = Rows::new(&batch, name);
+                stored.extend(rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?));
+            }
+        }
+        for (row, line) in rows_in.iter().zip(lines) {
+            let (Some(id), Some(actor)) = (str_of(row, "id"), str_of(row, "actor_id")) else { continue };
+            if let Some(owner) = stored.get(&id).filter(|owner| **owner != actor) {
+                return Err(StoreError::Backend(format!(
+                    "line {line}: {name} row {id} belongs to actor `{owner}` in this store, but the export gives it to \
+                     `{actor}`; nothing was imported. An import never moves a memory between actors: drop that line \
+                     from the file, or delete the stored row first (`astra-mcp memory rm {id} --actor {owner}`)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-embeds every row of every searchable table with this binary's model (after a model change),
+    /// then records the model in `meta`, so the store opens normally again. Returns rows re-embedded by
+    /// table. Safe to rerun after an interruption: rows are rewritten by id.
+    pub async fn reindex(&self, embedder: &LazyEmbedder) -> Result<TableCounts, StoreError> {
+        let mut counts = TableCounts::new();
+        for name in SEARCHABLE_TABLES {
+            let batches = collect(&self.table(name).query()).await.map_err(backend)?;
+            let mut n = 0;
+            for batch in batches {
+                for start in (0..batch.num_rows()).step_by(1000) {
+                    let part = batch.slice(start, (batch.num_rows() - start).min(1000));
+                    n += part.num_rows();
+                    let part = reembed_batch(&part, name, embedder, None).await?;
+                    // update only: a row deleted while we re-embedded stays deleted
+                    self.update_batch(name, part).await?;
+                }
+            }
+            counts.insert(name.to_string(), n);
+        }
+        self.write_meta_model().await?;
+        Ok(counts)
+    }
+
+    async fn write_meta_model(&self) -> Result<(), StoreError> {
+        let meta = self.conn.open_table(META_TABLE).execute().await.map_err(backend)?;
+        let schema = super::open::meta_schema();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                rows::strings(["embedding_model", "embedding_dimension"]),
+                Arc::new(StringArray::from(vec![MODEL_ID.to_string(), DIMENSION.to_string()])),
+            ],
+        )
+        .map_err(backend)?;
+        retry(|| {
+            let mut merge = meta.merge_insert(&["key"]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+}
+
+/// Columns that name or date a row rather than hold its text: never rewritten by [`redact_row`] (an
+/// `actor_id` that looked like a token must not move a memory to another actor).
+const IDENTITY_COLUMNS: [&str; 10] = [
+    "id",
+    "actor_id",
+    "project",
+    "session_id",
+    "source_key",
+    "superseded_by",
+    "created_at",
+    "updated_at",
+    "forgotten_at",
+    "vector",
+];
+
+/// Redacts secrets (`rules.redact`) in every text of an imported `row`, nested ones included, but its
+/// [`IDENTITY_COLUMNS`]; archival `tags` are also normalised as inserts normalise them
+/// (`rules.normalize_tags`). Returns whether a secret was redacted.
+fn redact_row(row: &mut Map<String, Value>, rules: &ImportRules) -> bool {
+    fn redact_value(value: &mut Value, rules: &ImportRules) -> bool {
+        match value {
+            // a column holding JSON (a fix's `receipt`) is redacted field by field: a rule run over the
+            // compact JSON would swallow the fields after a secret
+            Value::String(s) if s.starts_with('{') || s.starts_with('[') => match serde_json::from_str::<Value>(s) {
+                Ok(mut inner) if inner.is_object() || inner.is_array() => {
+                    let redacted = redact_value(&mut inner, rules);
+                    if redacted {
+                        *s = inner.to_string();
+                    }
+                    redacted
+                }
+                _ => redact_text(s, rules),
+            },
+            Value::String(s) => redact_text(s, rules),
+            Value::Array(items) => items.iter_mut().fold(false, |any, v| redact_value(v, rules) | any),
+            Value::Object(fields) => fields.values_mut().fold(false, |any, v| redact_value(v, rules) | any),
+            _ => false,
+        }
+    }
+    /// Whether redaction changed `s` (text redacted before, `password=[REDACTED:secret]`, matches a rule
+    /// again and comes out the same).
+    fn redact_text(s: &mut String, rules: &ImportRules) -> bool {
+        match (rules.redact)(s) {
+            std::borrow::Cow::Owned(clean) if clean != *s => {
+                *s = clean;
+                true
+            }
+            _ => false,
+        }
+    }
+    let mut redacted = false;
+    for (column, value) in row.iter_mut() {
+        if !IDENTITY_COLUMNS.contains(&column.as_str()) {
+            redacted |= redact_value(value, rules);
+        }
+    }
+    if let Some(Value::Array(tags)) = row.get_mut("tags") {
+        // null tags are dropped; a tag of another type is left for the table's schema to refuse
+        let texts: Option<Vec<String>> =
+            tags.iter().filter(|t| !t.is_null()).map(|t| t.as_str().map(str::to_string)).collect();
+        if let Some(texts) = texts {
+            *tags = (rules.normalize_tags)(&texts).into_iter().map(Value::String).collect();
+        }
+    }
+    // a fix's error type filter key follows its (redacted) error type, so no secret stays in the key
+    if let (Some(Value::String(error_type)), true) = (row.get("error_type"), row.contains_key("error_type_key")) {
+        let key = super::fixes::error_type_key(error_type);
+        row.insert("error_type_key".into(), Value::String(key));
+    }
+    redacted
+}
+
+/// `batch` with its `vector` column recomputed from `embedded_text`: every row's, or with `only` (one
+/// flag per row) those flagged, the others keeping theirs.
+async fn reembed_batch(
+    batch: &RecordBatch,
+    name: &'static str,
+    embedder: &LazyEmbedder,
+    only: Option<&[bool]>,
+) -> Result<RecordBatch, StoreError> {
+    let rows = Rows::new(batch, name);
+    let texts = rows.strs("embedded_text")?;
+    let wanted = |i: usize| only.is_none_or(|only| only[i]);
+    let todo: Vec<String> = texts.into_iter().enumerate().filter(|(i, _)| wanted(*i)).map(|(_, t)| t).collect();
+    let mut fresh: Vec<Vec<f32>> = Vec::with_capacity(todo.len());
+    for chunk in todo.chunks(EMBED_BATCH) {
+        fresh.extend(
+            embedder
+                .embed_documents(chunk.to_vec())
+                .await
+                .map_err(|e| StoreError::Backend(format!("re-embedding {name}: {e}")))?,
+        );
+    }
+    let mut fresh = fresh.into_iter();
+    let vectors: Vec<Vec<f32>> = match only {
+        None => fresh.collect(),
+        Some(_) => rows
+            .vectors("vector")?
+            .into_iter()
+            .enumerate()
+            .map(|(i, kept)| if wanted(i) { fresh.next().unwrap_or(kept) } else { kept })
+            .collect(),
+    };
+    let column: ArrayRef = rows::vectors(vectors.iter().map(Vec::as_slice))?;
+    let schema = batch.schema();
+    let index = schema.index_of("vector").map_err(backend)?;
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    debug_assert_eq!(columns[index].len(), column.len());
+    columns[index] = column;
+    RecordBatch::try_new(schema, columns).map_err(backend)
+}

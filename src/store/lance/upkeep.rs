@@ -1,0 +1,375 @@
+//! Upkeep (docs/storage.md): the indexes built and kept current — full-text once a table has rows, vector
+//! and scalar ones once it has [`ANN_MIN_ROWS`] — new rows folded into them, vector index segments
+//! merged, small fragments compacted and old versions pruned. `memory optimize` runs it on every table;
+//! a store handle runs it in the background on a table every [`UPKEEP_EVERY_WRITES`] writes to it, and
+//! an exiting process waits for that ([`wait_for_upkeep`]).
+
+use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
+
+use super::open::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
+use super::write::retry;
+use super::{FIXES_TABLE, LanceStore, SEARCHABLE_TABLES, TABLES, backend};
+use crate::store::StoreError;
+
+/// Background upkeep (compaction, index refresh, pruning; docs/storage.md) runs on a table after this many
+/// writes to it through one store handle.
+pub const UPKEEP_EVERY_WRITES: usize = 100;
+
+/// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
+/// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 6–11 ms at 10k rows of 384
+/// floats here, by machine (BENCHMARKS.md, "Exact search below 5,000 rows").
+pub const ANN_MIN_ROWS: usize = 5_000;
+
+/// Versions younger than this are kept by background upkeep and by default by `memory optimize` (a
+/// reader in another process may still be on them).
+pub const PRUNE_OLDER_THAN_SECS: i64 = 60;
+/// Segments a vector index may have before background upkeep merges them. Each upkeep folds the rows
+/// written since the last one into the vector index as a new segment (a delta, Lance's default), and
+/// Lance compacts only neighbouring fragments covered by the same index segments: without merging,
+/// every upkeep leaves one more fragment and one more segment for every search to visit. Past this
+/// many, upkeep merges every segment but the first (the one built over the bulk of the table) into
+/// one, and compaction then joins their fragments. `memory optimize` merges down to two segments.
+pub const MAX_VECTOR_INDEX_SEGMENTS: usize = 4;
+
+/// Background upkeep tasks of this process, so that exiting can wait for them ([`wait_for_upkeep`]).
+pub(super) fn upkeep_tasks() -> &'static std::sync::Mutex<tokio::task::JoinSet<()>> {
+    static TASKS: std::sync::OnceLock<std::sync::Mutex<tokio::task::JoinSet<()>>> = std::sync::OnceLock::new();
+    TASKS.get_or_init(Default::default)
+}
+
+/// Waits for the background upkeep started by this process (call before exiting: an aborted compaction
+/// loses nothing, but leaves its work undone and logs an error).
+pub async fn wait_for_upkeep() {
+    let mut tasks = std::mem::take(&mut *upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner()));
+    while tasks.join_next().await.is_some() {}
+}
+
+/// The full-text index settings of table `name`.
+///
+/// - Fixes: Lance's `code` analyzer with identifier splitting: each identifier is indexed whole
+///   (`retry_limits`, `x-api-key` as its parts) and as its subwords (`retry`, `limits`), lower-cased, with
+///   no stemming and no stop words. Fixes are full of identifiers that differ by a character
+///   (`retry_limit` / `retry_limits`, `ALLOWED_ORIGIN` / `ALLOWED_ORIGINS`), which English stemming made
+///   one token: on the tune split of the fix evaluation set (`astra-mcp eval fixes`) a numpy emulation of
+///   BM25 put the right fix first for 0.66 of the symptoms with stemming and 0.88 without; the product's
+///   BM25 with this analyzer gets 0.83 (docs/retrieval.md).
+/// - Archival passages and conversation items (prose): Lance's `simple` tokenizer (splits on
+///   non-alphanumerics), lower-casing, ASCII folding, English Snowball stemming and stop-word removal
+///   (Lance's defaults), on which the LoCoMo figures were measured. `E0502` and `lru.rs` stay tokens.
+fn fts_params(name: &str) -> lancedb::index::scalar::FtsIndexBuilder {
+    let text = lancedb::index::scalar::FtsIndexBuilder::default();
+    if name == FIXES_TABLE {
+        text.analyzer("code").expect("`code` is one of Lance's analyzers").split_identifiers(true)
+    } else {
+        text
+    }
+}
+
+impl LanceStore {
+    /// Builds the full-text indexes of `name` ([`fts_columns`]) once the table has rows (Lance cannot
+    /// train an index on an empty table). Rows added later are searched unindexed (Lance scans them)
+    /// until upkeep folds them into the index.
+    pub(super) async fn ensure_fts(&self, name: &'static str) -> Result<(), StoreError> {
+        let mut ready = self.fts_ready.lock().await;
+        let table = self.table(name);
+        for &column in fts_columns(name) {
+            if ready.contains(&(name, column)) {
+                continue;
+            }
+            if has_fts_index(table, name, column).await.map_err(backend)? {
+                ready.insert((name, column));
+                continue;
+            }
+            if table.count_rows(None).await.map_err(backend)? == 0 {
+                return Ok(());
+            }
+            // an index of this column built with another analyzer goes first (one FTS index per column)
+            for stale in stale_fts_indexes(table, name, column).await.map_err(backend)? {
+                match table.drop_index(&stale).await {
+                    Ok(()) => tracing::info!(
+                        table = name,
+                        column,
+                        index = stale,
+                        "full-text index rebuilt with this version's analyzer"
+                    ),
+                    Err(e) => tracing::debug!(table = name, index = stale, "stale full-text index already gone: {e}"),
+                }
+            }
+            let result = table
+                .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
+                .name(fts_index_name(name, column))
+                .execute()
+                .await;
+            match result {
+                Ok(()) => {
+                    ready.insert((name, column));
+                }
+                // Another process may have built it at the same moment.
+                Err(e) if has_fts_index(table, name, column).await.unwrap_or(false) => {
+                    tracing::debug!("full-text index created concurrently: {e}");
+                    ready.insert((name, column));
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds every full-text index a table with rows lacks (a store written by an older version, or
+    /// before an index was added).
+    pub async fn ensure_indexes(&self) -> Result<(), StoreError> {
+        for name in SEARCHABLE_TABLES {
+            self.ensure_fts(name).await?;
+        }
+        Ok(())
+    }
+
+    /// Builds the ANN index on `vector` (IVF-HNSW-SQ, cosine) once the table has [`ANN_MIN_ROWS`] rows,
+    /// and rebuilds it when the table has doubled since (so its partitions follow the data); rows added
+    /// in between are folded in by the index optimisation of upkeep, and until then searched flat.
+    /// Returns whether an index was (re)built.
+    pub async fn ensure_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
+        let table = self.table(name);
+        let rows = table.count_rows(None).await.map_err(backend)?;
+        if rows < ANN_MIN_ROWS {
+            return Ok(false);
+        }
+        let build = match self.vector_index(name).await? {
+            None => true,
+            Some(ix) => table
+                .index_stats(&ix.name)
+                .await
+                .map_err(backend)?
+                .is_some_and(|stats| stats.num_indexed_rows.saturating_mul(2) <= rows),
+        };
+        if !build {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        let params =
+            lancedb::index::vector::IvfHnswSqIndexBuilder::default().distance_type(lancedb::DistanceType::Cosine);
+        table
+            .create_index(&["vector"], lancedb::index::Index::IvfHnswSq(params))
+            .replace(true)
+            .execute()
+            .await
+            .map_err(backend)?;
+        tracing::info!(table = name, rows, ms = started.elapsed().as_millis() as u64, "vector index built");
+        Ok(true)
+    }
+
+    /// The indexes a table needs at scale ([`ANN_MIN_ROWS`] rows and more): the vector index
+    /// ([`Self::ensure_vector_index`]), then the scalar indexes of its filter columns
+    /// ([`Self::ensure_scalar_indexes`]). Returns whether the vector index was (re)built.
+    pub async fn ensure_large_table_indexes(&self, name: &'static str) -> Result<bool, StoreError> {
+        let rebuilt = self.ensure_vector_index(name).await?;
+        self.ensure_scalar_indexes(name).await?;
+        Ok(rebuilt)
+    }
+
+    /// Builds the scalar indexes of `name`'s filter columns ([`scalar_index_columns`]: a bitmap on
+    /// `actor_id`, a B-tree on `superseded_by`) once the table has [`ANN_MIN_ROWS`] rows. Without them
+    /// every filtered search evaluates its filter by scanning those columns of every row (about 60 ms at
+    /// 1M rows); with them the filter is an index lookup. Upkeep's index optimisation keeps them current.
+    /// Returns the columns indexed now.
+    pub async fn ensure_scalar_indexes(&self, name: &'static str) -> Result<Vec<&'static str>, StoreError> {
+        let table = self.table(name);
+        let wanted = scalar_index_columns(name);
+        if wanted.is_empty() || table.count_rows(None).await.map_err(backend)? < ANN_MIN_ROWS {
+            return Ok(Vec::new());
+        }
+        let indices = table.list_indices().await.map_err(backend)?;
+        let mut built = Vec::new();
+        for &(column, bitmap) in wanted {
+            if indices.iter().any(|ix| ix.columns.iter().any(|c| c == column)) {
+                continue;
+            }
+            let index = if bitmap {
+                lancedb::index::Index::Bitmap(Default::default())
+            } else {
+                lancedb::index::Index::BTree(Default::default())
+            };
+            match table.create_index(&[column], index).execute().await {
+                Ok(()) => built.push(column),
+                // another process may have built it at the same moment
+                Err(e)
+                    if table
+                        .list_indices()
+                        .await
+                        .is_ok_and(|ix| ix.iter().any(|i| i.columns.iter().any(|c| c == column))) =>
+                {
+                    tracing::debug!(table = name, column, "scalar index created concurrently: {e}");
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
+        if !built.is_empty() {
+            tracing::info!(table = name, columns = ?built, "scalar indexes built");
+        }
+        Ok(built)
+    }
+
+    /// The name of `name`'s vector index and how many segments it has (`None`: no vector index).
+    pub async fn vector_index_segments(&self, name: &'static str) -> Result<Option<(String, usize)>, StoreError> {
+        let Some(ix) = self.vector_index(name).await? else { return Ok(None) };
+        let stats = self.table(name).index_stats(&ix.name).await.map_err(backend)?;
+        let segments = stats.and_then(|s| s.num_indices).unwrap_or(1);
+        Ok(Some((ix.name, segments as usize)))
+    }
+
+    /// When `name`'s vector index has more than `max_segments` segments (at least 2), merges all but
+    /// the first into one (Lance's `num_indices_to_merge`), so that compaction can join the fragments
+    /// they cover. The first segment, built over the table when it was indexed or last doubled, is left
+    /// as it is: the merge rebuilds the graphs of the rows written since (HNSW per IVF partition, with
+    /// the existing partitions and quantiser), not the whole index. Returns the segments merged.
+    ///
+    /// Cost, measured over 10,000 single inserts (BENCHMARKS.md, "Vector index segments are merged"):
+    /// 79 ms with about 500 rows written since the first segment, 0.6–0.7 s with about 5,000 (building
+    /// the first over 5,000 rows took 1.2 s); background upkeep merges about every 500th write.
+    pub(super) async fn merge_vector_index_segments(
+        &self,
+        name: &'static str,
+        max_segments: usize,
+    ) -> Result<Option<usize>, StoreError> {
+        let Some((index, segments)) = self.vector_index_segments(name).await? else { return Ok(None) };
+        if segments <= max_segments.max(2) {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        let options = OptimizeOptions::merge(segments - 1).index_names(vec![index]);
+        let table = self.table(name);
+        retry(|| table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
+        tracing::info!(
+            table = name,
+            segments = segments - 1,
+            ms = started.elapsed().as_millis() as u64,
+            "vector index segments merged"
+        );
+        Ok(Some(segments - 1))
+    }
+
+    /// `name`'s index on `vector`, if it has one.
+    async fn vector_index(&self, name: &'static str) -> Result<Option<lancedb::index::IndexConfig>, StoreError> {
+        let indices = self.table(name).list_indices().await.map_err(backend)?;
+        Ok(indices.into_iter().find(|ix| ix.columns.iter().any(|c| c == "vector")))
+    }
+
+    /// Whether `name` has an index on `vector`.
+    pub async fn has_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
+        Ok(self.vector_index(name).await?.is_some())
+    }
+
+    /// Upkeep of docs/storage.md for every table: compacts small fragments (dropping deleted rows), folds
+    /// unindexed rows into the indexes, and prunes versions older than `prune_older_than`.
+    pub async fn optimize(&self, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
+        for name in TABLES {
+            self.optimize_table(name, Some(prune_older_than), 2).await?;
+        }
+        Ok(())
+    }
+
+    /// Brings every index of the searchable table `name` up to its rows: builds the full-text indexes
+    /// if missing, the vector and scalar indexes once the table is large enough
+    /// ([`Self::ensure_large_table_indexes`]), and folds the rows written since into all of them (into
+    /// the vector index as a new segment, which upkeep merges). Bulk commands (`memory ingest`, `memory
+    /// import`) run it at their end: rows a full-text index does not cover are scored apart from the
+    /// others (see [`super::FTS_FOLD_MAX_ROWS`]), so an ingested passage could otherwise rank below an
+    /// older one with its words in another order until the next upkeep.
+    pub async fn fold_new_rows_into_indexes(&self, name: &'static str) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance_lock(name).await;
+        self.fold_new_rows_into_indexes_locked(name).await
+    }
+
+    /// [`Self::fold_new_rows_into_indexes`] for a caller holding [`Self::maintenance_lock`].
+    async fn fold_new_rows_into_indexes_locked(&self, name: &'static str) -> Result<(), StoreError> {
+        self.ensure_fts(name).await?;
+        self.ensure_large_table_indexes(name).await?;
+        let table = self.table(name);
+        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
+        Ok(())
+    }
+
+    /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
+    /// segments ([`Self::merge_vector_index_segments`]), plus removal of versions older than `prune`.
+    pub(super) async fn optimize_table(
+        &self,
+        name: &'static str,
+        prune: Option<chrono::Duration>,
+        max_segments: usize,
+    ) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance_lock(name).await;
+        let table = self.table(name);
+        // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
+        // fragments it does not, so compacting before would leave two groups.
+        if SEARCHABLE_TABLES.contains(&name) {
+            self.fold_new_rows_into_indexes_locked(name).await?;
+            self.merge_vector_index_segments(name, max_segments).await?;
+        }
+        retry(|| {
+            table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
+        })
+        .await
+        .map_err(backend)?;
+        if SEARCHABLE_TABLES.contains(&name) {
+            // the compacted rows have new addresses; the next search fills the cache again
+            self.row_cache(name).clear();
+        }
+        if let Some(older_than) = prune {
+            retry(|| {
+                table.optimize(OptimizeAction::Prune {
+                    older_than: Some(older_than),
+                    delete_unverified: None,
+                    error_if_tagged_old_versions: None,
+                })
+            })
+            .await
+            .map_err(backend)?;
+        }
+        Ok(())
+    }
+}
+
+/// The filter columns of `name` that get a scalar index at scale, each with whether it is a bitmap
+/// (few distinct values) or a B-tree: `actor_id` filters every search; `superseded_by IS NULL` every
+/// archival search.
+pub(super) fn scalar_index_columns(name: &str) -> &'static [(&'static str, bool)] {
+    match name {
+        super::ARCHIVAL_TABLE => &[("actor_id", true), ("superseded_by", false)],
+        super::FIXES_TABLE | super::SESSION_ITEMS_TABLE => &[("actor_id", true)],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::ArchivalStore;
+    use crate::store::lance::test_rows::passage;
+    use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
+
+    /// Upkeep while writes fold their rows into the same table's full-text index: the two are
+    /// serialised ([`LanceStore::maintenance_lock`]), so no fold is retried after a commit conflict, and
+    /// pruning leaves one index folder per index. A retried fold's first files belong to no version, and
+    /// Lance keeps such files for 7 days (2.5 × raw instead of 1.9 × after 400 inserts, measured).
+    #[tokio::test]
+    async fn upkeep_beside_the_folds_of_writes_leaves_no_orphan_index_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let row = |round: usize, i: usize| passage("ann", &format!("round {round}: the billing service note {i}"));
+        for round in 0..4 {
+            for i in 0..10 {
+                store.insert_passages(&[row(round, i)]).await.unwrap();
+            }
+            let writes = async {
+                for i in 10..25 {
+                    store.insert_passages(&[row(round, i)]).await.unwrap();
+                }
+            };
+            let (upkeep, ()) = tokio::join!(store.optimize_table(ARCHIVAL_TABLE, None, 2), writes);
+            upkeep.unwrap();
+        }
+        store.optimize(chrono::Duration::zero()).await.unwrap();
+        let indexes = store.table(ARCHIVAL_TABLE).list_indices().await.unwrap().len();
+        let folders = std::fs::read_dir(dir.path().join(format!("{ARCHIVAL_TABLE}.lance/_indices"))).unwrap().count();
+        assert_eq!(folders, indexes, "index folders on disk against indexes of the table");
+    }
+}

@@ -1,0 +1,492 @@
+//! Writes and what guards them: inserts that must not duplicate a row, under the table's [`TableLock`]
+//! (see the module docs of `store::lance`); upserts and updates keyed on `id`; deletions with what goes
+//! with them (a forgotten conversation item's distilled memories, a forgotten memory's texts in distill
+//! runs); retries on Lance's commit conflicts; and what follows a committed write: new rows folded into a
+//! small table's full-text index at once ([`FTS_FOLD_MAX_ROWS`]), and background upkeep every
+//! [`UPKEEP_EVERY_WRITES`] writes to a table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{RecordBatch, RecordBatchIterator};
+use serde_json::Value;
+
+use super::sql::{in_list, sql_literal};
+use super::upkeep::{self, UPKEEP_EVERY_WRITES, upkeep_tasks};
+use super::{
+    CORE_BLOCKS_TABLE, FORGOTTEN_TABLE, LanceStore, SEARCHABLE_TABLES, SESSION_ITEMS_TABLE, backend, collect, rows,
+};
+use crate::store::StoreError;
+
+/// Attempts for a write that meets a commit conflict or a concurrent table creation (backoff doubles
+/// from 20 ms to 640 ms: about 4.5 s in all, enough to outlast a concurrent compaction or re-embedding).
+pub(super) const WRITE_ATTEMPTS: usize = 12;
+
+/// Tables of up to this many rows fold new rows into their full-text indexes as soon as the rows the
+/// index does not cover exceed [`FTS_UNINDEXED_SHARE`] of those it does; larger ones leave it to upkeep.
+/// Lance 14 scores the rows an FTS index covers with the index's statistics (document count, document
+/// frequency of each term) and the rows it does not cover with those statistics plus the new rows'
+/// (`lance::io::exec::fts`, `residual_bm25_scorer`), so a new row sharing a rare term with an indexed
+/// one scores lower for it (the term's document frequency counts the new row on one side only). While
+/// such rows are a large share of a small table (a fresh store's index covers its first row only) a
+/// passage could rank below its neighbours for its own words.
+pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
+
+/// Tables of up to this many rows fold every new row into their full-text indexes at once, so no row of
+/// a small store is scored apart from the others (above: a new "Use pnpm not npm" ranked below an indexed
+/// "pnpm not npm use" for its own words). Cost, measured over 400 single inserts (BENCHMARKS.md,
+/// "Full-text fold"): about 20 ms per insert (p50 105–111 against 89 ms at 26–100 rows), and the index
+/// copies each fold writes (34 against 15.5 MiB) until upkeep prunes them.
+pub const FTS_FOLD_EVERY_WRITE_ROWS: usize = 250;
+
+/// The share of unindexed rows (against indexed ones) above which a table of more than
+/// [`FTS_FOLD_EVERY_WRITE_ROWS`] and at most [`FTS_FOLD_MAX_ROWS`] rows folds them in: 1/8, so the folds
+/// of a growing table come at every 12.5 % of growth (about 60 for its first 1,000 rows), not at every
+/// write, since each fold writes a new copy of the index until upkeep prunes old versions.
+pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
+
+impl LanceStore {
+    /// Folds the rows not yet indexed into the full-text indexes of `name`: any of them while the table
+    /// has at most [`FTS_FOLD_EVERY_WRITE_ROWS`] rows, more than [`FTS_UNINDEXED_SHARE`] of the indexed
+    /// ones while it has at most [`FTS_FOLD_MAX_ROWS`]. Once a table is seen larger, this handle stops
+    /// checking it (no row count per write).
+    async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
+        use lancedb::table::{OptimizeAction, OptimizeOptions};
+        if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
+            return Ok(());
+        }
+        let table = self.table(name);
+        let rows = table.count_rows(None).await.map_err(backend)?;
+        if rows > FTS_FOLD_MAX_ROWS {
+            self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
+            return Ok(());
+        }
+        let mut stale = Vec::new();
+        for ix in table.list_indices().await.map_err(backend)? {
+            if ix.index_type != lancedb::index::IndexType::FTS {
+                continue;
+            }
+            let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? else { continue };
+            let unindexed = stats.num_unindexed_rows;
+            if (rows <= FTS_FOLD_EVERY_WRITE_ROWS && unindexed > 0)
+                || unindexed as f64 > FTS_UNINDEXED_SHARE * stats.num_indexed_rows as f64
+            {
+                stale.push(ix.name);
+            }
+        }
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let _maintenance = self.maintenance_lock(name).await;
+        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(stale.clone()))))
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    /// After a committed write: make sure the full-text index exists. A failure only degrades keyword
+    /// search to the vector ranking, so it is logged, not returned (the write itself succeeded).
+    pub(super) async fn after_write(&self, name: &'static str) {
+        if let Err(e) = self.ensure_fts(name).await {
+            tracing::warn!(table = name, "full-text index not built yet: {e}");
+        } else if let Err(e) = self.fold_into_fts_while_small(name).await {
+            tracing::warn!(table = name, "new rows not folded into the full-text index yet: {e}");
+        }
+        let n = {
+            let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+            let n = writes.entry(name).or_default();
+            *n += 1;
+            *n
+        };
+        if n.is_multiple_of(UPKEEP_EVERY_WRITES) {
+            let store = self.clone();
+            let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
+            while tasks.try_join_next().is_some() {}
+            tasks.spawn(async move {
+                if let Err(e) = store
+                    .optimize_table(
+                        name,
+                        Some(chrono::Duration::seconds(upkeep::PRUNE_OLDER_THAN_SECS)),
+                        upkeep::MAX_VECTOR_INDEX_SEGMENTS,
+                    )
+                    .await
+                {
+                    tracing::warn!(table = name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
+                }
+            });
+        }
+    }
+
+    /// Inserts the rows of `batch` whose `id` is not in `name` yet, under the table's lock (see the
+    /// module docs), retrying on commit conflicts. Returns the ids that were new.
+    pub(super) async fn insert_new(
+        &self,
+        name: &'static str,
+        batch: RecordBatch,
+    ) -> Result<Vec<uuid::Uuid>, StoreError> {
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        let _lock = TableLock::acquire(&self.path, name).await?;
+        let ids = rows::Rows::new(&batch, name).strs("id")?;
+        let mut present = self.ids_present(name, &ids).await?;
+        if name == SESSION_ITEMS_TABLE {
+            present.extend(self.ids_present(FORGOTTEN_TABLE, &ids).await?);
+        }
+        let keep: Vec<u32> = (0..ids.len() as u32)
+            .filter(|&i| uuid::Uuid::parse_str(&ids[i as usize]).is_ok_and(|id| !present.contains(&id)))
+            .collect();
+        if keep.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = arrow_select_rows(&batch, &keep)?;
+        let new_ids = rows::Rows::new(&batch, name).uuids("id")?;
+        let table = self.table(name);
+        let result = retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_not_matched_insert_all();
+            let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        drop(_lock);
+        if result.num_inserted_rows != new_ids.len() as u64 {
+            tracing::warn!(
+                table = name,
+                expected = new_ids.len(),
+                inserted = result.num_inserted_rows,
+                "insert count differs"
+            );
+        }
+        self.after_write(name).await;
+        Ok(new_ids)
+    }
+
+    /// Which of `ids` are stored in `name`.
+    pub(super) async fn ids_present(
+        &self,
+        name: &'static str,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<uuid::Uuid>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let mut present = std::collections::HashSet::new();
+        for chunk in ids.chunks(500) {
+            let query = self
+                .table(name)
+                .query()
+                .only_if(in_list("id", chunk.iter().map(String::as_str)))
+                .select(Select::columns(&["id"]));
+            for batch in collect(&query).await.map_err(backend)? {
+                present.extend(rows::Rows::new(&batch, name).uuids("id")?);
+            }
+        }
+        Ok(present)
+    }
+}
+
+/// The rows of `batch` at `indices`.
+fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch, StoreError> {
+    let indices = arrow_array::UInt32Array::from(indices.to_vec());
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &indices, None))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    RecordBatch::try_new(batch.schema(), columns).map_err(backend)
+}
+
+/// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
+/// `<db>/<table>.lock` (other processes), both released when dropped. The flock is a no-op for
+/// object-store URIs. Held only around one insert-if-absent, read-modify-write or fix upsert.
+///
+/// The in-process mutex comes first so that at most one task per table and process waits in `flock`:
+/// each waiter there occupies a thread of Tokio's blocking pool (512 threads), which Lance's own file
+/// I/O needs too. Without it, 512 concurrent inserts filled the pool and the holder of the lock could
+/// never finish its write (a deadlock seen with 600 concurrent archival inserts).
+pub(super) struct TableLock {
+    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")]
+    file: Option<std::fs::File>,
+    #[allow(dead_code, reason = "held: dropping it lets the next task of this process in")]
+    local: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// The in-process half of [`TableLock`], one mutex per lock file.
+fn local_lock(key: String) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+        std::sync::OnceLock::new();
+    let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    locks.entry(key).or_default().clone()
+}
+
+impl TableLock {
+    pub(super) async fn acquire(db: &str, table: &str) -> Result<Self, StoreError> {
+        let local = local_lock(format!("{db}\0{table}")).lock_owned().await;
+        if db.contains("://") {
+            return Ok(Self { file: None, local });
+        }
+        let path = std::path::Path::new(db).join(format!("{table}.lock"));
+        let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+            // SAFETY: flock on a descriptor we own; blocks this pool thread until the lock is ours.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(file)
+        })
+        .await
+        .map_err(backend)?
+        .map_err(|e| StoreError::Backend(format!("locking {table} for a write: {e}")))?;
+        Ok(Self { file: Some(file), local })
+    }
+}
+
+impl LanceStore {
+    /// Serialises index maintenance of table `name` within this process: the fold a write runs
+    /// ([`Self::fold_into_fts_while_small`]) and upkeep ([`Self::optimize_table`],
+    /// [`Self::fold_new_rows_into_indexes`]). Two of them at once conflict at commit; the loser is
+    /// retried, and the index files its first attempt wrote are referenced by no version, so Lance's
+    /// cleanup keeps them for 7 days as possibly in progress (`lance::dataset::cleanup`,
+    /// `UNVERIFIED_THRESHOLD_DAYS`). Other processes on the same store are not serialised by it.
+    pub(super) async fn maintenance_lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        local_lock(format!("{}\0{name}\0maintenance", self.path)).lock_owned().await
+    }
+
+    /// Deletes the memory `id` of `actor` from whichever table holds it (a core block id purges that
+    /// one version from the block's history), and with it from that table's vector and full-text indexes (Lance marks the row deleted; every query skips it,
+    /// and `optimize` removes it from the files). Returns the table, `None` when no such row exists.
+    pub async fn delete_row(&self, actor: &str, id: &str) -> Result<Option<&'static str>, StoreError> {
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
+        for name in SEARCHABLE_TABLES {
+            let table = self.table(name);
+            if name == super::SESSION_ITEMS_TABLE {
+                let rows_found = self.select(name, &filter, Some(1)).await?;
+                let Some(item) = rows_found
+                    .iter()
+                    .map(super::sessions::from_batch)
+                    .next()
+                    .transpose()?
+                    .and_then(|v| v.into_iter().next())
+                else {
+                    continue;
+                };
+                retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+                self.forget_item(&item.0).await?;
+                self.forget_distilled_from(&item.0).await?;
+                return Ok(Some(name));
+            }
+            let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            if result.num_deleted_rows > 0 {
+                if name == super::ARCHIVAL_TABLE {
+                    self.scrub_distill_changes(actor, id).await?;
+                }
+                return Ok(Some(name));
+            }
+        }
+        // a version of a core block (ids from `memory list --table core_blocks`): purged from the history
+        let table = self.table(CORE_BLOCKS_TABLE);
+        let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+        Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
+    }
+
+    /// Appends passages without the insert-if-absent check (benchmark loading into a fresh store).
+    pub async fn append_passages(&self, rows_in: &[(crate::domain::Passage, Vec<f32>)]) -> Result<(), StoreError> {
+        let batch = super::archival::to_batch(rows_in)?;
+        let table = self.table(super::ARCHIVAL_TABLE);
+        retry(|| table.add(batch.clone()).execute()).await.map_err(backend)?;
+        Ok(())
+    }
+
+    /// After the session item `item` was forgotten: deletes every archival memory `distill` derived from
+    /// it, as `memory_forget` deletes a memory (its runs' changes scrubbed, memories it superseded current
+    /// again), and replaces with `[forgotten]` the texts of every run change that quotes the item. A memory
+    /// is derived from the item when its provenance (session and turn) is the item, or when a run added,
+    /// rewrote or superseded a memory with it (a memory later restated from another item goes too: it
+    /// was first written from this one).
+    async fn forget_distilled_from(&self, item: &crate::domain::SessionItem) -> Result<(), StoreError> {
+        use crate::store::DistillRunStore;
+        let actor = item.actor_id.as_str();
+        let cites = |change: &Value| change["session_id"] == item.session_id.as_str() && change["turn"] == item.turn;
+        let filter = format!(
+            "actor_id = {} AND session_id = {} AND turn = {} AND source LIKE 'distill:%'",
+            sql_literal(actor),
+            sql_literal(&item.session_id),
+            item.turn
+        );
+        let mut derived = std::collections::BTreeSet::new();
+        for batch in self.select(super::ARCHIVAL_TABLE, &filter, None).await? {
+            derived.extend(super::archival::from_batch(&batch)?.into_iter().map(|(p, _)| p.id.to_string()));
+        }
+        for run in self.runs(Some(actor)).await? {
+            for change in run.changes.iter().filter(|c| cites(c) && c["action"] != "unchanged") {
+                if let Some(id) = change["memory_id"].as_str() {
+                    derived.insert(id.to_string());
+                }
+            }
+        }
+        let table = self.table(super::ARCHIVAL_TABLE);
+        for id in &derived {
+            let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
+            retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            self.scrub_distill_changes(actor, id).await?;
+        }
+        // changes that quote the item without a memory derived from it (`unchanged`: already stored)
+        for mut run in self.runs(Some(actor)).await? {
+            let mut touched = false;
+            for change in run.changes.iter_mut().filter(|c| cites(c)) {
+                for key in ["text", "previous_text"] {
+                    if change.get(key).is_some_and(|v| *v != FORGOTTEN) {
+                        change[key] = Value::String(FORGOTTEN.into());
+                        touched = true;
+                    }
+                }
+            }
+            if touched {
+                self.put_run(&run).await?;
+            }
+        }
+        if !derived.is_empty() {
+            tracing::info!(item = %item.id, memories = derived.len(), "forgot the memories distilled from the item");
+        }
+        Ok(())
+    }
+
+    /// After archival memory `id` was forgotten: memories it superseded are current again, and its texts
+    /// are removed from the change lists of the actor's distill runs (the ids and actions stay), so no
+    /// copy of it is left there.
+    async fn scrub_distill_changes(&self, actor: &str, id: &str) -> Result<(), StoreError> {
+        use crate::store::DistillRunStore;
+        // memories it had superseded are current again: nothing replaces them any more
+        let filter = format!("actor_id = {} AND superseded_by = {}", sql_literal(actor), sql_literal(id));
+        let mut revived = Vec::new();
+        for batch in self.select(super::ARCHIVAL_TABLE, &filter, None).await? {
+            for (mut passage, vector) in super::archival::from_batch(&batch)? {
+                passage.superseded_by = None;
+                passage.updated_at = chrono::Utc::now();
+                revived.push((passage, vector));
+            }
+        }
+        if !revived.is_empty() {
+            self.upsert_batch(super::ARCHIVAL_TABLE, super::archival::to_batch(&revived)?).await?;
+        }
+        for mut run in self.runs(Some(actor)).await? {
+            let mut touched = false;
+            for change in &mut run.changes {
+                if change["memory_id"] == id || change["target_id"] == id {
+                    for key in ["text", "previous_text"] {
+                        if change.get(key).is_some() {
+                            change[key] = Value::String(FORGOTTEN.into());
+                            touched = true;
+                        }
+                    }
+                }
+            }
+            if touched {
+                self.put_run(&run).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the rows of `batch` that still exist, by `id`; inserts nothing.
+    pub(super) async fn update_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+        let table = self.table(name);
+        retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_matched_update_all(None);
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).
+    pub(super) async fn upsert_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+        let table = self.table(name);
+        retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        if SEARCHABLE_TABLES.contains(&name) {
+            self.after_write(name).await;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::store::ForgetStore for LanceStore {
+    async fn forget(&self, actor_id: &str, id: uuid::Uuid) -> Result<Option<&'static str>, StoreError> {
+        self.delete_row(actor_id, &id.to_string()).await
+    }
+}
+
+/// What replaces a forgotten text in a distillation run's change list.
+const FORGOTTEN: &str = "[forgotten]";
+
+/// Runs a write, retrying on Lance commit conflicts (another process committed first).
+pub(super) async fn retry<T, F, Fut>(mut op: F) -> lancedb::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = lancedb::Result<T>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt + 1 < WRITE_ATTEMPTS && is_conflict(&e) => {
+                attempt += 1;
+                tracing::debug!(attempt, "commit conflict, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(10 * (1 << attempt.min(6)))).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn is_conflict(e: &lancedb::Error) -> bool {
+    let text = e.to_string().to_lowercase();
+    text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::TableLock;
+
+    /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the
+    /// lock (as Lance's file I/O does): all of them must get through, none may starve the holder.
+    #[test]
+    fn lock_waiters_never_starve_the_holder_of_blocking_threads() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(4)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().to_str().unwrap().to_string();
+        let done = runtime.block_on(async move {
+            let writers = (0..32).map(|_| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    let _lock = TableLock::acquire(&db, "archival").await.unwrap();
+                    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await.unwrap();
+                })
+            });
+            let all = futures::future::join_all(writers);
+            tokio::time::timeout(Duration::from_secs(30), all).await.map(|r| r.len())
+        });
+        assert_eq!(done, Ok(32), "the writers deadlocked");
+    }
+}
