@@ -396,7 +396,8 @@ pub struct StoreArgs {
     /// The actor that owns long-term memory. Trusted configuration: tools cannot choose it.
     #[arg(long, env = ev::ASTRA_ACTOR, default_value = "local", value_name = "ID")]
     pub actor: String,
-    /// Project label for new memories. Default: the workspace folder's name (`default` without one).
+    /// Project label for new memories. Default: for `serve`, the workspace folder's name (`default`
+    /// without one); for a hook, the session's folder; for other commands, the current folder's name.
     #[arg(long, env = ev::ASTRA_PROJECT, value_name = "NAME")]
     pub project: Option<String>,
     /// Directory with `model.onnx` and the tokenizer files. Default: the cache `scripts/setup` fills.
@@ -437,7 +438,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     /// Workspace root: where `run_tests` runs and what `store_fix_memory` paths are relative to.
-    /// Without it, only the searches are offered.
+    /// Without it, `run_tests` and `store_fix_memory` refuse; every other tool works.
     #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Shell command that runs the workspace's tests, e.g. `python -m pytest -q`.

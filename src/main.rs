@@ -12,11 +12,27 @@ use astra_mcp::app::OpenOptions;
 use astra_mcp::cli::{Cli, Command, DEFAULT_LOG};
 use clap::Parser;
 
+/// Whether the command line runs `hook claude-code` or `hook codex`, judged before it is parsed.
+fn is_hook_invocation() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    args.windows(2).any(|w| w[0] == "hook" && matches!(w[1].as_str(), "claude-code" | "codex"))
+}
+
 /// How long exiting waits for blocking tasks still running once the command has returned.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A hook's bad flag or environment value is a failure of the hook, exit 1: exit 2 would make
+        // the agent client block the action the hook runs on (docs/hooks.md).
+        Err(e) if e.use_stderr() && is_hook_invocation() => {
+            let text = e.to_string();
+            eprintln!("astra-mcp: {}", text.lines().next().unwrap_or_default().trim_start_matches("error: "));
+            return ExitCode::FAILURE;
+        }
+        Err(e) => e.exit(),
+    };
     if !matches!(cli.command, Command::Serve(_)) {
         // A report piped into `head` ends quietly when the pipe closes, as other CLI tools do (Rust
         // ignores SIGPIPE, which would turn the closed pipe into a panic in println!). The server keeps

@@ -35,7 +35,7 @@ use crate::domain::Role;
 use crate::llm::responses::output_text;
 use crate::llm::{Client, ClientSettings, LlmError, check_usd};
 use crate::memory::workspace::Workspace;
-use crate::memory::{ImportTarget, NewItem, SessionState};
+use crate::memory::{GateState, ImportTarget, NewItem};
 use crate::tools::ToolHost;
 use crate::tools::{INSTRUCTIONS, render_core_memory};
 
@@ -249,7 +249,7 @@ async fn run_loop(
             0
         }
     };
-    let session = Arc::new(SessionState::starting_at(config.run_id.clone(), first_turn));
+    let session = Arc::new(GateState::starting_at(config.run_id.clone(), first_turn));
     let target = ImportTarget {
         actor_id: scope.actor_id.clone(),
         project: scope.project.clone(),
@@ -421,7 +421,7 @@ struct Dispatched {
 }
 
 /// Runs one function call: a local coding tool, else a registry tool.
-async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState, call: &FunctionCall) -> Dispatched {
+async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &GateState, call: &FunctionCall) -> Dispatched {
     let failed = |text: String| Dispatched { text, is_error: true, structured: None, local: false };
     let arguments = match serde_json::from_str(&call.arguments) {
         Ok(Value::Object(map)) => Value::Object(map),
@@ -448,7 +448,7 @@ async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &SessionState
 }
 
 /// Writes one turn of the run into the session store (so `conversation_search` finds it later).
-async fn record_turn(host: &ToolHost, session: &SessionState, target: &ImportTarget, role: Role, text: &str) {
+async fn record_turn(host: &ToolHost, session: &GateState, target: &ImportTarget, role: Role, text: &str) {
     let turn = session.next_turn();
     let item = NewItem {
         source_key: format!("drive:{turn}"),

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::{FixRecord, fix_memory_id};
 use crate::embed::LazyEmbedder;
 use crate::memory::fixes::embedded_text;
-use crate::memory::{FixMemory, FixMemoryConfig, Fusion, SessionState};
+use crate::memory::{FixMemory, FixMemoryConfig, Fusion, GateState};
 use crate::store::FixStore;
 
 /// The set as generated, compiled in so the evaluation runs from any checkout or binary.
@@ -159,7 +159,7 @@ pub async fn run(
         for q in &set.queries {
             let target =
                 id_of.get(q.target.as_str()).with_context(|| format!("query target {} is no fix", q.target))?;
-            let hits = memory.search(&SessionState::random(), &q.query, None, DEPTH).await?;
+            let hits = memory.search(&GateState::random(), &q.query, None, DEPTH).await?;
             let position = hits.iter().position(|h| h.record.memory_id == *target);
             let s = sums.entry(format!("{}/{}", q.split, q.kind)).or_default();
             s.0 += 1;

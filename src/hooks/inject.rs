@@ -14,7 +14,7 @@ use crate::embed::{TokenCounter, Workload};
 use crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE;
 use crate::memory::redact::redact;
 use crate::memory::workspace::Workspace;
-use crate::memory::{FixHit, FixMemoryConfig, Hit, PassageSearch, Ranked, SessionState};
+use crate::memory::{FixHit, FixMemoryConfig, GateState, Hit, PassageSearch, Ranked};
 use crate::sessions::{self, Owner};
 use crate::tools::{FixMatch, Memories, citation, receipt_line, render_fix, render_passage, to_match};
 
@@ -189,7 +189,7 @@ async fn after_test_run(event: Event, input: &HookInput, settings: &HookSettings
         return Ok(None);
     };
     let memories = open(input, settings, true).await?;
-    let session = SessionState::new(format!("hook:{}", input.session_id));
+    let session = GateState::new(format!("hook:{}", input.session_id));
     let hits = memories.fixes.search(&session, &query, None, SEARCH_TOP_K).await?;
     let matches = verified_matches(&hits, settings.min_score);
     if matches.is_empty() {
@@ -212,7 +212,7 @@ async fn prompt(input: &HookInput, settings: &HookSettings) -> anyhow::Result<Op
     };
     let query: String = prompt.chars().take(crate::tools::MAX_SEARCH_QUERY_CHARS).collect();
     let memories = open(input, settings, true).await?;
-    let session = SessionState::new(format!("hook:{}", input.session_id));
+    let session = GateState::new(format!("hook:{}", input.session_id));
     let fix_query: String = query.chars().take(crate::tools::MAX_QUERY_CHARS).collect();
     let hits = memories.fixes.search(&session, &fix_query, None, SEARCH_TOP_K).await?;
     let request = PassageSearch {

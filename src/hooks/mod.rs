@@ -110,7 +110,7 @@ impl Event {
             "Stop" | "SubagentStop" | "SessionEnd" => Self::Import,
             other => anyhow::bail!(
                 "hook event `{other}` is not handled: wire `astra-mcp hook claude-code` to SessionStart, \
-                 UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop or SessionEnd (docs/hooks.md)"
+                 UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop, SubagentStop or SessionEnd (docs/hooks.md)"
             ),
         })
     }

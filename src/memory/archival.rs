@@ -8,9 +8,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::MemoryError;
+use super::gate::GateState;
 use super::redact::redact;
 use super::retrieval::{Fusion, Hit, Search};
-use super::session::SessionState;
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{ArchivalStore, SearchFilter, TextQuery};
@@ -99,7 +99,7 @@ impl ArchivalMemory {
     /// existing passage with `deduplicated: true` when the same normalised text is stored already.
     pub async fn insert(
         &self,
-        session: Option<&SessionState>,
+        session: Option<&GateState>,
         text: &str,
         tags: &[String],
         source: &str,

@@ -9,9 +9,9 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::MemoryError;
+use super::gate::{Confirmed, GateState};
 use super::redact::redact;
 use super::retrieval::{Fusion, Ranked, Search};
-use super::session::{Confirmed, SessionState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
 use crate::domain::{FixRecord, Receipt, Scope, fix_memory_id};
@@ -112,7 +112,7 @@ impl FixMemory {
     /// memory gate even when nothing is found.
     pub async fn search(
         &self,
-        session: &SessionState,
+        session: &GateState,
         query: &str,
         error_type: Option<&str>,
         top_k: usize,
@@ -201,7 +201,7 @@ impl FixMemory {
     /// Runs the configured test command in the workspace. A pass records the session's confirmed outcome
     /// with the workspace digest, which must be the same before and after the run; a failure records its
     /// symptoms and clears any confirmed outcome.
-    pub async fn run_tests(&self, session: &SessionState) -> Result<RunTestsReport, MemoryError> {
+    pub async fn run_tests(&self, session: &GateState) -> Result<RunTestsReport, MemoryError> {
         let workspace = self.workspace("run_tests")?;
         let command = self.config.test_command.as_deref().ok_or_else(|| {
             MemoryError::refused(
@@ -259,7 +259,7 @@ impl FixMemory {
     /// Stores a fix through the gates (docs/tools.md, "The gates"), in order: workspace configured, memory gate,
     /// paths, confirmed outcome (unless trust mode), workspace unchanged since the pass. The id is
     /// UUIDv5(session, fix, error type, outcome, paths), so an identical retry upserts the same row.
-    pub async fn store_fix(&self, session: &SessionState, request: StoreFixRequest) -> Result<StoredFix, MemoryError> {
+    pub async fn store_fix(&self, session: &GateState, request: StoreFixRequest) -> Result<StoredFix, MemoryError> {
         let workspace = self.workspace("store_fix_memory")?;
         if !session.has_searched() {
             return Err(MemoryError::refused(

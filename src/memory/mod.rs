@@ -1,5 +1,6 @@
 //! The rules of astra-mcp's memory, independent of transport and storage engine: the fix-memory gates
-//! (docs/tools.md, "The gates"), the tiers of MemGPT (core, archival, recall), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
+//! (docs/tools.md, "The gates") and their per-session state ([`GateState`]), the tiers of MemGPT (core,
+//! archival, recall), hybrid ranking, staleness, redaction. Tools call into this layer; it calls the
 //! store and embedder seams.
 
 pub mod archival;
@@ -7,10 +8,10 @@ pub mod conversation;
 pub mod core;
 pub mod fixes;
 pub mod fusion;
+pub mod gate;
 pub mod injection;
 pub mod redact;
 pub mod retrieval;
-pub mod session;
 pub mod testrun;
 pub mod workspace;
 
@@ -18,8 +19,8 @@ pub use archival::{ArchivalConfig, ArchivalMemory, DEFAULT_NEAR_DUPLICATE_COSINE
 pub use conversation::{ConversationMemory, ConversationSearch, ImportCounts, ImportTarget, NewItem, ToolCallRecorder};
 pub use core::{Block, BlockSpec, CoreMemory};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
+pub use gate::GateState;
 pub use retrieval::{DEFAULT_MIN_SCORE, Fusion, Hit, Ranked};
-pub use session::SessionState;
 
 /// What an import of an export applies to each row: the redaction and tag normalisation of inserts.
 pub const IMPORT_RULES: crate::store::ImportRules =

@@ -10,7 +10,7 @@ use super::explain::{RankingExplanation, round4};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::Receipt;
-use crate::memory::{FixHit, FixMemory, SessionState, StoreFixRequest};
+use crate::memory::{FixHit, FixMemory, GateState, StoreFixRequest};
 
 /// Limits, in characters / items; the schemas state the same numbers (a test checks they agree).
 pub const MAX_QUERY_CHARS: usize = 2_000;
@@ -281,11 +281,7 @@ fn one_line(text: &str) -> String {
     text.split(['\n', '\r']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-pub(super) async fn search(
-    memory: &FixMemory,
-    session: &SessionState,
-    args: JsonObject,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn search(memory: &FixMemory, session: &GateState, args: JsonObject) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::SearchCodebaseMemory.name();
     let p: SearchCodebaseMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "query", &p.query, MAX_QUERY_CHARS)?;
@@ -306,7 +302,7 @@ pub(super) async fn search(
 
 pub(super) async fn run_tests(
     memory: &FixMemory,
-    session: &SessionState,
+    session: &GateState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
     let _: RunTestsParams = parse(Tool::RunTests.name(), args)?;
@@ -365,11 +361,7 @@ pub(super) async fn run_tests(
     Ok(ToolOutput::ok(text, serde_json::to_value(output).expect("serializable")))
 }
 
-pub(super) async fn store(
-    memory: &FixMemory,
-    session: &SessionState,
-    args: JsonObject,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn store(memory: &FixMemory, session: &GateState, args: JsonObject) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::StoreFixMemory.name();
     let p: StoreFixMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "fix_description", &p.fix_description, MAX_FIX_CHARS)?;

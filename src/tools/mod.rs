@@ -33,7 +33,7 @@ pub use tiered::{
 
 use crate::domain::{Role, Scope};
 use crate::memory::{
-    ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, ImportTarget, MemoryError, NewItem, SessionState,
+    ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, GateState, ImportTarget, MemoryError, NewItem,
     ToolCallRecorder,
 };
 use crate::store::ForgetStore;
@@ -186,19 +186,19 @@ pub struct ToolHost {
     recorder: ToolCallRecorder,
     /// Gate state of requests that have no MCP session (the stateless 2026-07-28 protocol over HTTP):
     /// one per host, that is per actor, project and the server's workspace (docs/tools.md, "The gates").
-    sessionless: Arc<SessionState>,
+    sessionless: Arc<GateState>,
 }
 
 impl ToolHost {
     /// A host over `memories`; starts the recorder of tool calls on the current Tokio runtime.
     pub fn new(memories: Memories) -> Self {
         let recorder = ToolCallRecorder::start(memories.conversation.clone());
-        let sessionless = Arc::new(SessionState::new(format!("sessionless-{}", uuid::Uuid::new_v4())));
+        let sessionless = Arc::new(GateState::new(format!("sessionless-{}", uuid::Uuid::new_v4())));
         Self { memories, recorder, sessionless }
     }
 
     /// The gate state shared by requests without an MCP session (see the field).
-    pub fn sessionless(&self) -> Arc<SessionState> {
+    pub fn sessionless(&self) -> Arc<GateState> {
         self.sessionless.clone()
     }
 
@@ -219,7 +219,7 @@ impl ToolHost {
     /// [`UnknownTool`] when no tool has that name.
     pub async fn call(
         &self,
-        session: &SessionState,
+        session: &GateState,
         name: &str,
         arguments: JsonObject,
     ) -> Result<ToolOutput, UnknownTool> {
@@ -265,7 +265,7 @@ impl ToolHost {
     /// (for `run_tests`, the start of the whole report). Arguments and the rest of a result are left
     /// out: texts the agent stored live in their own tables (and result texts quote them), and
     /// forgetting them must not leave a copy here.
-    fn record(&self, session: &SessionState, turn: i64, tool: Tool, output: &ToolOutput) {
+    fn record(&self, session: &GateState, turn: i64, tool: Tool, output: &ToolOutput) {
         if !tool.recorded() {
             return;
         }

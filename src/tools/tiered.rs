@@ -14,7 +14,7 @@ use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, chec
 use crate::domain::{Passage, Role, SessionItem};
 use crate::memory::injection::{instruction_flags, warning_line};
 use crate::memory::{
-    ArchivalMemory, Block, ConversationMemory, ConversationSearch, CoreMemory, Hit, PassageSearch, SessionState,
+    ArchivalMemory, Block, ConversationMemory, ConversationSearch, CoreMemory, GateState, Hit, PassageSearch,
 };
 use crate::store::ForgetStore;
 
@@ -435,7 +435,7 @@ fn block_text(verb: &str, block: &Block) -> String {
 
 pub(super) async fn core_append(
     core: &CoreMemory,
-    session: &SessionState,
+    session: &GateState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::CoreMemoryAppend.name();
@@ -451,7 +451,7 @@ pub(super) async fn core_append(
 
 pub(super) async fn core_replace(
     core: &CoreMemory,
-    session: &SessionState,
+    session: &GateState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::CoreMemoryReplace.name();
@@ -469,7 +469,7 @@ pub(super) async fn core_replace(
 
 pub(super) async fn archival_insert(
     archival: &ArchivalMemory,
-    session: &SessionState,
+    session: &GateState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::ArchivalMemoryInsert.name();

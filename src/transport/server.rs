@@ -27,7 +27,7 @@ use tokio::sync::broadcast;
 use super::shutdown::{Phase, Shutdown};
 use crate::domain::Scope;
 use crate::memory::core::{BlockChanged, block_uri, section_of_uri};
-use crate::memory::{Block, SessionState};
+use crate::memory::{Block, GateState};
 use crate::tools::{self, Hosts, INSTRUCTIONS, ToolHost, ToolSpec, render_core_memory};
 
 /// Name of the prompt that renders every core memory block.
@@ -53,7 +53,7 @@ pub struct McpServer {
     hosts: Arc<Hosts>,
     binding: Binding,
     /// Gate state of this session.
-    session: Arc<SessionState>,
+    session: Arc<GateState>,
     /// `initialize` was handled here: this value serves a session, not a single stateless request.
     initialized: Arc<AtomicBool>,
     tools: Arc<Vec<Tool>>,
@@ -65,26 +65,26 @@ pub struct McpServer {
 impl McpServer {
     /// A server for a new session over `host` alone (a fresh random session id).
     pub fn new(host: ToolHost) -> Self {
-        Self::with_session(host, Arc::new(SessionState::random()))
+        Self::with_session(host, Arc::new(GateState::random()))
     }
 
     /// A server over `host` alone, bound to an existing session state.
-    pub fn with_session(host: ToolHost, session: Arc<SessionState>) -> Self {
+    pub fn with_session(host: ToolHost, session: Arc<GateState>) -> Self {
         let scope = host.memories().scope.clone();
         Self::build(Arc::new(Hosts::single(host)), Binding::Connection(scope), session)
     }
 
     /// A server whose connection is one session acting for `scope` (stdio, legacy SSE).
     pub fn connection(hosts: Arc<Hosts>, scope: Scope) -> Self {
-        Self::build(hosts, Binding::Connection(scope), Arc::new(SessionState::random()))
+        Self::build(hosts, Binding::Connection(scope), Arc::new(GateState::random()))
     }
 
     /// A server for rmcp's streamable HTTP service: the identity comes with each request.
     pub fn streamable_http(hosts: Arc<Hosts>) -> Self {
-        Self::build(hosts, Binding::StreamableHttp, Arc::new(SessionState::random()))
+        Self::build(hosts, Binding::StreamableHttp, Arc::new(GateState::random()))
     }
 
-    fn build(hosts: Arc<Hosts>, binding: Binding, session: Arc<SessionState>) -> Self {
+    fn build(hosts: Arc<Hosts>, binding: Binding, session: Arc<GateState>) -> Self {
         let tools = tools::specs().iter().map(to_mcp_tool).collect();
         Self {
             hosts,
@@ -105,7 +105,7 @@ impl McpServer {
     }
 
     /// The tool host and gate state a request with these `extensions` uses.
-    async fn resolve(&self, extensions: &Extensions) -> Result<(ToolHost, Arc<SessionState>), McpError> {
+    async fn resolve(&self, extensions: &Extensions) -> Result<(ToolHost, Arc<GateState>), McpError> {
         match &self.binding {
             Binding::Connection(scope) => Ok((self.hosts.host(scope).await.map_err(internal)?, self.session.clone())),
             Binding::StreamableHttp => {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use astra_mcp::distill::{DistillConfig, DistillError, Distiller};
 use astra_mcp::domain::{DistillRun, Passage, Role, RunState, Scope};
-use astra_mcp::llm::{ClientSettings, Ledger, LlmError, Pricing};
+use astra_mcp::llm::{Ledger, LlmError};
 use astra_mcp::memory::{
     ArchivalConfig, ArchivalMemory, ConversationMemory, Fusion, ImportTarget, NewItem, PassageSearch,
 };
@@ -53,15 +53,7 @@ fn config(mocked: &Mocked, dir: &Path, actor: &str) -> DistillConfig {
         since: None,
         max_items: None,
         instructions: None,
-        client: ClientSettings {
-            base_url: mocked.base_url(),
-            api_key: Some("sk-test-key".into()),
-            approve_live_cost: true,
-            model: "gpt-6-astra".into(),
-            pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
-            ledger: dir.join("ledger.jsonl"),
-            timeout_secs: 30,
-        },
+        client: crate::support::client_settings(mocked.base_url(), dir),
         max_output_tokens: 4096,
         reasoning_effort: None,
         run_budget_usd: 1.0,
@@ -325,7 +317,7 @@ async fn a_restatement_updates_its_memory_and_a_contradiction_supersedes_it() {
 
     // through the tool: hidden by default, shown and marked with `include_superseded`
     let host = crate::support::host(&f.dir.path().join("db"), crate::support::config("ann", "shop", None, None)).await;
-    let session = astra_mcp::memory::SessionState::new("reader");
+    let session = astra_mcp::memory::GateState::new("reader");
     let query = |include: Value| {
         crate::support::args(json!({"query": "where does the shop deploy", "tags": null, "top_k": 10, "start": null,
             "end": null, "include_superseded": include}))

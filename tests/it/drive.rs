@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use astra_mcp::drive::{DriveConfig, DriveError, DriveReport};
-use astra_mcp::llm::{ClientSettings, Ledger, LedgerEntry, LlmError, Pricing};
+use astra_mcp::llm::{ClientSettings, Ledger, LedgerEntry, LlmError};
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::tools::ToolHost;
 use serde_json::{Value, json};
@@ -61,15 +61,7 @@ async fn mock(steps: Vec<Step>) -> Mocked {
 
 fn drive_config(mocked: &Mocked, dir: &Path, run_id: &str) -> DriveConfig {
     DriveConfig {
-        client: ClientSettings {
-            base_url: mocked.base_url(),
-            api_key: Some("sk-test-key".into()),
-            approve_live_cost: true,
-            model: "gpt-6-astra".into(),
-            pricing: Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
-            ledger: dir.join("ledger.jsonl"),
-            timeout_secs: 30,
-        },
+        client: crate::support::client_settings(mocked.base_url(), dir),
         run_id: run_id.into(),
         prompt: "The tests fail. Fix the app.".into(),
         max_turns: 10,
@@ -128,14 +120,14 @@ fn alpha_steps() -> Vec<Step> {
 
 /// `search_codebase_memory` in a fresh session; the result text.
 async fn search(host: &ToolHost, query: &str) -> String {
-    let session = astra_mcp::memory::SessionState::random();
+    let session = astra_mcp::memory::GateState::random();
     let args = crate::support::args(json!({"query": query, "error_type": null, "top_k": 3}));
     host.call(&session, "search_codebase_memory", args).await.unwrap().text
 }
 
 /// `conversation_search`; the result text.
 async fn conversation(host: &ToolHost, query: &str) -> String {
-    let session = astra_mcp::memory::SessionState::random();
+    let session = astra_mcp::memory::GateState::random();
     let args = crate::support::args(json!({"query": query, "roles": null, "top_k": 5, "start": null, "end": null}));
     host.call(&session, "conversation_search", args).await.unwrap().text
 }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use astra_mcp::memory::SessionState;
+use astra_mcp::memory::GateState;
 use astra_mcp::tools::{self, JsonObject, ToolHost};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -102,7 +102,7 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let db = tempfile::tempdir().unwrap();
     let host: ToolHost = runtime.block_on(host(db.path(), config("fuzz", "p", None, None)));
-    let session = SessionState::new("fuzz");
+    let session = GateState::new("fuzz");
     let mut runner = proptest::test_runner::TestRunner::new(fuzz_config(
         "random_tool_arguments_get_tool_results_never_panics_or_hangs",
         128,

@@ -2,7 +2,7 @@
 //! MCP server and the runner share), on a real store and the real model. Every refusal is an `is_error`
 //! result that says what to do next, and nothing is stored by it.
 
-use astra_mcp::memory::SessionState;
+use astra_mcp::memory::GateState;
 use astra_mcp::tools::{SearchOutput, StoreFixOutput, ToolHost, ToolOutput};
 use serde_json::json;
 
@@ -12,11 +12,11 @@ async fn shell_host(db: &std::path::Path, ws: &std::path::Path) -> ToolHost {
     host(db, config("ann", "shellproj", Some(ws), Some(SHELL_TESTS))).await
 }
 
-async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: serde_json::Value) -> ToolOutput {
+async fn call(host: &ToolHost, session: &GateState, tool: &str, arguments: serde_json::Value) -> ToolOutput {
     host.call(session, tool, args(arguments)).await.expect("known tool")
 }
 
-async fn search(host: &ToolHost, session: &SessionState, query: &str) -> SearchOutput {
+async fn search(host: &ToolHost, session: &GateState, query: &str) -> SearchOutput {
     let out =
         call(host, session, "search_codebase_memory", json!({"query": query, "error_type": null, "top_k": 5})).await;
     assert!(!out.is_error, "{}", out.text);
@@ -37,12 +37,12 @@ async fn assert_refused(host: &ToolHost, out: &ToolOutput, hint: &str) {
     assert!(out.is_error, "expected a refusal, got: {}", out.text);
     assert!(out.structured.is_none());
     assert!(out.text.contains(hint), "message should say `{hint}`: {}", out.text);
-    let probe = SessionState::random();
+    let probe = GateState::random();
     assert!(search(host, &probe, "app.txt says broken").await.matches.is_empty(), "a refused store wrote a row");
 }
 
 /// Search, fail, fix, pass: returns the confirmed outcome.
-async fn reach_a_pass(host: &ToolHost, session: &SessionState, ws: &std::path::Path) -> String {
+async fn reach_a_pass(host: &ToolHost, session: &GateState, ws: &std::path::Path) -> String {
     search(host, session, "test_app_is_fixed fails: app.txt says broken").await;
     let failed = call(host, session, "run_tests", json!({})).await;
     assert!(!failed.is_error, "a failing run is a normal result: {}", failed.text);
@@ -56,7 +56,7 @@ async fn reach_a_pass(host: &ToolHost, session: &SessionState, ws: &std::path::P
 async fn store_without_a_prior_search_is_refused() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
     let passed = call(&host, &session, "run_tests", json!({})).await;
     let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
@@ -68,7 +68,7 @@ async fn store_without_a_prior_search_is_refused() {
 async fn store_without_a_passing_run_is_refused() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     search(&host, &session, "app broken").await;
     let out = call(&host, &session, "store_fix_memory", store_args("pytest passed with exit code 0 (1 passed)")).await;
     assert_refused(&host, &out, "no passing run_tests").await;
@@ -82,7 +82,7 @@ async fn store_without_a_passing_run_is_refused() {
 async fn store_with_an_outcome_the_server_did_not_issue_is_refused() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
     let forged = outcome.replace("[receipt ", "[receipt 0");
     let out = call(&host, &session, "store_fix_memory", store_args(&forged)).await;
@@ -93,7 +93,7 @@ async fn store_with_an_outcome_the_server_did_not_issue_is_refused() {
 async fn store_after_files_changed_since_the_pass_is_refused() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
     std::fs::write(ws.path().join("notes.txt"), "edited after the tests passed\n").unwrap();
     let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
@@ -104,7 +104,7 @@ async fn store_after_files_changed_since_the_pass_is_refused() {
 async fn a_failing_run_after_a_pass_revokes_the_confirmed_outcome() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
     std::fs::write(ws.path().join("app.txt"), "broken again\n").unwrap();
     call(&host, &session, "run_tests", json!({})).await;
@@ -120,7 +120,7 @@ async fn paths_that_escape_the_workspace_are_refused_and_outside_files_untouched
     std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("link.txt")).unwrap();
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
     let secret = outside.path().join("secret.txt");
     for (path, hint) in [
@@ -141,7 +141,7 @@ async fn paths_that_escape_the_workspace_are_refused_and_outside_files_untouched
 async fn bad_arguments_are_tool_errors_that_say_what_to_fix() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let cases = [
         ("search_codebase_memory", json!({"query": "  ", "error_type": null, "top_k": 3}), "`query` is empty"),
         ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 0}), "between 1 and 10"),
@@ -184,7 +184,7 @@ async fn bad_arguments_are_tool_errors_that_say_what_to_fix() {
 async fn the_full_loop_stores_once_and_a_retry_upserts() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
     assert!(outcome.starts_with("tests passed with exit code 0 (1 passed) [receipt "), "{outcome}");
     let first = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
@@ -199,7 +199,7 @@ async fn the_full_loop_stores_once_and_a_retry_upserts() {
     let retry: StoreFixOutput = serde_json::from_value(retry.structured.unwrap()).unwrap();
     assert_eq!(retry.memory_id, first.memory_id);
     assert!(!retry.created, "an identical retry updates the same row");
-    let found = search(&host, &SessionState::random(), "app.txt says broken test_app_is_fixed").await;
+    let found = search(&host, &GateState::random(), "app.txt says broken test_app_is_fixed").await;
     assert_eq!(found.matches.len(), 1);
     let m = &found.matches[0];
     assert_eq!(m.memory_id, first.memory_id);
@@ -207,7 +207,7 @@ async fn the_full_loop_stores_once_and_a_retry_upserts() {
     // the row embeds the symptoms the server saw: the failing test and its assertion line
     assert!(m.keyword_hit, "the failing test's name is indexed");
     std::fs::write(ws.path().join("app.txt"), "fixed differently\n").unwrap();
-    let again = search(&host, &SessionState::random(), "app.txt says broken").await;
+    let again = search(&host, &GateState::random(), "app.txt says broken").await;
     assert_eq!(again.matches[0].stale, Some(true), "the recorded file changed since the fix");
 }
 
@@ -217,7 +217,7 @@ async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
     let mut cfg = config("ann", "shellproj", Some(ws.path()), Some(SHELL_TESTS));
     cfg.trust_client_outcomes = true;
     let host = host(db.path(), cfg).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let out = call(&host, &session, "store_fix_memory", store_args("CI passed")).await;
     assert!(out.is_error && out.text.contains("search_codebase_memory"), "the memory gate stays: {}", out.text);
     search(&host, &session, "app broken").await;
@@ -229,7 +229,7 @@ async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
     assert_eq!(out.structured.as_ref().unwrap()["verified"], json!(false));
     let found = call(
         &host,
-        &SessionState::random(),
+        &GateState::random(),
         "search_codebase_memory",
         json!({"query": "app.txt said broken", "error_type": null, "top_k": 1}),
     )
@@ -241,7 +241,7 @@ async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
 async fn without_a_workspace_only_searches_work() {
     let db = tempfile::tempdir().unwrap();
     let host = host(db.path(), config("ann", "p", None, None)).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let found =
         call(&host, &session, "search_codebase_memory", json!({"query": "anything", "error_type": null, "top_k": 3}))
             .await;
@@ -258,7 +258,7 @@ async fn secrets_in_the_command_output_and_arguments_never_reach_the_store() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
     let command = "export API_TOKEN=ghp_0123456789abcdefghijklmnopqrstuvwxyzAB; echo 'connected with password=hunter2hunter2hunter'";
     let host = host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(command))).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     search(&host, &session, "login fails, key sk-proj-abcdefghijklmnopqrstuvwxyz012345 rejected").await;
     let passed = call(&host, &session, "run_tests", json!({})).await;
     let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
@@ -269,7 +269,7 @@ async fn secrets_in_the_command_output_and_arguments_never_reach_the_store() {
     assert!(!stored.is_error, "{}", stored.text);
     let found = call(
         &host,
-        &SessionState::random(),
+        &GateState::random(),
         "search_codebase_memory",
         json!({"query": "login key rejected", "error_type": null, "top_k": 5}),
     )
@@ -288,7 +288,7 @@ async fn an_edit_during_the_test_run_voids_the_pass() {
     // the "tests" pass, but something rewrites a file while they run
     let command = "echo '1 passed in 0.01s'; echo 'changed during the run' > notes.txt";
     let host = host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(command))).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     search(&host, &session, "anything").await;
     let out = call(&host, &session, "run_tests", json!({})).await;
     let structured = out.structured.unwrap();
@@ -303,7 +303,7 @@ async fn files_the_digest_does_not_cover_cannot_be_recorded() {
     std::fs::write(ws.path().join(".gitignore"), "build.log\n").unwrap();
     std::fs::write(ws.path().join("build.log"), "log").unwrap();
     let host = shell_host(db.path(), ws.path()).await;
-    let session = SessionState::random();
+    let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
     let mut a = store_args(&outcome);
     a["file_paths"] = json!(["app.txt", "build.log"]);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
-use astra_mcp::memory::SessionState;
+use astra_mcp::memory::GateState;
 use serde_json::{Value, json};
 
 use crate::support::{apply_reference_fix, args, config, host, pytest_command, scenario};
@@ -120,7 +120,7 @@ async fn alpha_with_stored_fix(db: &Path) -> (tempfile::TempDir, PathBuf, String
     assert_eq!(code, 1, "{failing_output}");
     let cmd = pytest_command();
     let host = host(db, config("ann", "scenario_alpha", Some(&alpha), Some(&cmd))).await;
-    let s = SessionState::new("alpha-session");
+    let s = GateState::new("alpha-session");
     let call = |name: &'static str, a: Value| {
         let (host, s) = (&host, &s);
         async move {
@@ -222,7 +222,7 @@ async fn session_start_injects_core_memory_and_recent_fixes_within_the_budget() 
     let (_guard, alpha, _) = alpha_with_stored_fix(db.path()).await;
     {
         let host = host(db.path(), config("ann", "scenario_alpha", Some(&alpha), None)).await;
-        let s = SessionState::new("core-session");
+        let s = GateState::new("core-session");
         let append = |section: &str, text: String| json!({"section": section, "text": text});
         for (section, text) in [
             ("human", "Ann reviews every pull request herself and prefers small commits.".to_string()),
@@ -378,7 +378,7 @@ fn documented_block(name: &str) -> String {
 async fn store_with_fix_and_core_memory(db: &Path) -> tempfile::TempDir {
     let (stored, _alpha, _) = alpha_with_stored_fix(db).await;
     let host = host(db, config("ann", "scenario_alpha", None, None)).await;
-    let s = SessionState::new("core-session");
+    let s = GateState::new("core-session");
     let human = json!({"section": "human", "text": "Ann wants every fix verified by the acceptance tests."});
     assert!(!host.call(&s, "core_memory_append", args(human)).await.unwrap().is_error);
     host.flush().await;
@@ -589,4 +589,21 @@ async fn codex_delivers_the_session_start_context_and_the_fix_after_a_failing_ru
     let items = String::from_utf8(listed.stdout).unwrap();
     assert!(items.contains("Run the tests."), "the user's prompt was imported: {items}");
     assert!(items.contains("memory has a verified fix"), "the model's answer was imported: {items}");
+}
+
+/// A bad flag or environment value of a hook is a hook failure, exit 1, never clap's usage exit 2
+/// (which would block the client's action on every event).
+#[test]
+fn a_bad_flag_or_environment_value_fails_the_hook_with_exit_1() {
+    let db = tempfile::tempdir().unwrap();
+    let payload = json!({"hook_event_name": "SessionStart", "session_id": "s", "cwd": db.path(), "source": "startup"});
+    let out = run(hook(db.path()).args(["--budget-tokens", "0"]), &payload);
+    assert!(assert_fails_quietly(&out).contains("--budget-tokens"), "{out:?}");
+    let out = run(hook(db.path()).env("ASTRA_MIN_SCORE", "abc"), &payload);
+    assert!(assert_fails_quietly(&out).contains("abc"), "{out:?}");
+    let out = run(hook(db.path()).arg("--bogus"), &payload);
+    assert!(assert_fails_quietly(&out).contains("--bogus"), "{out:?}");
+    // outside a hook, a usage error stays exit 2
+    let usage = Command::new(BIN).args(["memory", "list", "--bogus"]).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2), "{usage:?}");
 }

@@ -115,9 +115,9 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     stdout(astra(db.path()).args(["smoke", "store"]));
     // a core block and an archival passage through the library (as the tools write them)
     {
-        use astra_mcp::memory::SessionState;
+        use astra_mcp::memory::GateState;
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let s = SessionState::new("s");
+        let s = GateState::new("s");
         let a = serde_json::json!({"section": "human", "text": "Ann prefers rebase over merge."});
         assert!(!host.call(&s, "core_memory_append", crate::support::args(a)).await.unwrap().is_error);
         let p = serde_json::json!({"text": "Staging runs on Kubernetes 1.31.", "tags": ["infra"]});
@@ -230,15 +230,11 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
 async fn import_never_moves_a_memory_to_another_actor() {
     let db = tempfile::tempdir().unwrap();
     {
-        use astra_mcp::memory::SessionState;
+        use astra_mcp::memory::GateState;
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
         let p = serde_json::json!({"text": "Ann's deploy key rotates every 30 days.", "tags": []});
         assert!(
-            !host
-                .call(&SessionState::new("s"), "archival_memory_insert", crate::support::args(p))
-                .await
-                .unwrap()
-                .is_error
+            !host.call(&GateState::new("s"), "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error
         );
         host.flush().await;
     }
@@ -313,9 +309,9 @@ async fn import_redacts_secrets_of_a_hand_edited_file_and_re_embeds_only_those_r
     let db = tempfile::tempdir().unwrap();
     stdout(astra(db.path()).args(["smoke", "store"]));
     {
-        use astra_mcp::memory::SessionState;
+        use astra_mcp::memory::GateState;
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let s = SessionState::new("s");
+        let s = GateState::new("s");
         for text in ["Staging runs on Kubernetes 1.31.", "The billing service owns invoices."] {
             let p = serde_json::json!({"text": text, "tags": []});
             assert!(!host.call(&s, "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
@@ -401,9 +397,9 @@ fn new_row_for(actor: &str, line: &serde_json::Value) -> serde_json::Value {
 async fn optimize_compacts_and_reindex_reopens_a_store_of_another_model() {
     let db = tempfile::tempdir().unwrap();
     {
-        use astra_mcp::memory::SessionState;
+        use astra_mcp::memory::GateState;
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let s = SessionState::new("s");
+        let s = GateState::new("s");
         for i in 0..12 {
             let p = serde_json::json!({"text": format!("Fact number {i} about the zebra service."), "tags": []});
             assert!(!host.call(&s, "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
@@ -443,7 +439,7 @@ fn core_history_and_restore_from_the_cli() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let s = astra_mcp::memory::SessionState::new("s");
+        let s = astra_mcp::memory::GateState::new("s");
         for text in ["v1 fact", "v2 fact"] {
             let a = serde_json::json!({"section": "project", "text": text});
             assert!(!host.call(&s, "core_memory_append", crate::support::args(a)).await.unwrap().is_error);
@@ -649,7 +645,7 @@ async fn memory_ingest_leaves_its_passages_indexed_for_the_next_search() {
     stdout(astra(&db).args(["memory", "ingest"]).arg(&newer));
 
     let host = crate::support::host(&db, crate::support::config("ann", "datekit", None, None)).await;
-    let session = astra_mcp::memory::SessionState::new("s");
+    let session = astra_mcp::memory::GateState::new("s");
     let found = host
         .call(
             &session,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use astra_mcp::eval::fixes::{EvalSet, compared, run};
-use astra_mcp::memory::{Fusion, SessionState};
+use astra_mcp::memory::{Fusion, GateState};
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::tools::{ArchivalInsertOutput, ArchivalSearchOutput};
 use serde_json::json;
@@ -20,7 +20,7 @@ use crate::support::{call, config, embedder, host, structured};
 async fn an_identifier_ranks_its_passage_first_among_twenty_look_alikes() {
     let db = tempfile::tempdir().unwrap();
     let host = host(db.path(), config("ann", "p", None, None)).await;
-    let s = SessionState::new("s");
+    let s = GateState::new("s");
     let mut ids = Vec::new();
     for i in 0..20 {
         let text = format!("The nightly export job retries three times before it pages on-call about widget kq{i}z.");

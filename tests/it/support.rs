@@ -8,7 +8,7 @@ use std::time::Duration;
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder, Workload};
 use astra_mcp::memory::FixMemoryConfig;
-use astra_mcp::memory::SessionState;
+use astra_mcp::memory::GateState;
 use astra_mcp::memory::core::parse_block_specs;
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::store::lance::LanceStore;
@@ -128,7 +128,7 @@ pub fn args(value: Value) -> JsonObject {
 }
 
 /// Calls `tool` with `arguments` as the MCP dispatcher does; panics only on a dispatch failure.
-pub async fn call(host: &ToolHost, session: &SessionState, tool: &str, arguments: Value) -> ToolOutput {
+pub async fn call(host: &ToolHost, session: &GateState, tool: &str, arguments: Value) -> ToolOutput {
     host.call(session, tool, args(arguments)).await.unwrap()
 }
 
@@ -286,4 +286,17 @@ pub fn group_alive(pgid: i32) -> bool {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
     })
+}
+
+/// The model API settings of a test run against the mock at `base_url`: approved, a key, ledger in `dir`.
+pub fn client_settings(base_url: String, dir: &Path) -> astra_mcp::llm::ClientSettings {
+    astra_mcp::llm::ClientSettings {
+        base_url,
+        api_key: Some("sk-test-key".into()),
+        approve_live_cost: true,
+        model: "gpt-6-astra".into(),
+        pricing: astra_mcp::llm::Pricing { input_per_million_usd: 10.0, output_per_million_usd: 50.0 },
+        ledger: dir.join("ledger.jsonl"),
+        timeout_secs: 30,
+    }
 }

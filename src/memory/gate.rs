@@ -2,7 +2,7 @@
 //! searched for, the symptoms of its last failing test run, and its latest confirmed outcome.
 //!
 //! A session is one MCP session: one stdio connection, one HTTP `Mcp-Session-Id`, or one `drive` run.
-//! Two sessions never share a [`SessionState`], so they cannot satisfy each other's gates.
+//! Two sessions never share a [`GateState`], so they cannot satisfy each other's gates.
 
 use std::sync::Mutex;
 
@@ -34,14 +34,14 @@ struct Gates {
 
 /// One session's identity and gate state. Interior mutability: shared by concurrent tool calls.
 #[derive(Debug)]
-pub struct SessionState {
+pub struct GateState {
     session_id: String,
     gates: Mutex<Gates>,
     /// Tool calls started in this session: the turn number of provenance and recorded tool items.
     turns: std::sync::atomic::AtomicI64,
 }
 
-impl SessionState {
+impl GateState {
     pub fn new(session_id: impl Into<String>) -> Self {
         Self { session_id: session_id.into(), gates: Mutex::new(Gates::default()), turns: Default::default() }
     }
