@@ -73,7 +73,8 @@ pub fn memories(
             Fusion { min_score, ..Fusion::conversation() },
         )),
         core: Arc::new(CoreMemory::new(store.clone(), scope.clone(), core_blocks)),
-        forget: store,
+        forget: store.clone(),
+        browse: store,
         scope,
     }
 }

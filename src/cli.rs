@@ -97,6 +97,9 @@ pub enum Command {
         #[command(subcommand)]
         command: HookCommand,
     },
+    /// Open the memory browser: a page on 127.0.0.1 to see, search, judge and correct what agents stored
+    /// (docs/ui.md). Prints a URL that logs the browser in once.
+    Ui(Box<UiArgs>),
     /// See and undo what agents stored: list, show, rm, export, import, stats, reindex, optimize.
     Memory {
         #[command(subcommand)]
@@ -457,6 +460,27 @@ pub struct ServeArgs {
     /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one.
     #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE")]
     pub near_duplicate_cosine: f32,
+}
+
+/// `astra-mcp ui`: the memory browser on a loopback port, for the store of `--db` and the actor of `--actor`.
+#[derive(Debug, Clone, Args)]
+pub struct UiArgs {
+    /// Port on 127.0.0.1 (0: a free port, printed).
+    #[arg(long, default_value_t = 0, value_name = "PORT")]
+    pub port: u16,
+    /// Print the URL only; do not start a web browser (one is started only where a desktop is).
+    #[arg(long)]
+    pub no_open: bool,
+    /// The config file (bearer tokens the login form accepts, allowed hosts; docs/settings.md).
+    #[arg(long, env = ev::ASTRA_CONFIG, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The workspace whose files decide whether a fix is stale (default: none, staleness unknown).
+    #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// The limits of `serve` (docs/limits.md): HTTP connections, timeouts and sessions, and test runs.

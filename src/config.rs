@@ -278,6 +278,8 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
                         max_sessions_per_actor: args.limits.http_max_sessions_per_actor as usize,
                         session_idle: Duration::from_secs(args.limits.http_session_idle),
                     },
+                    mcp: true,
+                    login_code: None,
                 })
             }
         };

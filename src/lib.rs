@@ -3,7 +3,7 @@
 //!
 //! Layers, outermost first: the pipelines (`hooks`, `drive`, `distill`, `sessions`, `eval`) → `app` (the
 //! wiring room: opens the store, builds the memories and tool hosts) → `cli`/`config` (settings) →
-//! `transport` (rmcp wiring) → `tools` (registry, schemas, what the model reads) → `memory` (the rules:
+//! `transport` (rmcp wiring, the HTTP listener) → `ui` (the memory browser's pages) → `tools` (registry, schemas, what the model reads) → `memory` (the rules:
 //! gates, ranking, redaction) → `store` and `embed` (the seams to LanceDB and ONNX Runtime). `domain`
 //! holds the plain types they share. Each layer imports only the layers below it.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -26,6 +26,7 @@ pub mod smoke;
 pub mod store;
 pub mod tools;
 pub mod transport;
+pub mod ui;
 
 /// `(file name, pretty JSON + newline)` of every tool's schema file under `schemas/`.
 pub fn schema_files() -> Vec<(String, String)> {

@@ -118,6 +118,7 @@ async fn run(command: Command, open: OpenOptions) -> anyhow::Result<ExitCode> {
         Command::Distill(args) => commands::distill::run(*args, open).await.map(done),
         Command::Sessions { command } => commands::sessions::run(command, open).await.map(done),
         Command::Hook { command } => commands::hook::run(command, open).await.map(done),
+        Command::Ui(args) => commands::ui::run(*args, open).await.map(done),
         Command::Memory { command } => commands::memory::run(command, open).await.map(done),
         Command::Core { command } => commands::core::run(command, open).await.map(done),
         Command::Eval { command } => commands::eval::run(command, open).await.map(done),

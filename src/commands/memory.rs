@@ -105,9 +105,10 @@ async fn export(open: OpenOptions, store: StoreArgs, out: Option<PathBuf>, all_a
             counts
         }
         None => {
-            let stdout = std::io::stdout();
-            let mut lock = stdout.lock();
-            db.export(&mut lock, actor.as_deref()).await?
+            let mut writer = std::io::BufWriter::new(std::io::stdout());
+            let counts = db.export(&mut writer, actor.as_deref()).await?;
+            writer.flush()?;
+            counts
         }
     };
     eprintln!("astra-mcp: exported {}", summary(&counts));

@@ -16,3 +16,4 @@ pub mod serve;
 pub mod session_demo;
 pub mod sessions;
 pub mod smoke;
+pub mod ui;

@@ -258,6 +258,26 @@ impl CoreMemory {
         .await
     }
 
+    /// Sets `section` to `value` (secrets redacted) as a new version, within the block's limit, if its
+    /// current version is still `expected_version` (0: never written), checked atomically with the write:
+    /// an edit made on a page that another writer changed meanwhile is refused, not written over it.
+    pub async fn set(&self, section: &str, value: &str, expected_version: i64) -> Result<Block, MemoryError> {
+        let value = redact(value).into_owned();
+        let limit = self.spec("edit", section)?.limit;
+        self.change_version("", "edit", section, "edit", &|current: Option<&CoreBlockVersion>| {
+            let version = current.map_or(0, |c| c.version);
+            if version != expected_version {
+                return Err(format!(
+                    "edit refused: block `{section}` changed since you opened it (version {expected_version}, now \
+                     {version}). Nothing was changed; open it again and redo the edit."
+                ));
+            }
+            within_limit("edit", section, current.map_or("", |c| c.value.as_str()), &value, limit)?;
+            Ok(value.clone())
+        })
+        .await
+    }
+
     /// Applies `edit` to the current value and writes the result as the next version, atomically with
     /// respect to every other change of the store (see `store::CoreBlockStore::update_block`).
     async fn change(
@@ -267,6 +287,21 @@ impl CoreMemory {
         section: &str,
         operation: &str,
         edit: &Edit<'_>,
+    ) -> Result<Block, MemoryError> {
+        self.change_version(session_id, tool, section, operation, &|current: Option<&CoreBlockVersion>| {
+            edit(current.map_or("", |c| c.value.as_str()))
+        })
+        .await
+    }
+
+    /// [`Self::change`] with the edit seeing the whole current version (`None`: never written).
+    async fn change_version(
+        &self,
+        session_id: &str,
+        tool: &str,
+        section: &str,
+        operation: &str,
+        edit: &crate::store::BlockEdit<'_>,
     ) -> Result<Block, MemoryError> {
         let spec = self.spec(tool, section)?.clone();
         let template = CoreBlockVersion {
@@ -279,13 +314,7 @@ impl CoreMemory {
             session_id: session_id.to_string(),
             created_at: Utc::now(),
         };
-        let next = self
-            .store
-            .update_block(&template, &|current: Option<&CoreBlockVersion>| {
-                edit(current.map_or("", |c| c.value.as_str()))
-            })
-            .await?
-            .map_err(MemoryError::Refused)?;
+        let next = self.store.update_block(&template, edit).await?.map_err(MemoryError::Refused)?;
         let _ = self.changes.send(BlockChanged { section: section.to_string() });
         Ok(Block { spec, value: next.value, version: next.version, updated_at: Some(next.created_at) })
     }

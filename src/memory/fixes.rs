@@ -176,7 +176,7 @@ impl FixMemory {
 
     /// For a fix made in this very project and workspace root: did its recorded files change since?
     /// `None` (unknown) for other projects, other checkouts that share the project label, or no receipt.
-    fn staleness(&self, record: &FixRecord) -> Option<bool> {
+    pub fn staleness(&self, record: &FixRecord) -> Option<bool> {
         let workspace = self.config.workspace.as_ref()?;
         if record.project != self.config.scope.project {
             return None;

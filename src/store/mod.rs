@@ -439,6 +439,115 @@ pub trait CoreBlockStore: Send + Sync {
     ) -> Result<Vec<CoreBlockVersion>, StoreError>;
 }
 
+/// One page of a listing and how many rows the whole listing has.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub rows: Vec<T>,
+    /// Rows in the listing, all pages together.
+    pub total: usize,
+}
+
+/// One conversation session of an actor, as the memory browser lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub project: String,
+    /// Items stored for the session.
+    pub items: usize,
+    pub first_at: DateTime<Utc>,
+    pub last_at: DateTime<Utc>,
+}
+
+/// A memory's table, id and time, with its text on one line (`memory list`, the browser's last writes).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ListedRow {
+    pub table: &'static str,
+    pub id: String,
+    pub actor_id: String,
+    pub project: String,
+    pub session_id: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// The row's main text on one line, at most 100 characters, control characters escaped.
+    pub preview: String,
+}
+
+/// Size and shape of one table (`memory stats`, the browser's overview).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableStats {
+    pub table: &'static str,
+    pub rows: usize,
+    /// Rows marked deleted but not yet compacted away.
+    pub deleted_rows: Option<usize>,
+    /// Bytes of data and index files the manifest records.
+    pub bytes: usize,
+    pub fragments: usize,
+    pub small_fragments: usize,
+    pub indices: usize,
+    /// Segments of the vector index (`None`: no vector index), at most
+    /// [`lance::MAX_VECTOR_INDEX_SEGMENTS`] after upkeep.
+    pub vector_index_segments: Option<usize>,
+    /// Versions (commits) still on disk; `optimize` prunes old ones.
+    pub versions: usize,
+}
+
+/// An actor's memories counted: per table and project, per day, and the newest writes.
+#[derive(Debug, Clone, Default)]
+pub struct Census {
+    /// `(table, project, rows)`, by table then project; `core_blocks` counts block versions.
+    pub per_project: Vec<(&'static str, String, usize)>,
+    /// Rows created per UTC day (every table), oldest day first, days without rows left out.
+    pub per_day: Vec<(chrono::NaiveDate, usize)>,
+    /// The newest rows of every table, newest first.
+    pub latest: Vec<ListedRow>,
+}
+
+/// What the memory browser reads besides searches (docs/ui.md): one actor's rows a page at a time, newest
+/// first, and the counts and sizes of its overview. A page reads two narrow columns of the listing and
+/// then only its own rows in full.
+#[async_trait]
+pub trait BrowseStore: DistillRunStore {
+    /// The actor's fixes, newest first.
+    async fn fix_page(&self, actor_id: &str, offset: usize, limit: usize) -> Result<Page<FixRecord>, StoreError>;
+    /// The actor's fix `id`.
+    async fn fix(&self, actor_id: &str, id: Uuid) -> Result<Option<FixRecord>, StoreError>;
+    /// The actor's passages (superseded ones too), newest first; those carrying `tag` when given.
+    async fn passage_page(
+        &self,
+        actor_id: &str,
+        tag: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Page<Passage>, StoreError>;
+    /// The actor's passage `id`.
+    async fn passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError>;
+    /// The passages that `id` superseded (their `superseded_by` is `id`), newest first.
+    async fn superseded_by(&self, actor_id: &str, id: Uuid) -> Result<Vec<Passage>, StoreError>;
+    /// The actor's conversation sessions, the most recently active first.
+    async fn session_page(
+        &self,
+        actor_id: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Page<SessionSummary>, StoreError>;
+    /// The actor's conversation item `id`.
+    async fn item(&self, actor_id: &str, id: Uuid) -> Result<Option<SessionItem>, StoreError>;
+    /// The items of one session of the actor, in turn order.
+    async fn session_items_page(
+        &self,
+        actor_id: &str,
+        session_id: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Page<SessionItem>, StoreError>;
+    /// Counts per table and project and per day, and the `latest` newest rows.
+    async fn census(&self, actor_id: &str, latest: usize) -> Result<Census, StoreError>;
+    /// Size and shape of every table (of the whole store: every actor's rows).
+    async fn table_stats(&self) -> Result<Vec<TableStats>, StoreError>;
+    /// The actor's memories as the JSON lines of `astra-mcp memory export` (docs/storage.md).
+    async fn export_actor(&self, actor_id: &str) -> Result<Vec<u8>, StoreError>;
+}
+
 /// Deleting any memory by id (`memory_forget`, `memory rm`).
 #[async_trait]
 pub trait ForgetStore: Send + Sync {

@@ -26,9 +26,10 @@ pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
 pub use text::{INSTRUCTIONS, render_core_memory};
 pub use tiered::{
-    ArchivalInsertOutput, ArchivalSearchOutput, ConversationSearchOutput, CoreBlockOutput, ForgetOutput,
-    MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, PassageCitation,
-    SEARCH_TOP_K_MAX, check_passage, citation, render_conversation, render_passage, render_passages,
+    ArchivalInsertOutput, ArchivalSearchOutput, ConversationCitation, ConversationSearchOutput, CoreBlockOutput,
+    ForgetOutput, MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS,
+    PassageCitation, SEARCH_TOP_K_MAX, check_passage, citation, conversation_citation, render_conversation,
+    render_passage, render_passages,
 };
 
 use crate::domain::{Role, Scope};
@@ -36,7 +37,7 @@ use crate::memory::{
     ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, GateState, ImportTarget, MemoryError, NewItem,
     ToolCallRecorder,
 };
-use crate::store::ForgetStore;
+use crate::store::{BrowseStore, ForgetStore};
 
 /// MCP tool annotations (hints; `destructiveHint` is always set explicitly since it defaults to true).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +178,8 @@ pub struct Memories {
     pub conversation: Arc<ConversationMemory>,
     pub core: Arc<CoreMemory>,
     pub forget: Arc<dyn ForgetStore>,
+    /// What the memory browser lists and counts (`crate::ui`).
+    pub browse: Arc<dyn BrowseStore>,
 }
 
 /// Runs tools against the memory layer on behalf of one session at a time.

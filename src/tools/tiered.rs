@@ -581,7 +581,8 @@ pub(super) async fn archival_search(archival: &ArchivalMemory, args: JsonObject)
     Ok(ToolOutput::ok(text, serde_json::to_value(ArchivalSearchOutput { results }).expect("serializable")))
 }
 
-fn conversation_citation(rank: usize, hit: &Hit<SessionItem>) -> ConversationCitation {
+/// A conversation item hit as `conversation_search` reports it, at 1-based `rank`.
+pub fn conversation_citation(rank: usize, hit: &Hit<SessionItem>) -> ConversationCitation {
     let i = &hit.row;
     ConversationCitation {
         rank: rank as u32,

@@ -90,6 +90,10 @@ pub struct HttpOptions {
     pub grace: Duration,
     /// Connections, sessions and timeouts (docs/limits.md).
     pub limits: HttpLimits,
+    /// Serve MCP (`/mcp`, `/sse`, `/message`); `astra-mcp ui` serves the memory browser alone.
+    pub mcp: bool,
+    /// The one-time code of the URL `astra-mcp ui` prints (docs/ui.md); `None` for `serve --http`.
+    pub login_code: Option<String>,
 }
 
 /// Cancelled when the HTTP request that carries a tool call goes away: its client disconnected before
@@ -282,13 +286,20 @@ in `allowed_origins` of the config file may call this server"
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")) // RFC 7235: case-insensitive
             .map(|(_, token)| token.trim())
             .ok_or("this server requires `Authorization: Bearer <token>` with a token from its config file")?;
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.tokens
-            .iter()
-            .find(|t| t.digest == digest)
-            .map(|t| t.scope.clone())
-            .ok_or("the bearer token is not one of this server's tokens")
+        token_scope(&self.tokens, token).ok_or("the bearer token is not one of this server's tokens")
     }
+}
+
+/// The identity `token` maps to among `tokens`.
+fn token_scope(tokens: &[TokenIdentity], token: &str) -> Option<Scope> {
+    let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    tokens.iter().find(|t| t.digest == digest).map(|t| t.scope.clone())
+}
+
+/// The paths of MCP; every other path is the memory browser's, which authenticates by its own session
+/// cookie ([`crate::ui::access`]) after the same `Host`/`Origin` check.
+fn is_mcp_path(path: &str) -> bool {
+    matches!(path, "/mcp" | "/sse" | "/message")
 }
 
 /// `name[:port]` with IPv6 brackets removed; the port only when it is all digits.
@@ -402,7 +413,11 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     }
     // From here on any Origin header is an allowed one: answer CORS for it.
     let origin = request.headers().get(header::ORIGIN).cloned();
-    let mut response = if request.method() == axum::http::Method::OPTIONS {
+    let mcp = is_mcp_path(request.uri().path());
+    let mut response = if !mcp {
+        // the memory browser: same-origin pages, no CORS
+        return next.run(request).await;
+    } else if request.method() == axum::http::Method::OPTIONS {
         cors_preflight()
     } else {
         authenticated(&guard, request, next).await
@@ -414,6 +429,15 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         headers.insert(header::VARY, HeaderValue::from_static("origin"));
     }
     response
+}
+
+/// The `Host`/`Origin` check alone, for a listener that serves no MCP (`astra-mcp ui`).
+async fn host_guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    if let Err(reason) = guard.check_host_and_origin(request.headers()) {
+        tracing::warn!(%reason, "request refused");
+        return json_error(StatusCode::FORBIDDEN, &reason);
+    }
+    next.run(request).await
 }
 
 fn cors_preflight() -> Response {
@@ -649,8 +673,28 @@ async fn sse_message(
     }
 }
 
-/// The router of every HTTP route, behind the [`Guard`].
-pub fn router(hosts: Arc<Hosts>, guard: Guard, shutdown: Arc<Shutdown>, stop: CancellationToken) -> Router {
+/// The router of every HTTP route, behind the [`Guard`]: MCP when `options.mcp`, and the memory browser.
+pub fn router(
+    hosts: Arc<Hosts>,
+    guard: Guard,
+    options: &HttpOptions,
+    shutdown: Arc<Shutdown>,
+    stop: CancellationToken,
+) -> Router {
+    let ui = {
+        let tokens = options.tokens.clone();
+        let lookup: Option<Box<crate::ui::access::TokenLookup>> =
+            (!tokens.is_empty()).then(|| Box::new(move |token: &str| token_scope(&tokens, token)) as Box<_>);
+        let open = options.tokens.is_empty() && options.login_code.is_none();
+        let access = crate::ui::Access::new(hosts.default_scope().clone(), open, options.login_code.clone(), lookup);
+        crate::ui::router(crate::ui::Ui::new(hosts.clone(), access))
+    };
+    if !options.mcp {
+        return ui
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+            .layer(middleware::from_fn_with_state(Arc::new(guard), host_guard))
+            .layer(middleware::from_fn(track));
+    }
     let session_idle = guard.limits.session_idle;
     let mcp = {
         let hosts = hosts.clone();
@@ -677,6 +721,7 @@ pub fn router(hosts: Arc<Hosts>, guard: Guard, shutdown: Arc<Shutdown>, stop: Ca
         .route("/sse", get(sse_open))
         .route("/message", post(sse_message))
         .with_state(sse)
+        .merge(ui)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(Arc::new(guard), self::guard))
         .layer(middleware::from_fn(track))
@@ -702,7 +747,7 @@ pub async fn serve(
     let listener = LimitedListener::new(listener, connections);
     let guard = Guard::new(&options, bound, hosts.default_scope().clone());
     let stop = CancellationToken::new();
-    let app = router(hosts, guard, shutdown.clone(), stop.clone());
+    let app = router(hosts, guard, &options, shutdown.clone(), stop.clone());
     // A wildcard bind is reached under other names: say so, and print a URL that works here.
     let shown = if bound.ip().is_unspecified() {
         if options.allowed_hosts.is_empty() {
@@ -720,14 +765,19 @@ pub async fn serve(
     // before the URL is announced: a signal right after it drains like any other
     let signal = signal_received();
     on_bound(shown);
-    tracing::info!(
-        "serving MCP over HTTP: streamable HTTP at http://{bound}/mcp, legacy SSE at http://{bound}/sse ({})",
-        match options.tokens.len() {
-            0 => "no bearer tokens".to_string(),
-            1 => "1 bearer token".to_string(),
-            n => format!("{n} bearer tokens"),
-        }
-    );
+    let tokens = match options.tokens.len() {
+        0 => "no bearer tokens".to_string(),
+        1 => "1 bearer token".to_string(),
+        n => format!("{n} bearer tokens"),
+    };
+    if options.mcp {
+        tracing::info!(
+            "serving MCP over HTTP: streamable HTTP at http://{bound}/mcp, legacy SSE at http://{bound}/sse, the \
+memory browser at http://{bound}/ ({tokens})"
+        );
+    } else {
+        tracing::info!("serving the memory browser at http://{bound}/ ({tokens})");
+    }
     let draining = {
         let shutdown = shutdown.clone();
         async move {
@@ -753,6 +803,8 @@ mod tests {
             allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
             grace: Duration::from_secs(1),
             limits: HttpLimits::default(),
+            mcp: true,
+            login_code: None,
         };
         Guard::new(&options, "127.0.0.1:4000".parse().unwrap(), Scope { actor_id: "local".into(), project: "p".into() })
     }

@@ -3,6 +3,7 @@
 //! Needs `scripts/setup` to have run (model, ONNX Runtime, tooling venv); `scripts/test` does that.
 
 mod binary;
+mod browser;
 mod clients;
 mod distill;
 mod drive;
@@ -21,3 +22,4 @@ mod schemas;
 mod store;
 mod support;
 mod tiered;
+mod ui;

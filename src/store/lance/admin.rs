@@ -2,8 +2,8 @@
 //! with a one-line preview, one row in full, and the size and shape of every table. They read every
 //! table generically through Arrow, so a new column needs no change here.
 
+use arrow_array::RecordBatch;
 use lancedb::query::{QueryBase, Select};
-use serde::Serialize;
 use serde_json::Value;
 
 use super::rows::Rows;
@@ -11,43 +11,10 @@ use super::sql::{actor_filter, sql_literal};
 use super::transfer::batch_to_json;
 use super::{CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
 use crate::embed::DIMENSION;
-use crate::store::StoreError;
-
-/// One row in `memory list`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ListedRow {
-    pub table: &'static str,
-    pub id: String,
-    pub actor_id: String,
-    pub project: String,
-    pub session_id: String,
-    /// RFC 3339, UTC.
-    pub created_at: String,
-    /// The row's main text on one line, at most 100 characters.
-    pub preview: String,
-}
-
-/// Size and shape of one table (`memory stats`).
-#[derive(Debug, Clone, Serialize)]
-pub struct TableStats {
-    pub table: &'static str,
-    pub rows: usize,
-    /// Rows marked deleted but not yet compacted away.
-    pub deleted_rows: Option<usize>,
-    /// Bytes of data and index files the manifest records.
-    pub bytes: usize,
-    pub fragments: usize,
-    pub small_fragments: usize,
-    pub indices: usize,
-    /// Segments of the vector index (`None`: no vector index), at most
-    /// [`MAX_VECTOR_INDEX_SEGMENTS`](super::MAX_VECTOR_INDEX_SEGMENTS) after upkeep.
-    pub vector_index_segments: Option<usize>,
-    /// Versions (commits) still on disk; `optimize` prunes old ones.
-    pub versions: usize,
-}
+use crate::store::{ListedRow, StoreError, TableStats};
 
 /// The text column shown for a row of `table`.
-fn main_text_column(table: &str) -> &'static str {
+pub(super) fn main_text_column(table: &str) -> &'static str {
     match table {
         FIXES_TABLE => "fix_description",
         CORE_BLOCKS_TABLE => "value",
@@ -68,6 +35,37 @@ pub fn preview(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let line = crate::domain::text::escape_controls(&line);
     if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
+}
+
+/// The rows of `batch` (of `table`, main text column `text`) one line each, with their creation time.
+pub(super) fn listed_rows(
+    batch: &RecordBatch,
+    table: &'static str,
+    text: &'static str,
+) -> Result<Vec<(chrono::DateTime<chrono::Utc>, ListedRow)>, StoreError> {
+    let r = Rows::new(batch, table);
+    let (ids, actors, projects, sessions, created, texts) = (
+        r.strs("id")?,
+        r.strs("actor_id")?,
+        r.strs("project")?,
+        r.strs("session_id")?,
+        r.times("created_at")?,
+        r.strs(text)?,
+    );
+    Ok((0..r.len())
+        .map(|i| {
+            let row = ListedRow {
+                table,
+                id: ids[i].clone(),
+                actor_id: actors[i].clone(),
+                project: projects[i].clone(),
+                session_id: sessions[i].clone(),
+                created_at: created[i].to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                preview: preview(&texts[i], 100),
+            };
+            (created[i], row)
+        })
+        .collect())
 }
 
 impl LanceStore {
@@ -101,29 +99,7 @@ impl LanceStore {
             }
             let mut listed = Vec::new();
             for batch in collect(&query).await.map_err(backend)? {
-                let r = Rows::new(&batch, name);
-                let (ids, actors, projects, sessions, created) = (
-                    r.strs("id")?,
-                    r.strs("actor_id")?,
-                    r.strs("project")?,
-                    r.strs("session_id")?,
-                    r.times("created_at")?,
-                );
-                let texts = r.strs(text_col)?;
-                for i in 0..r.len() {
-                    listed.push((
-                        created[i],
-                        ListedRow {
-                            table: name,
-                            id: ids[i].clone(),
-                            actor_id: actors[i].clone(),
-                            project: projects[i].clone(),
-                            session_id: sessions[i].clone(),
-                            created_at: created[i].to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                            preview: preview(&texts[i], 100),
-                        },
-                    ));
-                }
+                listed.extend(listed_rows(&batch, name, text_col)?);
             }
             listed.sort_by_key(|row| std::cmp::Reverse(row.0));
             out.extend(listed.into_iter().take(limit).map(|(_, row)| row));

@@ -23,6 +23,7 @@
 
 mod admin;
 mod archival;
+mod browse;
 mod core_blocks;
 mod distill;
 mod fixes;
@@ -48,7 +49,8 @@ use lancedb::{Connection, Table};
 
 use super::StoreError;
 
-pub use admin::{ListedRow, TableStats, preview};
+pub use crate::store::{ListedRow, TableStats};
+pub use admin::preview;
 pub use archival::ARCHIVAL_TABLE;
 pub use core_blocks::CORE_BLOCKS_TABLE;
 pub use distill::DISTILL_RUNS_TABLE;

@@ -160,7 +160,7 @@ impl LanceStore {
     /// Writes every row of every table (of `actor`, or all) as JSONL: a header line ([`ExportHeader`]),
     /// then `{"table": …, "row": {…}}` per row with ids, times and vectors, so `import` restores it
     /// exactly.
-    pub async fn export(&self, out: &mut dyn Write, actor: Option<&str>) -> Result<TableCounts, StoreError> {
+    pub async fn export(&self, out: &mut (dyn Write + Send), actor: Option<&str>) -> Result<TableCounts, StoreError> {
         let header = ExportHeader {
             astra_mcp_export: EXPORT_VERSION,
             format_version: super::FORMAT_VERSION.to_string(),

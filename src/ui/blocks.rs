@@ -1,0 +1,168 @@
+//! Core memory: every block against its limit; one block's value in an edit form, its history, the diff
+//! between two versions, and restore.
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum_extra::extract::cookie::CookieJar;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::site::{Ui, Visit, change, failed, not_found, page, time, urlencode, visit};
+use crate::memory::{Block, MemoryError};
+
+/// `/core`: every core memory block with its size against its limit.
+pub async fn core(State(ui): State<Ui>, jar: CookieJar) -> Response {
+    let v = match visit(&ui, jar).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let blocks = match v.memories.core.read_all().await {
+        Ok(b) => b,
+        Err(e) => return failed(&ui, &e),
+    };
+    let rows: Vec<Value> = blocks
+        .iter()
+        .map(|b| {
+            json!({"name": b.spec.name, "chars": b.chars(), "limit": b.spec.limit, "version": b.version,
+                   "updated_at": b.updated_at.map(time), "value": b.value, "over": b.chars() > b.spec.limit})
+        })
+        .collect();
+    page(&ui, v, "core.html", "/core", "Core memory", json!({"blocks": rows}))
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct BlockQuery {
+    from: Option<i64>,
+    to: Option<i64>,
+    saved: Option<i64>,
+}
+
+/// The page of one block: its value in an edit form, its history, and a diff between two versions.
+async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, error: Option<(StatusCode, String)>) -> Response {
+    if !v.memories.core.blocks().iter().any(|b| b.name == section) {
+        return not_found(ui, "That core memory block");
+    }
+    let (block, history) = match (v.memories.core.read(section).await, v.memories.core.history(section).await) {
+        (Ok(b), Ok(h)) => (b, h),
+        (Err(e), _) | (_, Err(e)) => return failed(ui, &e),
+    };
+    let versions: Vec<Value> = history
+        .iter()
+        .rev()
+        .map(|h| {
+            json!({"version": h.version, "operation": h.operation, "created_at": time(h.created_at),
+                   "chars": h.value.chars().count(), "session_id": h.session_id,
+                   "current": h.version == block.version})
+        })
+        .collect();
+    let to = q.to.unwrap_or(block.version);
+    let from = q.from.unwrap_or(to - 1);
+    let value_of = |version: i64| history.iter().find(|h| h.version == version).map(|h| h.value.as_str());
+    let diff = match (value_of(from).or((from == 0).then_some("")), value_of(to)) {
+        (Some(old), Some(new)) if to > 0 => {
+            // a last line without its newline is still the same line
+            let (old, new) = (format!("{}\n", old.trim_end_matches('\n')), format!("{}\n", new.trim_end_matches('\n')));
+            let lines: Vec<Value> = similar::TextDiff::from_lines(&old, &new)
+                .iter_all_changes()
+                .map(|c| {
+                    let (sign, kind) = match c.tag() {
+                        similar::ChangeTag::Delete => ("-", "del"),
+                        similar::ChangeTag::Insert => ("+", "ins"),
+                        similar::ChangeTag::Equal => (" ", "same"),
+                    };
+                    json!({"sign": sign, "kind": kind, "text": c.value().trim_end_matches('\n')})
+                })
+                .collect();
+            Some(json!({"from": from, "to": to, "lines": lines}))
+        }
+        _ => None,
+    };
+    let (status, error) = match error {
+        Some((status, e)) => (status, Some(e)),
+        None => (StatusCode::OK, None),
+    };
+    let context = json!({
+        "block": {"name": block.spec.name, "value": block.value, "version": block.version, "chars": block.chars(),
+                  "limit": block.spec.limit, "updated_at": block.updated_at.map(time)},
+        "versions": versions,
+        "diff": diff,
+        "error": error,
+        "saved": q.saved,
+    });
+    let mut response = page(ui, v, "block.html", "/core", &format!("Core memory: {section}"), context);
+    *response.status_mut() = status;
+    response
+}
+
+/// `/core/{section}`.
+pub async fn block(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    Path(section): Path<String>,
+    Query(q): Query<BlockQuery>,
+) -> Response {
+    match visit(&ui, jar).await {
+        Ok(v) => block_page(&ui, v, &section, &q, None).await,
+        Err(r) => r,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EditForm {
+    csrf: String,
+    value: String,
+    version: i64,
+}
+
+/// The answer to a change of `section`: back to its page with the new version, or the page again with
+/// the refusal (409).
+async fn changed(ui: &Ui, v: Visit, section: &str, result: Result<Block, MemoryError>) -> Response {
+    match result {
+        Ok(block) => Redirect::to(&format!("/core/{}?saved={}", urlencode(section), block.version)).into_response(),
+        Err(MemoryError::Refused(why)) => {
+            block_page(ui, v, section, &BlockQuery::default(), Some((StatusCode::CONFLICT, why))).await
+        }
+        Err(e) => failed(ui, &e),
+    }
+}
+
+/// `POST /core/{section}`: writes the edited value as a new version, within the block's limit.
+pub async fn edit_block(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    headers: HeaderMap,
+    Path(section): Path<String>,
+    Form(form): Form<EditForm>,
+) -> Response {
+    let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    // browsers send a textarea's line ends as CRLF (HTML, "form submission")
+    let value = form.value.replace("\r\n", "\n");
+    let result = memories.core.set(&section, &value, form.version).await;
+    changed(&ui, Visit { viewer, memories, jar }, &section, result).await
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RestoreForm {
+    csrf: String,
+    version: i64,
+}
+
+/// `POST /core/{section}/restore`: writes an earlier version's value as the next version.
+pub async fn restore_block(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    headers: HeaderMap,
+    Path(section): Path<String>,
+    Form(form): Form<RestoreForm>,
+) -> Response {
+    let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let result = memories.core.restore(&section, form.version).await;
+    changed(&ui, Visit { viewer, memories, jar }, &section, result).await
+}

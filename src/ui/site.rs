@@ -1,0 +1,179 @@
+//! What every page of the memory browser shares: its state ([`Ui`]: the tool hosts, who is logged in, the
+//! templates compiled into the binary), the visit of one request (viewer and memory), the layout every
+//! page renders in, the answers for refusals and failures, and the pagination of lists.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum_extra::extract::cookie::CookieJar;
+use chrono::{DateTime, Utc};
+use minijinja::Environment;
+use rust_embed::RustEmbed;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::access::{Access, Denied, Viewer};
+use crate::tools::{Hosts, Memories};
+
+/// Templates (`templates/*.html`) and static files (`static/*`), compiled into the binary.
+#[derive(RustEmbed)]
+#[folder = "src/ui/assets/"]
+pub struct Assets;
+
+/// The browser's state: the tool hosts (one per actor), who is logged in, and the templates.
+#[derive(Clone)]
+pub struct Ui {
+    pub(super) hosts: Arc<Hosts>,
+    pub(super) access: Arc<Access>,
+    templates: Arc<Environment<'static>>,
+}
+
+impl Ui {
+    /// # Panics
+    /// When an embedded template does not parse (a build defect the unit tests catch).
+    pub fn new(hosts: Arc<Hosts>, access: Access) -> Self {
+        let mut env = Environment::new();
+        for name in Assets::iter().filter(|n| n.starts_with("templates/")) {
+            let file = Assets::get(&name).expect("listed asset");
+            let source = String::from_utf8(file.data.into_owned()).expect("templates are UTF-8");
+            let short = name.trim_start_matches("templates/").to_string();
+            env.add_template_owned(short, source).expect("embedded templates parse");
+        }
+        Self { hosts, access: Arc::new(access), templates: Arc::new(env) }
+    }
+
+    /// Renders `template` with `context` (HTML-escaped).
+    pub(super) fn render(&self, template: &str, context: minijinja::Value) -> Response {
+        match self.templates.get_template(template).and_then(|t| t.render(context)) {
+            Ok(html) => Html(html).into_response(),
+            Err(e) => {
+                tracing::error!(template, error = %format!("{e:#}"), "rendering a page failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered; see the server's log")
+                    .into_response()
+            }
+        }
+    }
+}
+
+/// A request that may read the viewer's memory.
+pub(super) struct Visit {
+    pub(super) viewer: Viewer,
+    pub(super) memories: Memories,
+    pub(super) jar: CookieJar,
+}
+
+pub(super) fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+pub(super) fn one_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max { line } else { format!("{}…", line.chars().take(max - 1).collect::<String>()) }
+}
+
+/// `text` percent-encoded for a URL's path segment or query value.
+pub(super) fn urlencode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+pub(super) fn message(ui: &Ui, status: StatusCode, title: &str, text: &str) -> Response {
+    let mut response = ui.render(
+        "message.html",
+        minijinja::Value::from_serialize(json!({
+            "title": title, "message": text, "nav": [],
+        })),
+    );
+    *response.status_mut() = status;
+    response
+}
+
+pub(super) fn denied(ui: &Ui, why: Denied) -> Response {
+    match why {
+        Denied::LogIn => Redirect::to("/login").into_response(),
+        Denied::Forbidden(reason) => message(ui, StatusCode::FORBIDDEN, "Refused", reason),
+    }
+}
+
+pub(super) fn failed(ui: &Ui, e: &dyn std::fmt::Display) -> Response {
+    tracing::warn!(error = %e, "a memory browser page failed");
+    message(ui, StatusCode::INTERNAL_SERVER_ERROR, "Something failed", &e.to_string())
+}
+
+pub(super) fn not_found(ui: &Ui, what: &str) -> Response {
+    message(ui, StatusCode::NOT_FOUND, "Not found", &format!("{what} does not exist, or is not yours."))
+}
+
+pub(super) async fn memories_of(ui: &Ui, viewer: &Viewer) -> Result<Memories, Response> {
+    match ui.hosts.host(&viewer.scope).await {
+        Ok(host) => Ok(host.memories().clone()),
+        Err(e) => Err(message(ui, StatusCode::SERVICE_UNAVAILABLE, "Memory unavailable", &format!("{e}"))),
+    }
+}
+
+pub(super) async fn visit(ui: &Ui, jar: CookieJar) -> Result<Visit, Response> {
+    let (viewer, jar) = ui.access.viewer(jar).map_err(|d| denied(ui, d))?;
+    let memories = memories_of(ui, &viewer).await?;
+    Ok(Visit { viewer, memories, jar })
+}
+
+/// A mutation's viewer and memory, after its checks.
+pub(super) async fn change(
+    ui: &Ui,
+    jar: &CookieJar,
+    headers: &HeaderMap,
+    csrf: &str,
+) -> Result<(Viewer, Memories), Response> {
+    let viewer = ui.access.mutation(jar, headers, csrf).map_err(|d| denied(ui, d))?;
+    let memories = memories_of(ui, &viewer).await?;
+    Ok((viewer, memories))
+}
+
+pub(super) const NAV: [(&str, &str); 6] = [
+    ("/", "Overview"),
+    ("/fixes", "Fixes"),
+    ("/archival", "Archival"),
+    ("/conversations", "Conversations"),
+    ("/core", "Core memory"),
+    ("/search", "Search"),
+];
+
+/// Renders `template` for `visit` with `context` and the layout's own values.
+pub(super) fn page(ui: &Ui, visit: Visit, template: &str, current: &str, title: &str, mut context: Value) -> Response {
+    let nav: Vec<Value> =
+        NAV.iter().map(|(href, label)| json!({"href": href, "label": label, "current": *href == current})).collect();
+    if let Value::Object(map) = &mut context {
+        map.insert("title".into(), json!(title));
+        map.insert("nav".into(), Value::Array(nav));
+        map.insert("actor".into(), json!(visit.viewer.scope.actor_id));
+        map.insert("project".into(), json!(visit.viewer.scope.project));
+        map.insert("csrf".into(), json!(visit.viewer.csrf));
+    }
+    (visit.jar, ui.render(template, minijinja::Value::from_serialize(&context))).into_response()
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ListQuery {
+    page: Option<usize>,
+    pub(super) tag: Option<String>,
+    pub(super) forgot: Option<String>,
+}
+
+impl ListQuery {
+    pub(super) fn offset(&self, size: usize) -> usize {
+        self.page.unwrap_or(1).max(1).saturating_sub(1).saturating_mul(size)
+    }
+}
+
+/// Page links of a list of `total` rows at `query`'s page; `base` is the list's URL with its filters.
+pub(super) fn pager(query: &ListQuery, total: usize, size: usize, base: &str) -> Value {
+    let page = query.page.unwrap_or(1).max(1);
+    let pages = total.div_ceil(size).max(1);
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let link = |p: usize| format!("{base}{sep}page={p}");
+    json!({
+        "page": page, "pages": pages, "total": total,
+        "prev": (page > 1).then(|| link(page - 1)),
+        "next": (page < pages).then(|| link(page + 1)),
+    })
+}

@@ -1,0 +1,316 @@
+//! The memory browser over raw HTTP against the real binary (docs/ui.md): who sees what, escaping of
+//! stored text, CSRF and origin checks on every change, forgetting that reaches the MCP search, core
+//! block edits and restores, and `astra-mcp ui`'s one-time URL. The same flows in a real browser are in
+//! `browser.rs`.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::http::{ALICE, BOB, call, config_with_tokens, open_session, post};
+use crate::support::HttpServer as Server;
+
+/// A client that shows redirects instead of following them.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// An `application/x-www-form-urlencoded` body, as a browser sends a form.
+fn form(pairs: &[(&str, &str)]) -> String {
+    let enc = |s: &str| percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string();
+    pairs.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect::<Vec<_>>().join("&")
+}
+
+/// The `astra_session=…` pair of a response's `Set-Cookie`.
+fn session_cookie(response: &reqwest::Response) -> String {
+    let set = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|v| v.starts_with("astra_session="))
+        .unwrap_or_else(|| panic!("no session cookie in {:?}", response.headers()));
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    set.split(';').next().unwrap().to_string()
+}
+
+/// Logs in with a bearer token through the form; returns the cookie.
+async fn log_in(base: &str, token: &str) -> String {
+    let response = client()
+        .post(format!("{base}/login"))
+        .header("origin", base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", token)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303, "a token logs in and goes to the overview");
+    session_cookie(&response)
+}
+
+async fn get(base: &str, path: &str, cookie: &str) -> (u16, String) {
+    let response = client().get(format!("{base}{path}")).header("cookie", cookie).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+/// The CSRF token of the first form of a page.
+fn csrf(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a form with a CSRF token") + "name=\"csrf\" value=\"".len();
+    page[at..].split('"').next().unwrap().to_string()
+}
+
+/// Inserts a passage over MCP as the token's actor; returns its id.
+async fn insert(url: &str, token: &str, text: &str) -> String {
+    let bearer = format!("Bearer {token}");
+    let session = open_session(url, &[("authorization", &bearer)]).await;
+    let (status, _, body) = post(
+        url,
+        &[("authorization", &bearer)],
+        Some(&session),
+        call(1, "archival_memory_insert", json!({"text": text, "tags": ["ui-test"]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body:?}");
+    body[0]["result"]["structuredContent"]["id"].as_str().expect("an id").to_string()
+}
+
+async fn mcp_search(url: &str, token: &str, query: &str) -> Vec<Value> {
+    let bearer = format!("Bearer {token}");
+    let session = open_session(url, &[("authorization", &bearer)]).await;
+    let args = json!({"query": query, "tags": null, "top_k": 10, "start": null, "end": null});
+    let (_, _, body) =
+        post(url, &[("authorization", &bearer)], Some(&session), call(2, "archival_memory_search", args)).await;
+    body[0]["result"]["structuredContent"]["results"].as_array().cloned().unwrap_or_default()
+}
+
+fn start_with_tokens(dir: &Path) -> Server {
+    let config = config_with_tokens(dir);
+    Server::start(&dir.join("db"), &["--config", config.to_str().unwrap()])
+}
+
+#[tokio::test]
+async fn each_actor_sees_only_its_own_memories_and_stored_html_is_inert() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_tokens(dir.path());
+    let base = server.base().to_string();
+    let script =
+        insert(&server.url, ALICE, "<script>alert('pwned')</script> the retry loop needs a jittered backoff").await;
+    let bobs = insert(&server.url, BOB, "bob's private note about the staging database password rotation").await;
+
+    // no session: every page sends the browser to the login form
+    let response = client().get(format!("{base}/archival")).send().await.unwrap();
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/login");
+    let response = client()
+        .post(format!("{base}/login"))
+        .header("origin", &base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", "not-a-token")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401, "a wrong token does not log in");
+
+    let alice = log_in(&base, ALICE).await;
+    let (status, page) = get(&base, "/archival", &alice).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("&lt;script&gt;alert("), "stored HTML is shown as text: {page}");
+    assert!(!page.contains("<script>"), "no stored markup reaches the page");
+    assert!(page.contains(&script) && !page.contains(&bobs), "alice lists her passage, not bob's");
+    let (status, _) = get(&base, &format!("/archival/{bobs}"), &alice).await;
+    assert_eq!(status, 404, "another actor's passage is not found, also by direct URL");
+    let (status, _) = get(&base, &format!("/forget/{bobs}"), &alice).await;
+    assert_eq!(status, 404);
+    let (status, page) = get(&base, &format!("/archival/{script}"), &alice).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("jittered backoff") && page.contains("ui-test"), "the passage with its tags: {page}");
+
+    let response = client().get(format!("{base}/")).header("cookie", &alice).send().await.unwrap();
+    let csp = response.headers()["content-security-policy"].to_str().unwrap().to_string();
+    assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"), "no script may run: {csp}");
+
+    let bob = log_in(&base, BOB).await;
+    let (_, page) = get(&base, "/search?q=staging+database+password&table=archival", &bob).await;
+    assert!(page.contains(&bobs), "bob's search finds his passage: {page}");
+    assert!(page.contains("cosine") && page.contains("BM25"), "a hit shows both rankings: {page}");
+    let (_, page) = get(&base, "/search?q=jittered+backoff+retry&table=all", &bob).await;
+    assert!(!page.contains(&script), "bob's search never finds alice's passage");
+}
+
+#[tokio::test]
+async fn forgetting_needs_csrf_and_the_own_origin_then_the_mcp_search_loses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_tokens(dir.path());
+    let base = server.base().to_string();
+    let id = insert(&server.url, ALICE, "the flaky upload test times out because the S3 mock is slow").await;
+    let alice = log_in(&base, ALICE).await;
+    let (status, page) = get(&base, &format!("/forget/{id}"), &alice).await;
+    assert_eq!(status, 200, "a confirmation page comes first");
+    let token = csrf(&page);
+
+    let forget = |origin: &str, csrf: &str| {
+        client()
+            .post(format!("{base}/forget/{id}"))
+            .header("cookie", &alice)
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", csrf)]))
+            .send()
+    };
+    assert_eq!(forget(&base, "forged").await.unwrap().status(), 403, "a wrong CSRF token is refused");
+    assert_eq!(
+        forget("http://127.0.0.1:9", &token).await.unwrap().status(),
+        403,
+        "another origin, even on loopback, is refused"
+    );
+    assert_eq!(forget("http://evil.example", &token).await.unwrap().status(), 403, "a foreign origin is refused");
+    let no_cookie = client()
+        .post(format!("{base}/forget/{id}"))
+        .header("origin", &base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", token.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_cookie.status(), 303, "without a session the browser is sent to log in");
+    assert_eq!(mcp_search(&server.url, ALICE, "flaky upload test S3 mock").await.len(), 1, "still stored");
+
+    let done = forget(&base, &token).await.unwrap();
+    assert_eq!(done.status(), 303);
+    assert_eq!(done.headers()["location"], format!("/archival?forgot={id}"));
+    let found = mcp_search(&server.url, ALICE, "flaky upload test S3 mock").await;
+    assert!(found.iter().all(|r| r["id"] != id.as_str()), "forgotten from the MCP search too: {found:?}");
+    let (status, _) = get(&base, &format!("/archival/{id}"), &alice).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_core_block_is_edited_within_its_limit_and_an_old_version_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // loopback without tokens: the page acts for the server's actor without a login
+    let server = Server::start(&db, &["--actor", "carol", "--project", "web", "--core-blocks", "style=40"]);
+    let base = server.base().to_string();
+    let first = client().get(format!("{base}/core/style")).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let cookie = session_cookie(&first);
+    let page = first.text().await.unwrap();
+    assert!(page.contains("actor <strong>carol</strong>"), "{page}");
+    let token = csrf(&page);
+    let edit = |value: &str, version: &str| {
+        client()
+            .post(format!("{base}/core/style"))
+            .header("cookie", &cookie)
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", token.as_str()), ("value", value), ("version", version)]))
+            .send()
+    };
+    let saved = edit("tabs, not spaces", "0").await.unwrap();
+    assert_eq!(saved.status(), 303);
+    assert_eq!(saved.headers()["location"], "/core/style?saved=1");
+    assert_eq!(edit("two spaces", "1").await.unwrap().status(), 303);
+    let stale = edit("written on an old page", "1").await.unwrap();
+    assert_eq!(stale.status(), 409, "an edit of a version that is not the current one is refused");
+    let long = edit(&"x".repeat(41), "2").await.unwrap();
+    assert_eq!(long.status(), 409);
+    assert!(long.text().await.unwrap().contains("over its limit of 40"));
+
+    let restore = client()
+        .post(format!("{base}/core/style/restore"))
+        .header("cookie", &cookie)
+        .header("origin", &base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", token.as_str()), ("version", "1")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(restore.status(), 303);
+    let (_, page) = get(&base, "/core/style?from=2&to=3", &cookie).await;
+    assert!(page.contains(">tabs, not spaces</textarea>"), "version 1's value is current again: {page}");
+    assert!(page.contains("<span class=\"del\">- two spaces</span>"), "the diff shows the change: {page}");
+    drop(server);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+        .args(["core", "show", "--actor", "carol", "--project", "web", "--core-blocks", "style=40", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("tabs, not spaces") && !shown.contains("two spaces"), "{shown}");
+}
+
+#[tokio::test]
+async fn ui_prints_a_url_that_logs_in_once_and_serves_no_mcp() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+        .args(["ui", "--no-open", "--actor", "dave", "--db"])
+        .arg(dir.path().join("db"))
+        .env("ASTRA_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().to_string();
+    let base = url.split("/login").next().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && url.contains("/login?code="), "{url}");
+
+    let response = client().get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(response.status(), 303, "without the code nobody is logged in");
+    let response = client().get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 303);
+    let cookie = session_cookie(&response);
+    let (status, page) = get(&base, "/", &cookie).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("actor <strong>dave</strong>"));
+    let again = client().get(&url).send().await.unwrap();
+    assert_eq!(again.status(), 401, "the code works once");
+    let mcp = client().post(format!("{base}/mcp")).body("{}").send().await.unwrap();
+    assert_eq!(mcp.status(), 404, "`ui` serves the browser alone");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn pages_of_a_listing_are_newest_first_and_count_the_whole_listing() {
+    use astra_mcp::memory::GateState;
+
+    use crate::support::{call as tool, config, host};
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(&dir.path().join("db"), config("erin", "web", None, None)).await;
+    let other = crate::support::host(&dir.path().join("db"), config("frank", "web", None, None)).await;
+    let session = GateState::new("s-1");
+    for n in 0..30 {
+        let text = format!("note {n:02}: the cache key of report {n} includes the tenant id");
+        let tags = if n % 10 == 0 { json!(["tenth"]) } else { json!([]) };
+        tool(&host, &session, "archival_memory_insert", json!({"text": text, "tags": tags})).await;
+    }
+    tool(&other, &GateState::new("s-2"), "archival_memory_insert", json!({"text": "frank's note", "tags": ["tenth"]}))
+        .await;
+    let browse = &host.memories().browse;
+    let first = browse.passage_page("erin", None, 0, 25).await.unwrap();
+    let second = browse.passage_page("erin", None, 25, 25).await.unwrap();
+    assert_eq!((first.total, first.rows.len(), second.total, second.rows.len()), (30, 25, 30, 5));
+    assert!(first.rows[0].text.starts_with("note 29"), "newest first: {}", first.rows[0].text);
+    assert!(second.rows[4].text.starts_with("note 00"), "oldest last: {}", second.rows[4].text);
+    let tagged = browse.passage_page("erin", Some("tenth"), 0, 25).await.unwrap();
+    let texts: Vec<&str> = tagged.rows.iter().map(|p| &p.text[..7]).collect();
+    assert_eq!(texts, ["note 20", "note 10", "note 00"], "only the tag's passages, only erin's");
+
+    // the recorded tool calls are one thread of 30 items (plus frank's, not erin's)
+    host.flush().await;
+    let sessions = browse.session_page("erin", 0, 25).await.unwrap();
+    assert_eq!(sessions.total, 1);
+    assert_eq!((sessions.rows[0].session_id.as_str(), sessions.rows[0].items), ("s-1", 30));
+    let items = browse.session_items_page("erin", "s-1", 25, 25).await.unwrap();
+    assert_eq!((items.total, items.rows.len()), (30, 5));
+    assert_eq!(items.rows.iter().map(|i| i.turn).collect::<Vec<_>>(), [25, 26, 27, 28, 29], "turn order");
+    assert_eq!(browse.session_items_page("frank", "s-1", 0, 25).await.unwrap().total, 0, "not frank's session");
+
+    let census = browse.census("erin", 3).await.unwrap();
+    assert!(census.per_project.contains(&("archival", "web".to_string(), 30)), "{:?}", census.per_project);
+    assert_eq!(census.per_day.iter().map(|d| d.1).sum::<usize>(), 60, "30 passages and 30 items, every day");
+    assert_eq!(census.latest.len(), 3);
+}
