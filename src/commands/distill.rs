@@ -79,6 +79,10 @@ pub async fn run(args: DistillArgs, open: OpenOptions) -> anyhow::Result<()> {
 /// `distill status`: a table, or JSON lines.
 fn print_runs(runs: &[astra_mcp::distill::RunStatus], json: bool) {
     if json {
+        if runs.is_empty() {
+            // stdout stays valid (empty) JSON lines; the person reading learns why it is empty
+            eprintln!("astra-mcp: no distill runs");
+        }
         for status in runs {
             let mut value = serde_json::to_value(&status.run).expect("runs serialize");
             value["interrupted"] = serde_json::json!(status.interrupted);

@@ -175,9 +175,10 @@ pub async fn run(stdin: &[u8], settings: &HookSettings) -> anyhow::Result<Outcom
         Some(packed) => Outcome::Context {
             stdout: context_json(&input.hook_event_name, &packed.text),
             report: format!(
-                "{}: {} memories added to the context ({} of {} tokens){}",
+                "{}: {} {} added to the context ({} of {} tokens){}",
                 input.hook_event_name,
                 packed.memories,
+                if packed.memories == 1 { "memory" } else { "memories" },
                 packed.tokens,
                 settings.budget_tokens,
                 if packed.left_out > 0 { format!(", {} left out", packed.left_out) } else { String::new() }

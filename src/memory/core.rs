@@ -154,8 +154,10 @@ impl CoreMemory {
 
     fn spec(&self, tool: &str, section: &str) -> Result<&BlockSpec, MemoryError> {
         self.blocks.iter().find(|b| b.name == section).ok_or_else(|| {
+            // a tool's refusal names the tool; an operator's (`core show`, the memory browser) needs not
+            let prefix = if tool.starts_with("core_memory_") { format!("{tool}: ") } else { String::new() };
             MemoryError::refused(format!(
-                "{tool}: there is no core memory block `{section}`. The blocks are: {}.",
+                "{prefix}there is no core memory block `{section}`. The blocks are: {}.",
                 self.blocks.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
             ))
         })
