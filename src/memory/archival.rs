@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryError;
 use super::gate::GateState;
-use super::redact::redact;
+use super::redact::{for_storage, redact};
 use super::retrieval::{Fusion, Hit, Search};
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::LazyEmbedder;
@@ -80,7 +80,8 @@ pub struct ArchivalMemory {
 
 /// Tags with secrets redacted, trimmed, lower-cased, de-duplicated, sorted.
 pub fn normalize_tags(tags: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = tags.iter().map(|t| redact(t.trim()).to_lowercase()).filter(|t| !t.is_empty()).collect();
+    let mut out: Vec<String> =
+        tags.iter().map(|t| for_storage(t.trim()).to_lowercase()).filter(|t| !t.is_empty()).collect();
     out.sort();
     out.dedup();
     out
@@ -105,7 +106,7 @@ impl ArchivalMemory {
         source: &str,
     ) -> Result<Inserted, MemoryError> {
         let scope = &self.config.scope;
-        let text = redact(text.trim()).into_owned();
+        let text = for_storage(text.trim());
         let id = passage_id(&scope.actor_id, &scope.project, &text);
         let tags = normalize_tags(tags);
         if let Some(existing) = self.store.get_passage(&scope.actor_id, id).await? {
@@ -163,7 +164,7 @@ impl ArchivalMemory {
         let mut rows: Vec<(uuid::Uuid, String, Vec<String>)> = Vec::new();
         let mut repeated = 0;
         for (text, tags) in passages {
-            let text = redact(text.trim()).into_owned();
+            let text = for_storage(text.trim());
             if text.is_empty() {
                 continue;
             }

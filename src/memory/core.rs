@@ -12,7 +12,7 @@ use chrono::Utc;
 use tokio::sync::broadcast;
 
 use super::MemoryError;
-use super::redact::redact;
+use super::redact::for_storage;
 use crate::domain::{CoreBlockVersion, Scope};
 use crate::store::CoreBlockStore;
 
@@ -194,7 +194,7 @@ impl CoreMemory {
 
     /// Appends `text` on a new line (secrets redacted), within the block's limit.
     pub async fn append(&self, session_id: &str, section: &str, text: &str) -> Result<Block, MemoryError> {
-        let text = redact(text.trim()).into_owned();
+        let text = for_storage(text.trim());
         let limit = self.spec("core_memory_append", section)?.limit;
         self.change(session_id, "core_memory_append", section, "append", &|current: &str| {
             let value = if current.is_empty() { text.clone() } else { format!("{current}\n{text}") };
@@ -213,7 +213,7 @@ impl CoreMemory {
         new_text: &str,
     ) -> Result<Block, MemoryError> {
         const TOOL: &str = "core_memory_replace";
-        let new_text = redact(new_text).into_owned();
+        let new_text = for_storage(new_text);
         let limit = self.spec(TOOL, section)?.limit;
         self.change(session_id, TOOL, section, "replace", &|current: &str| {
             let count = current.matches(old_text).count();
@@ -264,7 +264,7 @@ impl CoreMemory {
     /// current version is still `expected_version` (0: never written), checked atomically with the write:
     /// an edit made on a page that another writer changed meanwhile is refused, not written over it.
     pub async fn set(&self, section: &str, value: &str, expected_version: i64) -> Result<Block, MemoryError> {
-        let value = redact(value).into_owned();
+        let value = for_storage(value);
         let limit = self.spec("edit", section)?.limit;
         self.change_version("", "edit", section, "edit", &|current: Option<&CoreBlockVersion>| {
             let version = current.map_or(0, |c| c.version);

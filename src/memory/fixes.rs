@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::gate::{Confirmed, GateState};
-use super::redact::redact;
+use super::redact::{for_storage, redact};
 use super::retrieval::{Fusion, Ranked, Search};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
@@ -315,12 +315,12 @@ impl FixMemory {
                 file_hashes: workspace.file_hashes(&paths),
             })
         };
-        let fix_description = redact(request.fix_description.trim()).into_owned();
-        let error_type = redact(request.error_type.trim()).into_owned();
+        let fix_description = for_storage(request.fix_description.trim());
+        let error_type = for_storage(request.error_type.trim());
         // a server-issued outcome is stored verbatim; a client-reported one (trust mode) is text like any other
         let outcome = match &receipt {
             Some(_) => request.outcome.trim().to_string(),
-            None => redact(request.outcome.trim()).into_owned(),
+            None => for_storage(request.outcome.trim()),
         };
         let embedded_text = embedded_text(&fix_description, &error_type, &session.symptoms(), &session.queries());
         let memory_id = fix_memory_id(
@@ -366,5 +366,5 @@ pub fn embedded_text(fix_description: &str, error_type: &str, symptoms: &[String
         symptom_text.push('\n');
     }
     let text = format!("Error type: {error_type}\nFix: {fix_description}\nSymptoms:\n{symptom_text}");
-    redact(text.trim_end()).into_owned()
+    for_storage(text.trim_end())
 }

@@ -264,7 +264,7 @@ async fn secrets_in_the_command_output_and_arguments_never_reach_the_store() {
     let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
     assert!(!outcome.contains("hunter2"), "{outcome}");
     let mut a = store_args(&outcome);
-    a["fix_description"] = json!("rotate the key; DB_PASSWORD=correcthorsebattery was hard-coded");
+    a["fix_description"] = json!("rotate the key; DB_PASSWORD=correcthorsebattery was hard-coded \u{202E}txt.exe");
     let stored = call(&host, &session, "store_fix_memory", a).await;
     assert!(!stored.is_error, "{}", stored.text);
     let found = call(
@@ -279,6 +279,8 @@ async fn secrets_in_the_command_output_and_arguments_never_reach_the_store() {
         assert!(!everything.contains(secret), "`{secret}` reached the store: {everything}");
     }
     assert!(everything.contains("[REDACTED:"), "redaction markers show where secrets were");
+    assert!(!everything.contains('\u{202E}'), "a bidirectional override reached the store: {everything}");
+    assert!(everything.contains(r"\u{202e}txt.exe"), "{everything}");
 }
 
 #[tokio::test]

@@ -574,6 +574,27 @@ async fn retrieved_text_that_reads_like_instructions_is_flagged_not_followed() {
     assert_eq!(found.text.matches("Warning:").count(), 1, "{}", found.text);
 }
 
+/// A terminal escape or a bidirectional override in a passage or a core block is stored written as an
+/// escape (`\u{1b}`): neither a terminal printing it nor a person reading it sees other text than the
+/// store holds. Line breaks and tabs stay as they are.
+#[tokio::test]
+async fn control_and_bidi_characters_are_neutralised_before_storage() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = GateState::new("s");
+    let text = "Run\tmake deploy\r\nthen \u{1b}[2J check the admin\u{202E}nimda page";
+    let inserted = call(&host, &s, "archival_memory_insert", json!({"text": text})).await;
+    assert!(!inserted.is_error, "{}", inserted.text);
+    let found: ArchivalSearchOutput = structured(
+        &call(&host, &s, "archival_memory_search", json!({"query": "make deploy admin page", "top_k": 1})).await,
+    );
+    assert_eq!(found.results[0].text, "Run\tmake deploy\nthen \\u{1b}[2J check the admin\\u{202e}nimda page");
+    let block: CoreBlockOutput = structured(
+        &call(&host, &s, "core_memory_append", json!({"section": "human", "text": "Name: \u{2066}Ann\u{7}"})).await,
+    );
+    assert_eq!(block.value, "Name: \\u{2066}Ann\\u{7}");
+}
+
 /// 24 passages of similar wording: "The billing service runs on port 10." …
 fn similar_service_passages() -> Vec<String> {
     let services = ["billing", "search", "auth", "mailer", "ingest", "reports"];

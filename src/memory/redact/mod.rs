@@ -1,5 +1,13 @@
 //! Secret redaction, applied to every text before it is stored or embedded (docs/storage.md): API keys,
-//! bearer tokens, private-key blocks, and passwords inside URLs become `[REDACTED:<kind>]`.
+//! tokens, private-key blocks and passwords become `[REDACTED:<kind>]`.
+//!
+//! Two rule sets run in turn. First our own, below: shapes that keep their context (`DB_PASSWORD=…`,
+//! `scheme://user:…@host`, `--password …`, `Authorization: …`) and token shapes the second set lacks
+//! (Discord webhooks, Azure SAS signatures). Then gitleaks' default rules ([`gitleaks`]), a maintained
+//! set of ~220 provider token shapes, vendored as data with its version; its findings are marked with
+//! the rule's id (`[REDACTED:gitlab-cicd-job-token]`).
+
+pub mod gitleaks;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -44,6 +52,13 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
         rule("pypi-token", r"\bpypi-AgE[A-Za-z0-9_\-]{30,}", "[REDACTED:token]"),
         rule("digitalocean-token", r"\bdo[opr]_v1_[a-f0-9]{64}\b", "[REDACTED:token]"),
         rule(
+            "discord-webhook",
+            r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/[0-9]{5,20}/[A-Za-z0-9_\-]{40,}",
+            "[REDACTED:webhook]",
+        ),
+        // an Azure shared access signature's `sig=` (a SAS URL or connection string)
+        rule("azure-sas-signature", r"(?P<p>[?&;]sig=)[A-Za-z0-9%+/=]{20,}", "$p[REDACTED:signature]"),
+        rule(
             "slack-webhook",
             r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/\-]{20,}",
             "[REDACTED:webhook]",
@@ -71,17 +86,68 @@ static RULES: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new
     ]
 });
 
-pub use crate::domain::text::{escape_controls, is_bidi_control};
+pub use crate::domain::text::{escape_controls, is_bidi_control, neutralise_controls};
 
-/// `text` with every recognised secret replaced; borrowed unchanged when there is none.
+/// What every stored passage, fix and core block goes through: control characters and bidirectional
+/// controls neutralised ([`neutralise_controls`]), then secrets redacted ([`redact`]).
+pub fn for_storage(text: &str) -> String {
+    redact(&neutralise_controls(text)).into_owned()
+}
+
+/// Passes of both rule sets at most: a pass can expose what a rule's word boundary hid in the one
+/// before (a token right after a replaced one), so passes repeat until one changes nothing.
+const MAX_PASSES: usize = 8;
+
+/// `text` with every recognised secret replaced; borrowed unchanged when there is none. Redacting the
+/// result again changes nothing.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
-    for (_, regex, replacement) in RULES.iter() {
-        if regex.is_match(&out) {
-            out = Cow::Owned(regex.replace_all(&out, *replacement).into_owned());
+    for pass in 1..=MAX_PASSES {
+        let changed = match redact_once(&out) {
+            Cow::Owned(next) if next != *out => Some(next),
+            _ => None,
+        };
+        match changed {
+            Some(next) => out = Cow::Owned(next),
+            None => break,
+        }
+        if pass == MAX_PASSES {
+            tracing::warn!(chars = out.chars().count(), "redaction still changed the text after {MAX_PASSES} passes");
         }
     }
     out
+}
+
+/// One pass of our rules, then gitleaks'.
+fn redact_once(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    for (_, regex, replacement) in RULES.iter() {
+        if regex.is_match(&out) {
+            // a value already redacted (by an earlier rule, or an earlier pass) stays as it is, so that
+            // redacting twice changes nothing
+            let replaced = regex.replace_all(&out, |caps: &regex::Captures<'_>| {
+                let whole = caps.get(0).expect("group 0 is the match");
+                let kept = caps.name("p").map_or(0, |p| p.end() - whole.start());
+                // a match that starts inside a marker (`[REDACTED:github-token]: …` read as a name) is
+                // no secret either
+                let before = &out[..whole.start()];
+                let inside_marker = before.rfind("[REDACTED:").is_some_and(|open| !before[open..].contains(']'));
+                if inside_marker || whole.as_str()[kept..].starts_with("[REDACTED:") {
+                    whole.as_str().to_string()
+                } else {
+                    let mut with = String::new();
+                    caps.expand(replacement, &mut with);
+                    with
+                }
+            });
+            out = Cow::Owned(replaced.into_owned());
+        }
+    }
+    let more = match gitleaks::redact(&out) {
+        Cow::Owned(more) => Some(more),
+        Cow::Borrowed(_) => None,
+    };
+    more.map_or(out, Cow::Owned)
 }
 
 #[cfg(test)]
@@ -150,10 +216,38 @@ mod tests {
     }
 
     #[test]
+    fn redacts_token_shapes_people_paste_that_the_own_rules_lacked() {
+        let cases = [
+            // from gitleaks' rules
+            ("ci job glcbt-64_abcdefghijABCDEFGHIJ leaked", "ci job [REDACTED:gitlab-cicd-job-token] leaked"),
+            (
+                r#"telegram_bot = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw8""#,
+                r#"telegram_bot = "[REDACTED:telegram-bot-api-token]""#,
+            ),
+            (r#"client_auth = "a9f3c2e1b7d4e5f6""#, r#"client_auth = "[REDACTED:generic-api-key]""#),
+            // our own, which gitleaks lacks
+            (
+                "post https://discord.com/api/webhooks/123456789012345678/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123 now",
+                "post [REDACTED:webhook] now",
+            ),
+            (
+                "https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&sp=r&sig=AbCdEfGhIjKlMnOpQrStUvWxYz0123456789%2B%2F%3D",
+                "https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&sp=r&sig=[REDACTED:signature]",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(redact(input), expected, "input: {input}");
+        }
+    }
+
+    #[test]
     fn leaves_ordinary_text_alone() {
         for text in [
             "AssertionError: assert [' b.example'] == ['b.example'] in https://app.example.com/path",
             "tokenizer=bert-base-uncased and secretary=alice",
+            "KeyError: 'cache_ttl_seconds' in config loader",
+            "FAILED tests/test_auth.py::test_token_refresh - AssertionError: expected 200, got 401",
+            "commit 4f0fbb8c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a fixed the retry",
         ] {
             assert!(matches!(redact(text), std::borrow::Cow::Borrowed(_)), "{text} -> {}", redact(text));
         }
