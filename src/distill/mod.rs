@@ -36,7 +36,7 @@ use uuid::Uuid;
 use crate::domain::{DistillRun, Passage, Role, RunState, SessionItem, normalize_for_dedupe, passage_id};
 use crate::embed::LazyEmbedder;
 use crate::llm::responses::check_completed;
-use crate::llm::{Client, ClientSettings, LlmError, check_usd};
+use crate::llm::{Account, Client, ClientSettings, LlmError, check_usd};
 use crate::memory::redact::{escape_controls, is_bidi_control, redact};
 use crate::store::lance::LanceStore;
 use crate::store::{ArchivalStore, DistillRunStore, SearchFilter, SessionStore, StoreError, TextQuery};
@@ -485,10 +485,30 @@ impl Pass<'_> {
     async fn send(&mut self, body: &Value) -> Result<Value, DistillError> {
         let config = self.config;
         let project = format!("distill:{}", config.actor_id);
-        self.client.check_budget(&self.run.run_id, &project, config.run_budget_usd, config.actor_budget_usd)?;
+        let account = Account {
+            run_id: &self.run.run_id,
+            project: &project,
+            run_budget_usd: config.run_budget_usd,
+            project_budget_usd: config.actor_budget_usd,
+        };
+        let sent = self.client.send(body, &account, 0).await;
+        let (response, charge) = match sent {
+            Ok(answered) => answered,
+            Err(failure) => {
+                if failure.sent {
+                    self.run.requests += 1;
+                }
+                if let Some(charged) = failure.charged {
+                    // what may have been paid is on record with the run too
+                    self.run.input_tokens += charged.input_tokens;
+                    self.run.output_tokens += charged.output_tokens;
+                    self.run.cost_usd += charged.usd;
+                    self.distiller.runs.put_run(self.run).await?;
+                }
+                return Err(failure.error.into());
+            }
+        };
         self.run.requests += 1;
-        let response = self.client.post(body).await?;
-        let charge = self.client.charge(&response, &self.run.run_id, &project)?;
         self.run.input_tokens += charge.input_tokens;
         self.run.output_tokens += charge.output_tokens;
         self.run.cost_usd += charge.usd;

@@ -33,7 +33,7 @@ pub use local_tools::{LocalOutput, local_tools};
 
 use crate::domain::Role;
 use crate::llm::responses::output_text;
-use crate::llm::{Client, ClientSettings, LlmError, check_usd};
+use crate::llm::{Account, Client, ClientSettings, LlmError, check_usd};
 use crate::memory::workspace::Workspace;
 use crate::memory::{GateState, ImportTarget, NewItem};
 use crate::tools::ToolHost;
@@ -368,7 +368,6 @@ impl Requests<'_> {
         evidence: &mut Evidence,
     ) -> Result<(Value, u64), DriveError> {
         let config = self.config;
-        self.client.check_budget(&config.run_id, &self.project, config.run_budget_usd, config.project_budget_usd)?;
         let mut body = json!({
             "model": config.client.model,
             "instructions": instructions(host).await,
@@ -388,17 +387,32 @@ impl Requests<'_> {
         if let Some(verbosity) = &config.verbosity {
             body["text"] = json!({"verbosity": verbosity});
         }
-        report.requests += 1;
-        let response = match self.client.post(&body).await {
-            Ok(response) => response,
-            Err(e) => {
-                evidence.exchange(&body, &json!({"error": e.to_string()}));
-                return Err(e.into());
+        let account = Account {
+            run_id: &config.run_id,
+            project: &self.project,
+            run_budget_usd: config.run_budget_usd,
+            project_budget_usd: config.project_budget_usd,
+        };
+        // a chained request also pays for the chain's earlier tokens, which the body does not hold
+        let context_tokens = if previous.is_some() { report.input_tokens + report.output_tokens } else { 0 };
+        // without a usable `usage` the guard charges the most it could cost and the run stops
+        let (response, charge) = match self.client.send(&body, &account, context_tokens).await {
+            Ok(answered) => answered,
+            Err(failure) => {
+                if failure.sent {
+                    report.requests += 1;
+                    evidence.exchange(&body, &json!({"error": failure.error.to_string(), "answer": failure.answer}));
+                }
+                if let Some(charged) = failure.charged {
+                    report.input_tokens += charged.input_tokens;
+                    report.output_tokens += charged.output_tokens;
+                    report.cost_usd += charged.usd;
+                }
+                return Err(failure.error.into());
             }
         };
+        report.requests += 1;
         evidence.exchange(&body, &response);
-        // Without a usable `usage` the guard could not count the cost: stop rather than run blind.
-        let charge = self.client.charge(&response, &config.run_id, &self.project)?;
         report.input_tokens += charge.input_tokens;
         report.output_tokens += charge.output_tokens;
         report.cost_usd += charge.usd;

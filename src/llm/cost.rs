@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::{Account, LlmError};
+
 /// Prices in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pricing {
@@ -43,6 +45,10 @@ pub struct LedgerEntry {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub usd: f64,
+    /// Set when no usable answer came back: why, and the tokens and cost are the most the request can
+    /// have cost (`Client::send`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<String>,
 }
 
 impl LedgerEntry {
@@ -55,6 +61,7 @@ impl LedgerEntry {
             input_tokens,
             output_tokens,
             usd,
+            unanswered: None,
         }
     }
 }
@@ -89,8 +96,7 @@ impl Ledger {
             }
             let entry: LedgerEntry = serde_json::from_str(&line).map_err(|e| {
                 format!(
-                    "line {} of the cost ledger {} is not a ledger entry ({e}): fix or move the file; nothing is sent \
-until the spending can be counted",
+                    "line {} of the cost ledger {} is not a ledger entry ({e}): fix or move the file",
                     n + 1,
                     self.path.display()
                 )
@@ -113,18 +119,24 @@ until the spending can be counted",
         }))
     }
 
-    /// `Err` with the reason when the run or the project has spent its budget, or the ledger cannot be
-    /// read.
-    pub fn check(&self, run_id: &str, project: &str, run_budget: f64, project_budget: f64) -> Result<(), String> {
-        let (run, proj) = self.spent(run_id, project)?;
+    /// Whether `account` may send another request.
+    ///
+    /// # Errors
+    /// [`LlmError::Budget`] when the run or the project has spent its budget, [`LlmError::Ledger`] when
+    /// the ledger cannot be read.
+    pub fn check(&self, account: &Account<'_>) -> Result<(), LlmError> {
+        let Account { run_id, project, run_budget_usd: run_budget, project_budget_usd: project_budget } = *account;
+        let (run, proj) = self.spent(run_id, project).map_err(LlmError::Ledger)?;
         if run >= run_budget {
-            return Err(format!("run `{run_id}` spent {run:.4} USD of its {run_budget:.4} USD (--run-budget-usd)"));
+            return Err(LlmError::Budget(format!(
+                "run `{run_id}` spent {run:.4} USD of its {run_budget:.4} USD (--run-budget-usd)"
+            )));
         }
         if proj >= project_budget {
-            return Err(format!(
+            return Err(LlmError::Budget(format!(
                 "project `{project}` spent {proj:.4} USD of its {project_budget:.4} USD (--project-budget-usd; ledger {})",
                 self.path.display()
-            ));
+            )));
         }
         Ok(())
     }
@@ -132,8 +144,9 @@ until the spending can be counted",
     /// Appends `entry` on a line of its own (after a newline when the file's last line lacks one).
     ///
     /// # Errors
-    /// The file cannot be written: the runner then stops, since it could no longer count.
-    pub fn record(&self, entry: &LedgerEntry) -> Result<(), String> {
+    /// [`LlmError::Ledger`] when the file cannot be written: the runner then stops, since it could no
+    /// longer count.
+    pub fn record(&self, entry: &LedgerEntry) -> Result<(), LlmError> {
         use std::io::{Read, Seek, SeekFrom};
         let write = || -> std::io::Result<()> {
             if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -149,7 +162,7 @@ until the spending can be counted",
             let separator = if last[0] == b'\n' { "" } else { "\n" };
             writeln!(file, "{separator}{}", serde_json::to_string(entry).expect("ledger entries serialize"))
         };
-        write().map_err(|e| format!("cannot write the cost ledger {}: {e}", self.path.display()))
+        write().map_err(|e| LlmError::Ledger(format!("cannot write the cost ledger {}: {e}", self.path.display())))
     }
 }
 
@@ -163,17 +176,30 @@ mod tests {
         assert!((p.cost(1_000, 200) - 0.02).abs() < 1e-12);
     }
 
+    fn account<'a>(run_id: &'a str, project: &'a str) -> Account<'a> {
+        Account { run_id, project, run_budget_usd: 0.05, project_budget_usd: 0.10 }
+    }
+
+    fn refusal(result: Result<(), LlmError>) -> String {
+        match result {
+            Err(LlmError::Budget(reason)) => reason,
+            other => panic!("expected a budget refusal, got {other:?}"),
+        }
+    }
+
     #[test]
     fn the_ledger_stops_a_run_and_a_project_at_their_budgets() {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::new(dir.path().join("ledger.jsonl"));
-        assert!(ledger.check("r1", "p", 0.05, 0.10).is_ok());
+        assert!(ledger.check(&account("r1", "p")).is_ok());
         ledger.record(&LedgerEntry::new("r1", "p", "m", 1000, 1000, 0.06)).unwrap();
-        assert!(ledger.check("r1", "p", 0.05, 0.10).unwrap_err().contains("run `r1` spent 0.0600"));
-        assert!(ledger.check("r2", "p", 0.05, 0.10).is_ok(), "another run of the project still has budget");
-        ledger.record(&LedgerEntry::new("r2", "p", "m", 1000, 1000, 0.05)).unwrap();
-        assert!(ledger.check("r3", "p", 0.05, 0.10).unwrap_err().contains("project `p` spent 0.1100"));
-        assert!(ledger.check("r3", "q", 0.05, 0.10).is_ok());
+        assert!(refusal(ledger.check(&account("r1", "p"))).contains("run `r1` spent 0.0600"));
+        assert!(ledger.check(&account("r2", "p")).is_ok(), "another run of the project still has budget");
+        let mut unanswered = LedgerEntry::new("r2", "p", "m", 1000, 1000, 0.05);
+        unanswered.unanswered = Some("timeout".into());
+        ledger.record(&unanswered).unwrap();
+        assert!(refusal(ledger.check(&account("r3", "p"))).contains("project `p` spent 0.1100"), "unanswered counts");
+        assert!(ledger.check(&account("r3", "q")).is_ok());
     }
 
     #[test]
@@ -183,10 +209,22 @@ mod tests {
         // a truncated last line: the guard refuses to guess, and a new entry does not glue onto it
         std::fs::write(&path, "{\"time\":\"t\",\"run_id\":\"old\",\"pro").unwrap();
         let ledger = Ledger::new(path.clone());
-        assert!(ledger.check("r", "p", 1.0, 1.0).unwrap_err().contains("line 1 of the cost ledger"));
+        let open = Account { run_id: "r", project: "p", run_budget_usd: 1.0, project_budget_usd: 1.0 };
+        // an unusable ledger is said as such, not as a budget reached
+        match ledger.check(&open) {
+            Err(error @ LlmError::Ledger(_)) => {
+                let message = error.to_string();
+                assert!(
+                    message.contains("line 1 of the cost ledger") && !message.contains("budget reached"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         ledger.record(&LedgerEntry::new("r", "p", "m", 1, 1, 0.5)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.lines().nth(1).unwrap().starts_with("{\"time\""), "{text}");
-        assert!(Ledger::new(dir.path().to_path_buf()).record(&LedgerEntry::new("r", "p", "m", 1, 1, 0.5)).is_err());
+        let unwritable = Ledger::new(dir.path().to_path_buf()).record(&LedgerEntry::new("r", "p", "m", 1, 1, 0.5));
+        assert!(matches!(unwritable, Err(LlmError::Ledger(_))), "{unwritable:?}");
     }
 }

@@ -414,22 +414,22 @@ async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_sa
     .await;
     let before = search(&f.store, "ann", "deploy Fly.io Render ruff tabs", true).await;
 
-    // extraction answers; the consolidation request fails with a server error
+    // extraction answers; the consolidation request is refused (a 400: not retried)
     let failing = mock(vec![
         memories(json!([
             {"kind": "fact", "text": "The user's shop deploys to Render.", "item": 1},
             {"kind": "preference", "text": "The user lints Python with ruff.", "item": 2}
         ])),
         step(|_| {
-            ResponseTemplate::new(500).set_body_json(
-                json!({"error": {"message": "upstream overloaded for key sk-proj-AbCdEf1234567890AbCdEf1234567890XYZ"}}),
+            ResponseTemplate::new(400).set_body_json(
+                json!({"error": {"message": "request refused for key sk-proj-AbCdEf1234567890AbCdEf1234567890XYZ"}}),
             )
         }),
     ])
     .await;
     let error = f.distiller.run(&config(&failing, f.dir.path(), "ann")).await.unwrap_err();
     let DistillError::Failed { run_id, cause, .. } = &error else { panic!("{error}") };
-    assert!(matches!(**cause, DistillError::Request(LlmError::Api { status: 500, .. })), "{cause}");
+    assert!(matches!(**cause, DistillError::Request(LlmError::Api { status: 400, .. })), "{cause}");
     assert!(!error.to_string().contains("sk-proj-"), "secrets in the error are redacted: {error}");
     assert!(error.to_string().contains("no memory was changed"), "{error}");
     assert_eq!(failing.requests().len(), 2);
@@ -440,7 +440,7 @@ async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_sa
     let runs = f.store.runs(Some("ann")).await.unwrap();
     let failed = runs.iter().find(|r| &r.run_id == run_id).unwrap();
     assert_eq!(failed.state, RunState::Failed);
-    assert!(failed.error.as_deref().unwrap().contains("upstream overloaded"), "{failed:?}");
+    assert!(failed.error.as_deref().unwrap().contains("request refused"), "{failed:?}");
     assert!(!failed.error.as_deref().unwrap().contains("sk-proj-"), "{failed:?}");
     assert!((failed.cost_usd - REQUEST_USD).abs() < 1e-9, "the answered request's cost is recorded");
     assert_eq!(failed.items_read, 2);

@@ -334,14 +334,14 @@ async fn nothing_is_sent_without_approval_a_key_or_budget_and_api_errors_stop_th
     );
     assert!(mocked.requests().is_empty(), "no request reached the API");
 
-    // an API error (here: the script is empty, so the mock answers 500) stops the run with its message
+    // an API error (here: the script is empty, so the mock answers 400) stops the run with its message
     let fresh = DriveConfig {
         client: ClientSettings { ledger: dir.path().join("other-ledger.jsonl"), ..base.client.clone() },
         ..base
     };
     let result = astra_mcp::drive::run(&host, &ws, &fresh).await;
     assert!(
-        matches!(&result, Err(DriveError::Llm(LlmError::Api { status: 500, message })) if message == "script exhausted"),
+        matches!(&result, Err(DriveError::Llm(LlmError::Api { status: 400, message })) if message == "script exhausted"),
         "{result:?}"
     );
     assert_eq!(mocked.requests().len(), 1);

@@ -5,6 +5,7 @@
 mod binary;
 mod browser;
 mod clients;
+mod cost_guard;
 mod distill;
 mod drive;
 mod embedding;

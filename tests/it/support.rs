@@ -218,7 +218,7 @@ pub fn run_client(command: &mut std::process::Command) -> Value {
 pub type ModelStep = Box<dyn Fn(&Value) -> wiremock::ResponseTemplate + Send + Sync>;
 
 /// A local mock of the Responses API (wiremock on `POST /v1/responses`): it plays `steps` in order, one
-/// per request (a 500 once they run out), and records every request body so tests can assert them.
+/// per request (a 400 once they run out), and records every request body so tests can assert them.
 pub struct MockModel {
     pub server: wiremock::MockServer,
     seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
@@ -241,7 +241,8 @@ impl wiremock::Respond for Script {
         seen.push(body.clone());
         match self.steps.get(step) {
             Some(play) => play(&body),
-            None => wiremock::ResponseTemplate::new(500)
+            // a client error, which the client does not retry
+            None => wiremock::ResponseTemplate::new(400)
                 .set_body_json(serde_json::json!({"error": {"message": "script exhausted"}})),
         }
     }
