@@ -333,6 +333,13 @@ pub(crate) fn ms_since(t: std::time::Instant) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    //! Stub embedder and stub rankings, on purpose: each test provokes an order or a failure that the
+    //! real model and LanceDB cannot be made to produce on demand — full-text rankings that finish only
+    //! after the vector ranking ran (real ones race, and a test passing in either order proves nothing),
+    //! a ranking that panics (a bug), a search dropped while its vector ranking runs, a full-text index
+    //! that fails, and which rows a read is asked for. The same `Search::run` on the real stack, with its
+    //! results, is tested in tests/it (retrieval.rs, tiered.rs, and the search timings of bench/).
+
     use super::*;
 
     fn hit(id: Uuid) -> Hit<RowRef> {

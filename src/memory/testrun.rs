@@ -3,7 +3,7 @@
 //! other runner gets its last output line as the summary). Also the deterministic `confirmed_outcome`
 //! string (docs/tools.md, "The gates"). How many runs may go at once ([`RunLimits`], docs/limits.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{LazyLock, Mutex, OnceLock};
@@ -176,7 +176,7 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
-    let mut group = ProcessGroup(child.id());
+    let mut group = ProcessGroup::new(child.id());
     let mut stdout = Tail::collect(child.stdout.take());
     let mut stderr = Tail::collect(child.stderr.take());
     let waited = tokio::time::timeout(timeout, child.wait()).await;
@@ -241,17 +241,42 @@ pub fn read_output(output: &str) -> OutputReading {
     OutputReading { failing: failing_tests(&text), summary, failures_reported, text }
 }
 
+/// The process groups of the test runs going on in this process.
+static GROUPS: LazyLock<Mutex<HashSet<i32>>> = LazyLock::new(Mutex::default);
+
 /// The process group of a test run; killed (SIGKILL) at most once, at the latest when dropped.
-struct ProcessGroup(Option<u32>);
+struct ProcessGroup(Option<i32>);
 
 impl ProcessGroup {
-    fn kill(&mut self) {
-        if let Some(pid) = self.0.take().and_then(|pid| i32::try_from(pid).ok()) {
-            // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-            }
+    fn new(pid: Option<u32>) -> Self {
+        let pgid = pid.and_then(|pid| i32::try_from(pid).ok());
+        if let Some(pgid) = pgid {
+            GROUPS.lock().unwrap_or_else(|p| p.into_inner()).insert(pgid);
         }
+        Self(pgid)
+    }
+
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            GROUPS.lock().unwrap_or_else(|p| p.into_inner()).remove(&pgid);
+            kill_group(pgid);
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Kills (SIGKILL) the process group of every test run still going: for an exit that cannot wait for
+/// the runs' own cleanup (a second signal), so that no test run outlives the server.
+pub fn kill_running_groups() {
+    let groups: Vec<i32> = GROUPS.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+    for pgid in groups {
+        kill_group(pgid);
     }
 }
 

@@ -266,6 +266,23 @@ mod tests {
     }
 
     #[test]
+    fn digest_respects_dot_ignore_and_git_info_exclude() {
+        let (dir, ws) = workspace();
+        std::fs::write(dir.path().join(".ignore"), "scratch/\n").unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/info")).unwrap();
+        std::fs::write(dir.path().join(".git/info/exclude"), "*.local\n").unwrap();
+        let before = ws.digest().unwrap();
+        std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
+        std::fs::write(dir.path().join("scratch/notes.txt"), "noise").unwrap();
+        std::fs::write(dir.path().join("settings.local"), "noise").unwrap();
+        assert_eq!(ws.digest().unwrap(), before, "files that .ignore or .git/info/exclude leave out");
+        let covered: Vec<String> = ws.covered_files().unwrap().into_iter().map(|(path, _)| path).collect();
+        assert!(!covered.iter().any(|p| p.starts_with("scratch/") || p.ends_with(".local")), "{covered:?}");
+        std::fs::write(dir.path().join("settings.toml"), "kept").unwrap();
+        assert_ne!(ws.digest().unwrap(), before, "a file neither leaves out still counts");
+    }
+
+    #[test]
     fn only_cargo_target_dirs_are_left_out() {
         let (dir, ws) = workspace();
         std::fs::create_dir_all(dir.path().join("src/target")).unwrap();

@@ -114,11 +114,12 @@ pub async fn drain_after(signal: impl Future<Output = ()>, shutdown: &Shutdown, 
     }
 }
 
-/// Exits the process on the next SIGTERM or SIGINT (the impatient second Ctrl-C). Acknowledged writes
-/// are durable already; calls in flight are cut off.
+/// Exits the process with code 130 on the next SIGTERM or SIGINT (the impatient second Ctrl-C), after
+/// killing the test runs going on. Acknowledged writes are durable already; calls in flight are cut off.
 pub async fn exit_on_second_signal() {
     signal_received().await;
     tracing::warn!("second signal: exiting without waiting for calls in flight");
+    crate::memory::testrun::kill_running_groups();
     // _exit(2), not exit(3): the calls cut off may be inside ONNX Runtime, whose static destructors
     // exit(3) would run under them (see `exit_now` in main.rs)
     use std::io::Write;

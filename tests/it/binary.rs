@@ -194,6 +194,85 @@ async fn closing_stdin_kills_a_running_test_within_the_eof_grace() {
     assert!(status.is_ok(), "the server exits after stdin closes");
 }
 
+/// Starts `run_tests` (request id 2) on a command that records its process group and sleeps, through a
+/// raw stdio server started with `extra` flags; returns the server, its stdin and the test's group.
+async fn server_running_a_test(
+    db: &std::path::Path,
+    ws: &std::path::Path,
+    marker: &std::path::Path,
+    extra: &[&str],
+) -> (tokio::process::Child, tokio::process::ChildStdin, i32) {
+    use tokio::io::AsyncWriteExt;
+    let pid_file = marker.join("group.pid");
+    let command = format!("echo $$ > {}; sleep 300", pid_file.display());
+    let mut args = vec!["--workspace", ws.to_str().unwrap(), "--test-command", &command];
+    args.extend_from_slice(extra);
+    let (server, mut stdin) = initialized_stdio_server(db, &args).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let call =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_tests", "arguments": {}}});
+    stdin.write_all(format!("{initialized}\n{call}\n").as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&pid_file).map(|s| s.trim().is_empty()).unwrap_or(true) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "the test command never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pgid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(group_alive(pgid));
+    (server, stdin, pgid)
+}
+
+/// Waits until process group `pgid` is gone, failing after `within`.
+async fn assert_group_gone_within(pgid: i32, within: std::time::Duration, what: &str) {
+    let since = std::time::Instant::now();
+    while group_alive(pgid) {
+        assert!(since.elapsed() < within, "the test process group {pgid} outlived {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+fn signal(server: &tokio::process::Child, signal: i32) {
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(server.id().unwrap() as i32, signal) }, 0);
+}
+
+#[tokio::test]
+async fn a_cancelled_run_tests_request_kills_its_test_run() {
+    use tokio::io::AsyncWriteExt;
+    let (db, ws, marker) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_server, mut stdin, pgid) = server_running_a_test(db.path(), ws.path(), marker.path(), &[]).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "the user pressed Esc"}});
+    stdin.write_all(format!("{cancel}\n").as_bytes()).await.unwrap();
+    assert_group_gone_within(pgid, std::time::Duration::from_secs(1), "its cancelled request").await;
+}
+
+#[tokio::test]
+async fn a_run_still_going_when_the_shutdown_grace_runs_out_is_killed() {
+    let (db, ws, marker) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut server, _stdin, pgid) =
+        server_running_a_test(db.path(), ws.path(), marker.path(), &["--shutdown-grace", "1"]).await;
+    signal(&server, libc::SIGTERM);
+    assert_group_gone_within(pgid, std::time::Duration::from_secs(3), "the 1 s shutdown grace").await;
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
+    assert_eq!(status.expect("the server exits after its grace").unwrap().code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_second_signal_exits_130_at_once_and_takes_the_test_run_with_it() {
+    let (db, ws, marker) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut server, _stdin, pgid) =
+        server_running_a_test(db.path(), ws.path(), marker.path(), &["--shutdown-grace", "60"]).await;
+    signal(&server, libc::SIGTERM);
+    // the first signal starts a drain that would wait up to 60 s for the run
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(group_alive(pgid), "the drain lets the run go on");
+    signal(&server, libc::SIGINT);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(3), server.wait()).await;
+    assert_eq!(status.expect("a second signal exits at once").unwrap().code(), Some(130));
+    assert_group_gone_within(pgid, std::time::Duration::from_secs(1), "the server's exit on a second signal").await;
+}
+
 /// Pipes a whole session into a fresh `serve --stdio` and closes stdin at once (a script's
 /// `printf ... | astra-mcp serve --stdio`); returns every JSON line the server writes before it exits.
 fn piped_session(db: &std::path::Path, calls: &[serde_json::Value]) -> Vec<serde_json::Value> {

@@ -643,3 +643,60 @@ async fn forgetting_an_item_forgets_the_memories_distilled_from_it() {
     let found = search(&f.store, "ann", "which hosting region do we deploy to", true).await;
     assert!(found.iter().all(|p| !p.text.contains("Fly.io")), "{found:?}");
 }
+
+/// `since` leaves out items stored before it, `max_items` reads the oldest of the rest first (the others
+/// wait for the next run), a memory that is blank, too long or cites no item read is rejected and
+/// counted but never stored, and a `skip` decision leaves the stored memory as it was.
+#[tokio::test]
+async fn since_and_max_items_choose_the_items_bad_memories_are_rejected_and_skip_changes_nothing() {
+    let f = fixture().await;
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(50));
+    converse(&f.store, "ann", "old", &[(Role::User, "Back in 2023 we ran on Heroku, on a box called hermes.")]).await;
+    pause().await;
+    let since = chrono::Utc::now();
+    pause().await;
+    converse(&f.store, "ann", "new-a", &[(Role::User, DEPLOY), (Role::User, TABS)]).await;
+    pause().await;
+    converse(&f.store, "ann", "new-b", &[(Role::User, "Deploys of the shop go to Fly.io, region ams, as before.")])
+        .await;
+
+    let too_long = "y".repeat(astra_mcp::distill::MAX_MEMORY_CHARS + 1);
+    let first = mock(vec![memories(json!([
+        {"kind": "fact", "text": "The shop deploys to Fly.io in region ams.", "item": 1},
+        {"kind": "fact", "text": "   ", "item": 2},
+        {"kind": "preference", "text": too_long, "item": 2},
+        {"kind": "fact", "text": "This cites an item that was never read.", "item": 9},
+    ]))])
+    .await;
+    let mut settings = config(&first, f.dir.path(), "ann");
+    settings.since = Some(since);
+    settings.max_items = Some(2);
+    let run = f.distiller.run(&settings).await.unwrap();
+    assert_eq!((run.items_read, run.added, run.rejected), (2, 1, 3), "{run:?}");
+    let sent = first.requests()[0].to_string();
+    assert!(sent.contains("Fly.io, region ams.") && sent.contains("tabs"), "new-a's two items: {sent}");
+    assert!(!sent.contains("Heroku"), "before --since: {sent}");
+    assert!(!sent.contains("as before"), "past --max-items, left for the next run: {sent}");
+    let stored = search(&f.store, "ann", "deploy Fly.io ams", false).await;
+    assert_eq!(stored.len(), 1, "only the valid memory is stored: {stored:?}");
+    assert!(!stored.iter().any(|p| p.text.contains("never read") || p.text.contains("yyyy")), "{stored:?}");
+
+    // the next run reads new-b (still nothing before --since); its memory restates the stored one: skip
+    let restated = "The shop's deploys go to Fly.io, region ams.";
+    let second = mock(vec![
+        memories(json!([{"kind": "fact", "text": restated, "item": 1}])),
+        step(|request| {
+            let doc = input_document(request);
+            let target = doc["new_memories"][0]["candidates"][0]["id"].as_str().unwrap().to_string();
+            answer(json!({"decisions": [{"index": 1, "action": "skip", "target_id": target, "text": ""}]}))
+        }),
+    ])
+    .await;
+    let mut settings = config(&second, f.dir.path(), "ann");
+    settings.since = Some(since);
+    let run = f.distiller.run(&settings).await.unwrap();
+    assert_eq!((run.items_read, run.added, run.unchanged), (1, 0, 1), "{run:?}");
+    assert!(!second.requests()[0].to_string().contains("Heroku"));
+    let after = search(&f.store, "ann", "deploy Fly.io ams", false).await;
+    assert_eq!(after, stored, "a skip changes nothing stored");
+}

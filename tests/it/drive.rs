@@ -203,11 +203,61 @@ async fn a_scripted_session_fixes_alpha_for_real_and_every_request_is_well_forme
     assert!(ledger.iter().all(|e| e.run_id == "alpha-1" && e.project == "alpha"));
 }
 
+/// Verified fixes that look like alpha's (the same error type, the same file, origins again) with other
+/// causes, stored beside it as other sessions would have.
+async fn store_look_alikes(db: &Path) {
+    use astra_mcp::domain::{FixRecord, fix_memory_id};
+    use astra_mcp::store::FixStore;
+    let store = astra_mcp::store::lance::LanceStore::open(db.to_str().unwrap()).await.unwrap();
+    let look_alikes = [
+        (
+            "default ALLOWED_ORIGINS to an empty list when the variable is unset instead of raising KeyError",
+            "FAILED tests/test_settings.py::test_origins_default_to_none - KeyError: 'ALLOWED_ORIGINS'",
+        ),
+        (
+            "refuse origins with a path: https://a.example/app is not an origin, compare scheme and host only",
+            "FAILED tests/test_settings.py::test_origin_with_path_rejected - AssertionError: assert True is False",
+        ),
+        (
+            "read ALLOWED_ORIGINS when a request comes in, not at import, so a changed environment is seen",
+            "FAILED tests/test_settings.py::test_origins_follow_environment - AssertionError: assert ['a.example'] == ['b.example']",
+        ),
+        (
+            "keep the port in each origin: http://localhost:3000 was compared without its port",
+            "FAILED tests/test_settings.py::test_origin_port_kept - AssertionError: assert 'http://localhost' == 'http://localhost:3000'",
+        ),
+    ];
+    for (i, (fix, symptom)) in look_alikes.into_iter().enumerate() {
+        let session = format!("earlier-{i}");
+        let outcome = format!("pytest -q: 1 passed (session {session})");
+        let paths = vec!["webapp/settings.py".to_string()];
+        let now = chrono::Utc::now();
+        let record = FixRecord {
+            memory_id: fix_memory_id("ann", &session, fix, "AssertionError", &outcome, &paths),
+            actor_id: "ann".into(),
+            project: "alpha".into(),
+            session_id: session,
+            created_at: now,
+            updated_at: now,
+            fix_description: fix.into(),
+            error_type: "AssertionError".into(),
+            file_paths: paths,
+            outcome,
+            verified: true,
+            receipt: None,
+            embedded_text: astra_mcp::memory::fixes::embedded_text(fix, "AssertionError", &[symptom.to_string()], &[]),
+        };
+        let vector = crate::support::embedder().embed_documents(vec![record.embedded_text.clone()]).await.unwrap();
+        store.upsert_fix(&record, &vector[0]).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_second_session_on_beta_retrieves_alphas_fix_before_its_first_edit() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     run_alpha(dir.path(), &db).await;
+    store_look_alikes(&db).await;
     let (_guard, workspace) = scenario("scenario_beta");
     let mocked = mock(vec![
         step(1, |_| vec![call("b1", "run_tests", json!({}))]),
@@ -227,7 +277,9 @@ async fn a_second_session_on_beta_retrieves_alphas_fix_before_its_first_edit() {
     let seen = mocked.requests();
     assert!(seen[0].get("previous_response_id").is_none(), "beta starts its own chain");
     let memory = output_of(&seen[2], "b2");
-    assert!(memory.starts_with("Match 1") && memory.contains(FIX), "alpha's fix comes back first: {memory}");
+    let first = memory.split("Match 2").next().unwrap();
+    assert!(first.starts_with("Match 1") && first.contains(FIX), "alpha's fix comes back first: {memory}");
+    assert!(memory.contains("Match 2"), "the look-alikes are there too: {memory}");
 }
 
 #[tokio::test]
@@ -503,6 +555,65 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
     let repeat_search = output_of(&seen[14], "r1");
     assert!(!repeat_search.contains("strip and lower-case sink names"), "{repeat_search}");
     assert!(repeat_search.contains(FIX), "{repeat_search}");
+}
+
+/// The judge fails the runs it exists to catch: a beta that edits before it searches (alpha's fix is
+/// not retrieved before the first edit), and a beta that edits the acceptance tests instead of the app
+/// (the untouched tests fail on its app).
+#[tokio::test(flavor = "multi_thread")]
+async fn session_demo_fails_an_edit_before_any_search_and_an_edit_of_the_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut steps = alpha_steps();
+    // beta: the same fix, but the edits come before the search
+    let mut edits_first = beta_steps(20, "e");
+    let search = edits_first.remove(0);
+    edits_first.insert(2, search);
+    steps.extend(edits_first);
+    // beta-r1: searches, then makes a test agree with the bug and stops
+    steps.push(step(30, |_| {
+        vec![call(
+            "t1",
+            "search_codebase_memory",
+            json!({"query": "configured sink names keep stray whitespace and mixed case", "error_type": null, "top_k": 3}),
+        )]
+    }));
+    steps.push(step(31, |_| {
+        vec![call(
+            "t2",
+            "apply_edit",
+            json!({"path": "tests/test_sinks.py",
+                "old_text": r#"assert normalize_sink_name(" Audit-Log ") == "audit_log""#,
+                "new_text": r#"assert normalize_sink_name(" Audit-Log ")"#}),
+        )]
+    }));
+    steps.push(step(32, |_| vec![message("Adjusted the test.")]));
+    let mocked = mock(steps).await;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
+    command
+        .args(["session-demo", "--run-id", "bad", "--approve-live-cost", "--repeat", "1"])
+        .arg("--projects")
+        .arg(crate::support::repo().join("demo_projects"))
+        .args(["--test-command", &pytest_command()])
+        .arg("--db")
+        .arg(dir.path().join("db"))
+        .arg("--runs-dir")
+        .arg(dir.path().join("runs"))
+        .arg("--ledger")
+        .arg(dir.path().join("ledger.jsonl"))
+        .args(["--base-url", &mocked.base_url()])
+        .env("OPENAI_API_KEY", "sk-test-key")
+        .env("ASTRA_LOG", "warn");
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "stdout: {stdout}\nstderr: {stderr}");
+    let rows: Vec<&str> = stdout.lines().skip(2).collect();
+    assert!(rows[0].starts_with("| bad-alpha | - | 7 | 6 | pass |"), "{stdout}");
+    assert!(rows[1].starts_with("| bad-beta | no | 6 | 5 | pass |"), "{stdout}");
+    assert!(rows[2].starts_with("| bad-beta-r1 | yes | 3 | 2 | fail |"), "{stdout}");
+    assert!(stderr.contains("bad-beta: alpha's fix was not retrieved before the first edit"), "{stderr}");
+    assert!(stderr.contains("bad-beta-r1: the untouched acceptance tests fail"), "{stderr}");
+    assert!(!stderr.contains("bad-alpha:"), "alpha passed every check: {stderr}");
 }
 
 #[tokio::test]

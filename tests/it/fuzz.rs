@@ -267,3 +267,173 @@ proptest! {
         }
     }
 }
+
+// ---- Parsers of outside input, each fed its own shapes: real lines mutated, random JSON, raw text ----
+//
+// Cases per parser: `ASTRA_FUZZ_CASES` (default 2,000, what `scripts/test` runs); a long run is
+// `ASTRA_FUZZ_CASES=100000 cargo test --release --locked --test it fuzz::parser` (BENCHMARKS.md,
+// "Fuzzing").
+
+/// Cases per parser target: `$ASTRA_FUZZ_CASES`, else 2,000.
+fn parser_cases() -> u32 {
+    std::env::var("ASTRA_FUZZ_CASES").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(2_000)
+}
+
+/// Every line of the transcript fixtures (Claude Code, Codex, Responses).
+fn fixture_lines() -> Vec<String> {
+    let dir = crate::support::repo().join("tests/fixtures/transcripts");
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        lines.extend(text.lines().filter(|l| !l.trim().is_empty()).map(str::to_string));
+    }
+    lines.sort();
+    lines
+}
+
+/// `line` (a JSON object) with the value at a random key, at the top or one level down, replaced by `value`.
+fn with_field_replaced(line: &str, pick: prop::sample::Index, value: Value) -> String {
+    let Ok(Value::Object(mut top)) = serde_json::from_str::<Value>(line) else { return line.to_string() };
+    let keys: Vec<String> = top.keys().cloned().collect();
+    if keys.is_empty() {
+        return line.to_string();
+    }
+    let key = pick.get(&keys).clone();
+    match top.get_mut(&key) {
+        Some(Value::Object(inner)) if !inner.is_empty() && pick.index(2) == 0 => {
+            let inner_keys: Vec<String> = inner.keys().cloned().collect();
+            inner.insert(pick.get(&inner_keys).clone(), value);
+        }
+        _ => {
+            top.insert(key, value);
+        }
+    }
+    Value::Object(top).to_string()
+}
+
+/// One line of a file a parser reads: a real line, cut short, with a field replaced, random JSON, or
+/// random text (`lines` are the real ones to start from).
+fn input_line(lines: Vec<String>) -> impl Strategy<Value = String> {
+    let real = prop::sample::select(lines);
+    prop_oneof![
+        3 => real.clone(),
+        2 => (real.clone(), any::<prop::sample::Index>()).prop_map(|(line, at)| {
+            let cut = at.index(line.len() + 1);
+            let cut = (0..=cut).rev().find(|i| line.is_char_boundary(*i)).unwrap_or(0);
+            line[..cut].to_string()
+        }),
+        4 => (real, any::<prop::sample::Index>(), json_value()).prop_map(|(l, i, v)| with_field_replaced(&l, i, v)),
+        1 => json_value().prop_map(|v| v.to_string()),
+        1 => "\\PC{0,80}",
+    ]
+}
+
+fn file_of(lines: Vec<String>, max_lines: usize) -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        9 => prop::collection::vec(input_line(lines), 0..max_lines).prop_map(|l| l.join("\n").into_bytes()),
+        1 => prop::collection::vec(any::<u8>(), 0..400),
+    ]
+}
+
+proptest! {
+    #![proptest_config(fuzz_config("parser_transcripts_never_panic_and_keep_their_promises", parser_cases()))]
+
+    /// Transcript files (`sessions import`, the hooks' Stop import): detected and parsed in every format
+    /// without a panic; every item has text, and keys are unique within a file, as the docs promise.
+    #[test]
+    fn parser_transcripts_never_panic_and_keep_their_promises(bytes in file_of(fixture_lines(), 16)) {
+        use astra_mcp::sessions::formats::{TranscriptFormat, parse_as, parse_transcript};
+        let detected = parse_transcript(&bytes).ok().into_iter();
+        let forced = TranscriptFormat::ALL.into_iter().map(|format| parse_as(format, &bytes));
+        for parsed in detected.chain(forced) {
+            let mut keys = std::collections::HashSet::new();
+            for (turn, item) in parsed.items.iter().enumerate() {
+                prop_assert!(!item.text.trim().is_empty(), "an item without text: {item:?}");
+                prop_assert!(keys.insert(item.source_key.clone()), "a repeated key: {item:?}");
+                prop_assert_eq!(item.turn as usize, turn);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config("parser_hook_payloads_never_panic", parser_cases()))]
+
+    /// Hook payloads on stdin (`astra-mcp hook claude-code|codex`): parsed or refused with the message
+    /// that names the expected shape; never a panic.
+    #[test]
+    fn parser_hook_payloads_never_panic(bytes in file_of(vec![
+        r#"{"hook_event_name":"PostToolUse","session_id":"s1","cwd":"/tmp/p","tool_name":"Bash","tool_input":{"command":"pytest -q"},"tool_response":{"stdout":"1 failed","stderr":"","interrupted":false}}"#.into(),
+        r#"{"hook_event_name":"SessionStart","session_id":"s1","source":"startup","transcript_path":"/tmp/t.jsonl"}"#.into(),
+        r#"{"hook_event_name":"PostToolUseFailure","session_id":"s1","tool_name":"Bash","error":"Exit code 1\nFAILED tests/test_a.py::test_b"}"#.into(),
+        r#"{"hook_event_name":"UserPromptSubmit","session_id":"s1","prompt":"fix the date parser"}"#.into(),
+    ], 2)) {
+        match astra_mcp::hooks::HookInput::parse(&bytes) {
+            Ok(input) => prop_assert!(input.hook_event_name.len() <= bytes.len()),
+            Err(e) => prop_assert!(format!("{e:#}").contains("hook_event_name"), "{e:#}"),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config("parser_export_headers_never_panic", parser_cases()))]
+
+    /// The first line of an export file (`memory import`): accepted only when it is a header this build
+    /// reads, refused with a message otherwise; never a panic.
+    #[test]
+    fn parser_export_headers_never_panic(bytes in file_of(vec![
+        r#"{"astra_mcp_export":1,"format_version":"1","embedding_model":"sentence-transformers/all-MiniLM-L6-v2","embedding_dimension":384,"exported_at":"2026-12-01T00:00:00Z"}"#.into(),
+        r#"{"table":"archival_passages","row":{"id":"00000000-0000-0000-0000-000000000000","text":"x"}}"#.into(),
+    ], 3)) {
+        let text = String::from_utf8_lossy(&bytes);
+        if let Err(e) = astra_mcp::app::lance::read_export_header(&text) {
+            prop_assert!(!e.to_string().is_empty());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config("parser_config_files_never_panic", parser_cases()))]
+
+    /// Config files (`--config`, `ASTRA_CONFIG`): loaded, or refused naming the file; never a panic.
+    #[test]
+    fn parser_config_files_never_panic(bytes in file_of(vec![
+        "[[tokens]]".into(),
+        r#"token = "alice-token-0123456789abcdef""#.into(),
+        r#"actor_id = "alice""#.into(),
+        r#"project = "web""#.into(),
+        "[hooks]".into(),
+        "budget_tokens = 1500".into(),
+        "[ui]".into(),
+    ], 10)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, &bytes).unwrap();
+        if let Err(e) = astra_mcp::config::ConfigFile::load(Some(&path)) {
+            prop_assert!(format!("{e:#}").contains("config.toml"), "{e:#}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config("parser_redaction_never_panics_and_is_idempotent", parser_cases()))]
+
+    /// Redaction runs on every text stored: never a panic, and what it leaves holds nothing more to
+    /// redact (redacting twice changes nothing).
+    #[test]
+    fn parser_redaction_never_panics_and_is_idempotent(bytes in file_of(vec![
+        "DB_PASSWORD=correcthorsebattery".into(),
+        "Authorization: Bearer abcdefghijklmnop1234".into(),
+        "postgres://app:hunter2secret@db.internal:5432/x".into(),
+        "token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB".into(),
+        r#"client_auth = "a9f3c2e1b7d4e5f6""#.into(),
+        "ci glcbt-64_abcdefghijABCDEFGHIJ".into(),
+        "-----BEGIN RSA PRIVATE KEY-----".into(),
+        "AssertionError: assert 1 == 2 in tests/test_api.py::test_token_refresh".into(),
+    ], 6)) {
+        use astra_mcp::memory::redact::{for_storage, redact};
+        let text = String::from_utf8_lossy(&bytes);
+        let once = for_storage(&text);
+        prop_assert_eq!(redact(&once).into_owned(), once.clone(), "redacting again changed {:?}", text);
+    }
+}

@@ -447,3 +447,35 @@ async fn a_request_reusing_an_id_in_flight_in_its_session_gets_an_error_and_both
         post(&server.url, &[], Some(&session), json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})).await;
     assert_eq!((status, again[0]["result"].clone()), (200, json!({})), "{again:?}");
 }
+
+/// A body over 4 MiB is refused with 413 before anything reads it as JSON, and the server goes on.
+#[tokio::test]
+async fn a_body_over_4_mib_gets_413_and_the_server_goes_on() {
+    let db = tempfile::tempdir().unwrap();
+    let server = Server::start(db.path(), &[]);
+    let text = "x".repeat(astra_mcp::transport::http::MAX_BODY_BYTES);
+    let (status, _, _) = post(&server.url, &[], None, call(1, "archival_memory_insert", json!({"text": text}))).await;
+    assert_eq!(status, 413);
+    // the server goes on: the next request is answered
+    let (status, _, reply) = post(&server.url, &[], None, initialize()).await;
+    assert_eq!(status, 200, "{reply:?}");
+}
+
+/// A session without a request for `--http-session-idle` seconds has ended: its id then gets 404, and
+/// the client opens a new session (MCP 2025-06-18, "Session Management").
+#[tokio::test]
+async fn an_idle_session_expires_to_404_and_a_new_one_opens() {
+    let db = tempfile::tempdir().unwrap();
+    let server = Server::start(db.path(), &["--http-session-idle", "1"]);
+    let session = open_session(&server.url, &[]).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
+    let (status, _, _) = post(&server.url, &[], Some(&session), ping.clone()).await;
+    assert_eq!(status, 200, "a live session answers");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (status, _, _) = post(&server.url, &[], Some(&session), ping.clone()).await;
+    assert_eq!(status, 404, "an expired session is gone");
+    let fresh = open_session(&server.url, &[]).await;
+    assert_ne!(fresh, session);
+    let (status, _, _) = post(&server.url, &[], Some(&fresh), ping).await;
+    assert_eq!(status, 200);
+}

@@ -34,3 +34,78 @@ fn two_processes_lose_nothing_survive_sigkill_and_see_each_other_within_1_s() {
     assert_eq!(v["trials"], 10, "{v}");
     assert!(v["max_ms"].as_f64().unwrap() < 1000.0, "{v}");
 }
+
+/// The same searches on the same store give the same whole answers (order, scores, every field) from
+/// two server processes: fused ties are broken by a stable key and no score depends on the process.
+#[tokio::test]
+async fn two_server_processes_answer_the_same_searches_identically() {
+    use astra_mcp::memory::gate::GateState;
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use serde_json::{Value, json};
+
+    use crate::support::{args, call, config, host};
+
+    let db = tempfile::tempdir().unwrap();
+    {
+        // look-alike passages: the same words in many rows, so ties and near-ties are everywhere
+        let host = host(db.path(), config("ann", "datekit", None, None)).await;
+        let s = GateState::new("seed");
+        for i in 0..24 {
+            let service = ["billing", "search", "ledger"][i % 3];
+            let text = format!("The {service} service runs on port {} behind the gateway.", 8000 + i % 8);
+            assert!(!call(&host, &s, "archival_memory_insert", json!({"text": text})).await.is_error);
+        }
+    }
+    let transcripts = ["claude-code.jsonl", "codex.jsonl", "responses.jsonl"]
+        .map(|f| repo().join("tests/fixtures/transcripts").join(f));
+    let imported = Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+        .args(["sessions", "import"])
+        .args(&transcripts)
+        .env("ASTRA_DB", db.path())
+        .env("ASTRA_ACTOR", "ann")
+        .env("ASTRA_PROJECT", "datekit")
+        .env("ASTRA_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+
+    let serve = || {
+        TokioChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp")).configure(|cmd| {
+            cmd.args(["serve", "--stdio"])
+                .env("ASTRA_DB", db.path())
+                .env("ASTRA_ACTOR", "ann")
+                .env("ASTRA_PROJECT", "datekit")
+                .env("ASTRA_LOG", "warn");
+        }))
+        .unwrap()
+    };
+    let one = ().serve(serve()).await.unwrap();
+    let other = ().serve(serve()).await.unwrap();
+    let searches = [
+        ("archival_memory_search", json!({"query": "service port behind the gateway", "top_k": 20})),
+        ("archival_memory_search", json!({"query": "billing port 8003", "top_k": 10})),
+        ("archival_memory_search", json!({"query": "gateway", "top_k": 20})),
+        ("conversation_search", json!({"query": "date parser test", "top_k": 10})),
+        ("conversation_search", json!({"query": "fix the failing test", "top_k": 20})),
+        ("conversation_search", json!({"query": "the", "top_k": 20})),
+        ("search_codebase_memory", json!({"query": "date parser fails", "error_type": null, "top_k": 5})),
+    ];
+    for (tool, arguments) in searches {
+        let mut answers: Vec<(Value, Value)> = Vec::new();
+        for client in [&one, &other] {
+            let result = client
+                .call_tool(CallToolRequestParams::new(tool).with_arguments(args(arguments.clone())))
+                .await
+                .unwrap();
+            assert_ne!(result.is_error, Some(true), "{tool} {arguments}: {result:?}");
+            answers.push((json!(result.structured_content), json!(result.content)));
+        }
+        assert_eq!(answers[0], answers[1], "{tool} {arguments}: the two processes answered differently");
+        let hits = answers[0].0["results"].as_array().map_or(0, Vec::len);
+        assert!(tool == "search_codebase_memory" || hits >= 3, "{tool} {arguments} found {hits}: {}", answers[0].0);
+    }
+    one.cancel().await.unwrap();
+    other.cancel().await.unwrap();
+}
