@@ -12,14 +12,15 @@
 //!    memories citing the item each came from;
 //! 4. for each memory, retrieves the actor's most similar stored memories; when there are any, asks the
 //!    model whether the new one adds, updates (restates), supersedes (contradicts) or is covered by one;
-//! 5. writes every change in one commit to the archival table — new memories with their session and
-//!    turn as provenance and `source` = `distill:<run id>`; updated ones rewritten; superseded ones kept,
-//!    marked with `superseded_by`, hidden from searches by default — then records SUCCEEDED with counts
-//!    and cost.
+//! 5. writes each chunk's changes in one commit to the archival table — new memories with their session
+//!    and turn as provenance and `source` = `distill:<run id>`; updated ones rewritten; superseded ones
+//!    kept, marked with `superseded_by`, hidden from searches by default — and records the chunk's items
+//!    as distilled with the run's counts and cost; after the last chunk, SUCCEEDED.
 //!
-//! A failure before the commit changes nothing in memory: the run is recorded FAILED with the error and
-//! what its requests cost, and its items stay pending, so the next run reads them again. Running again
-//! over the same sessions reads nothing new and adds nothing. The cost guard is the runner's: approval,
+//! A failure keeps what the chunks before it committed and changes nothing of its own chunk: the run is
+//! recorded FAILED with the error and what its requests cost, and only the items of the chunks it did
+//! not commit stay pending, so the next run reads (and pays for) just those again. Running again over
+//! the same sessions reads nothing new and adds nothing. The cost guard is the runner's: approval,
 //! key, the ledger with a run budget and a budget of the actor's distill runs together (ledger project
 //! `distill:<actor>`), checked before every request.
 
@@ -86,10 +87,14 @@ pub enum DistillError {
     Busy { actor: String, running: String },
     /// The run started and failed; it is recorded FAILED. `message` is the cause as shown and stored
     /// (secrets redacted, control characters escaped); `cause` the error itself.
-    #[error(
-        "distill run {run_id} failed: {message}; no memory was changed, and the next run reads the same items again"
-    )]
-    Failed { run_id: String, message: String, cause: Box<DistillError> },
+    #[error("distill run {run_id} failed: {message}; {kept}")]
+    Failed {
+        run_id: String,
+        message: String,
+        /// What the run's committed chunks keep, and what the next run reads again.
+        kept: String,
+        cause: Box<DistillError>,
+    },
     /// Approval, key, budget, transport, API or protocol failures of a request (the cost guard's client).
     #[error(transparent)]
     Request(#[from] LlmError),
@@ -168,13 +173,8 @@ impl Distiller {
                 .unwrap_or_default();
             return Err(DistillError::Busy { actor: actor.clone(), running });
         };
-        let distilled: HashSet<Uuid> = self
-            .close_interrupted(actor)
-            .await?
-            .into_iter()
-            .filter(|r| r.state == RunState::Succeeded)
-            .flat_map(|r| r.item_ids)
-            .collect();
+        let distilled: HashSet<Uuid> =
+            self.close_interrupted(actor).await?.iter().flat_map(|r| r.distilled().iter().copied()).collect();
         let items: Vec<SessionItem> = self
             .sessions
             .actor_items(actor, &[Role::User, Role::Assistant], config.since)
@@ -215,16 +215,14 @@ impl Distiller {
             error: None,
             commit_at: None,
             item_ids: items.iter().map(|i| i.id).collect(),
+            distilled_item_ids: Vec::new(),
+            pending_item_ids: Vec::new(),
             changes: Vec::new(),
         };
         self.runs.put_run(&run).await?;
         tracing::info!(run_id = %run.run_id, actor = %actor, items = items.len(), "distill run started");
         let mut pass = Pass { distiller: self, config, client, plan: Plan::default(), run: &mut run };
-        let result = pass.work(&items).await.map(|()| pass.plan);
-        let committed = match result {
-            Ok(plan) => self.commit(&mut run, plan).await,
-            Err(e) => Err(e),
-        };
+        let committed = pass.work(&items).await;
         run.finished_at = Some(Utc::now());
         match committed {
             Ok(()) => {
@@ -238,10 +236,20 @@ impl Distiller {
                 let message = shown(&e.to_string());
                 run.state = RunState::Failed;
                 run.error = Some(message.clone());
+                run.pending_item_ids.clear();
                 if let Err(store) = self.runs.put_run(&run).await {
                     tracing::error!(run_id = %run.run_id, "cannot record the run as FAILED: {store}");
                 }
-                Err(DistillError::Failed { run_id: run.run_id.clone(), message, cause: Box::new(e) })
+                let (done, all) = (run.distilled_item_ids.len(), run.item_ids.len());
+                let kept = if done == 0 {
+                    "no memory was changed, and the next run reads the same items again".to_string()
+                } else {
+                    format!(
+                        "the changes from {done} of its {all} items are kept, and the next run reads the other {} again",
+                        all - done
+                    )
+                };
+                Err(DistillError::Failed { run_id: run.run_id.clone(), message, kept, cause: Box::new(e) })
             }
         }
     }
@@ -252,20 +260,35 @@ impl Distiller {
     async fn close_interrupted(&self, actor: &str) -> Result<Vec<DistillRun>, DistillError> {
         let mut runs = self.runs.runs(Some(actor)).await?;
         for run in runs.iter_mut().filter(|r| r.state == RunState::Running) {
-            // The run's rows all carry its commit time as `updated_at`: one found means the commit landed
+            // A commit's rows all carry its time as `updated_at`: one found means the commit landed
             // (unless a later write to every one of them changed that time since).
             let landed = match run.commit_at {
                 Some(at) => self.archival.count_written_at(actor, at).await? > 0,
                 None => false,
             };
-            run.finished_at = Some(Utc::now());
             if landed {
+                let pending = std::mem::take(&mut run.pending_item_ids);
+                if pending.is_empty() {
+                    // a record from before runs committed per chunk: its one commit held everything
+                    run.distilled_item_ids = run.item_ids.clone();
+                } else {
+                    run.distilled_item_ids.extend(pending);
+                }
+            }
+            run.pending_item_ids.clear();
+            run.finished_at = Some(Utc::now());
+            let done: HashSet<&Uuid> = run.distilled_item_ids.iter().collect();
+            if run.item_ids.iter().all(|id| done.contains(id)) && !run.item_ids.is_empty() {
                 run.state = RunState::Succeeded;
                 run.error = Some("interrupted after its changes were committed; closed by the next run".into());
             } else {
                 run.state = RunState::Failed;
-                run.error =
-                    Some("interrupted: the process ended before the run finished; its items are read again".into());
+                run.error = Some(format!(
+                    "interrupted: the process ended before the run finished; {} of its {} items were committed, \
+                     the others are read again",
+                    run.distilled_item_ids.len(),
+                    run.item_ids.len()
+                ));
             }
             tracing::warn!(run_id = %run.run_id, state = run.state.as_str(), "closing an interrupted distill run");
             self.runs.put_run(run).await?;
@@ -273,9 +296,23 @@ impl Distiller {
         Ok(runs)
     }
 
-    /// Writes the plan in one commit. Before it, the run's counts, changes and commit time are recorded
-    /// (still RUNNING), so an interrupted run can be closed with what it did.
-    async fn commit(&self, run: &mut DistillRun, plan: Plan) -> Result<(), DistillError> {
+    /// Writes one chunk's plan in one commit and records the chunk's items as distilled. Before the
+    /// commit, the run's counts, changes, commit time and the chunk's items (pending) are recorded (still
+    /// RUNNING), so an interrupted run can be closed with what it did. A chunk that changes nothing
+    /// commits nothing.
+    async fn commit_chunk(&self, run: &mut DistillRun, plan: Plan, chunk: Vec<Uuid>) -> Result<(), DistillError> {
+        let before = (run.added, run.updated, run.superseded, run.unchanged, run.rejected, run.changes.len());
+        run.added += plan.added;
+        run.updated += plan.updated;
+        run.superseded += plan.superseded;
+        run.unchanged += plan.unchanged;
+        run.rejected += plan.rejected;
+        run.changes.extend(plan.changes);
+        if plan.order.is_empty() {
+            run.distilled_item_ids.extend(chunk);
+            self.runs.put_run(run).await?;
+            return Ok(());
+        }
         // µs: what the table stores, so the time reads back equal
         let commit_at = chrono::SubsecRound::trunc_subsecs(Utc::now(), 6);
         let mut new = Vec::new();
@@ -291,18 +328,25 @@ impl Distiller {
                 changed.push((passage, planned.vector.clone()));
             }
         }
-        run.added = plan.added;
-        run.updated = plan.updated;
-        run.superseded = plan.superseded;
-        run.unchanged = plan.unchanged;
-        run.rejected = plan.rejected;
-        run.changes = plan.changes;
         run.commit_at = Some(commit_at);
+        run.pending_item_ids = chunk;
         self.runs.put_run(run).await?;
-        let applied = self.archival.apply_passages(&new, &changed).await?;
+        let applied = match self.archival.apply_passages(&new, &changed).await {
+            Ok(applied) => applied,
+            Err(e) => {
+                // the chunk's changes did not land: the run's record says what did
+                (run.added, run.updated, run.superseded, run.unchanged, run.rejected) =
+                    (before.0, before.1, before.2, before.3, before.4);
+                run.changes.truncate(before.5);
+                return Err(e.into());
+            }
+        };
         if applied.skipped > 0 {
             tracing::warn!(run_id = %run.run_id, skipped = applied.skipped, "memories forgotten during the run were left forgotten");
         }
+        let pending = std::mem::take(&mut run.pending_item_ids);
+        run.distilled_item_ids.extend(pending);
+        self.runs.put_run(run).await?;
         Ok(())
     }
 }
@@ -400,7 +444,7 @@ struct Planned {
     is_new: bool,
 }
 
-/// Everything a run will write, built in memory and committed at the end.
+/// Everything one chunk will write, built in memory and committed when the chunk is done.
 #[derive(Default)]
 struct Plan {
     rows: HashMap<Uuid, Planned>,
@@ -445,38 +489,46 @@ struct Pass<'a> {
 impl Pass<'_> {
     async fn work(&mut self, items: &[SessionItem]) -> Result<(), DistillError> {
         for chunk in chunks(items) {
-            let mut queue = self.extract(&chunk).await?;
-            // Rounds: a memory whose candidates overlap those of a memory already in this round's
-            // request, or that is similar to one of them, waits for the next round, where it sees what
-            // that decision made. So no two decisions of one request touch the same memory.
-            while !queue.is_empty() {
-                let mut batch: Vec<(Memory<'_>, Vec<Passage>)> = Vec::new();
-                let mut touched: HashSet<Uuid> = HashSet::new();
-                let mut deferred = Vec::new();
-                for memory in queue {
-                    if self.already_stored(&memory).await? {
-                        self.plan.unchanged += 1;
-                        continue;
-                    }
-                    let near_batch =
-                        batch.iter().any(|(m, _)| cosine(&m.vector, &memory.vector) >= CANDIDATE_MIN_COSINE);
-                    let candidates = self.candidates(&memory.vector).await?;
-                    if near_batch || candidates.iter().any(|c| touched.contains(&c.id)) {
-                        deferred.push(memory);
-                    } else if candidates.is_empty() {
-                        let text = memory.text.clone();
-                        self.add(&memory, &text, memory.vector.clone(), None).await?;
-                    } else {
-                        touched.extend(candidates.iter().map(|c| c.id));
-                        batch.push((memory, candidates));
-                    }
+            self.chunk(&chunk).await?;
+            let plan = std::mem::take(&mut self.plan);
+            let ids = chunk.iter().map(|i| i.id).collect();
+            self.distiller.commit_chunk(self.run, plan, ids).await?;
+        }
+        Ok(())
+    }
+
+    /// Plans one chunk's changes: extraction, then consolidation in rounds.
+    async fn chunk(&mut self, chunk: &[&SessionItem]) -> Result<(), DistillError> {
+        let mut queue = self.extract(chunk).await?;
+        // Rounds: a memory whose candidates overlap those of a memory already in this round's
+        // request, or that is similar to one of them, waits for the next round, where it sees what
+        // that decision made. So no two decisions of one request touch the same memory.
+        while !queue.is_empty() {
+            let mut batch: Vec<(Memory<'_>, Vec<Passage>)> = Vec::new();
+            let mut touched: HashSet<Uuid> = HashSet::new();
+            let mut deferred = Vec::new();
+            for memory in queue {
+                if self.already_stored(&memory).await? {
+                    self.plan.unchanged += 1;
+                    continue;
                 }
-                if !batch.is_empty() {
-                    let decisions = self.consolidate(&batch).await?;
-                    self.apply(batch, decisions).await?;
+                let near_batch = batch.iter().any(|(m, _)| cosine(&m.vector, &memory.vector) >= CANDIDATE_MIN_COSINE);
+                let candidates = self.candidates(&memory.vector).await?;
+                if near_batch || candidates.iter().any(|c| touched.contains(&c.id)) {
+                    deferred.push(memory);
+                } else if candidates.is_empty() {
+                    let text = memory.text.clone();
+                    self.add(&memory, &text, memory.vector.clone(), None).await?;
+                } else {
+                    touched.extend(candidates.iter().map(|c| c.id));
+                    batch.push((memory, candidates));
                 }
-                queue = deferred;
             }
+            if !batch.is_empty() {
+                let decisions = self.consolidate(&batch).await?;
+                self.apply(batch, decisions).await?;
+            }
+            queue = deferred;
         }
         Ok(())
     }

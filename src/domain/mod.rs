@@ -258,16 +258,31 @@ pub struct DistillRun {
     pub cost_usd: f64,
     /// Why it failed.
     pub error: Option<String>,
-    /// The `updated_at` of every row its commit wrote, recorded just before the commit (how an
-    /// interrupted run is known to have landed).
+    /// The `updated_at` of every row its latest commit wrote, recorded just before that commit (how an
+    /// interrupted run is known to have landed it).
     #[serde(default)]
     pub commit_at: Option<DateTime<Utc>>,
-    /// The session items it read: once it succeeded they count as distilled, and no later run reads
-    /// them again.
+    /// The session items it set out to read.
     pub item_ids: Vec<Uuid>,
+    /// The items whose chunk's changes are committed: they count as distilled (all of `item_ids` once
+    /// the run succeeded) and no later run reads them again. Empty in records written before runs
+    /// committed per chunk, which committed once.
+    #[serde(default)]
+    pub distilled_item_ids: Vec<Uuid>,
+    /// The items of the chunk whose commit (at `commit_at`) is under way.
+    #[serde(default)]
+    pub pending_item_ids: Vec<Uuid>,
     /// What it changed, one JSON object per change (`action`, `memory_id`, `text`, `previous_text`,
     /// `target_id`, `session_id`, `turn`): the audit trail of updates and supersessions.
     pub changes: Vec<serde_json::Value>,
+}
+
+impl DistillRun {
+    /// The items that count as distilled: all it read once it succeeded, else those of its committed
+    /// chunks.
+    pub fn distilled(&self) -> &[Uuid] {
+        if self.state == RunState::Succeeded { &self.item_ids } else { &self.distilled_item_ids }
+    }
 }
 
 /// Characters of an item's text kept in a later item's search text (its context line).

@@ -700,3 +700,46 @@ async fn since_and_max_items_choose_the_items_bad_memories_are_rejected_and_skip
     let after = search(&f.store, "ann", "deploy Fly.io ams", false).await;
     assert_eq!(after, stored, "a skip changes nothing stored");
 }
+
+/// A run commits chunk by chunk: when the second chunk's request fails, the first chunk's memory stays
+/// stored and its items distilled, and the next run sends (and pays for) only the second chunk's items.
+#[tokio::test]
+async fn a_failure_in_a_later_chunk_keeps_the_earlier_chunks_and_the_rerun_pays_only_for_the_rest() {
+    let f = fixture().await;
+    // 7 items of ~4,200 characters: 5 fit in one extraction request (24,000 characters), 2 in the next
+    let items: Vec<String> = (0..7)
+        .map(|n| {
+            let topic = if n < 5 { "early" } else { "late" };
+            format!("{topic} note {n}: {}", "the deploy pipeline details ".repeat(150))
+        })
+        .collect();
+    let turns: Vec<(Role, &str)> = items.iter().map(|t| (Role::User, t.as_str())).collect();
+    converse(&f.store, "ann", "long", &turns).await;
+    const KEPT: &str = "The early pipeline notes say deploys run nightly.";
+    let failing = mock(vec![
+        memories(json!([{"kind": "fact", "text": KEPT, "item": 1}])),
+        step(|_| ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "request refused"}}))),
+    ])
+    .await;
+    let error = f.distiller.run(&config(&failing, f.dir.path(), "ann")).await.unwrap_err();
+    assert!(error.to_string().contains("the changes from 5 of its 7 items are kept"), "{error}");
+    let requests = failing.requests();
+    assert_eq!(requests.len(), 2);
+    let (first, second) = (requests[0].to_string(), requests[1].to_string());
+    assert!(first.contains("early note 4") && !first.contains("late note"), "chunk 1 is items 0-4");
+    assert!(second.contains("late note 5") && second.contains("late note 6") && !second.contains("early note"));
+    let stored = search(&f.store, "ann", "pipeline deploys nightly", false).await;
+    assert!(stored.iter().any(|p| p.text == KEPT), "the first chunk's commit stands: {stored:?}");
+    let failed = f.store.runs(Some("ann")).await.unwrap().into_iter().next().unwrap();
+    assert_eq!((failed.state, failed.added, failed.distilled_item_ids.len()), (RunState::Failed, 1, 5));
+
+    let rerun = mock(vec![memories(json!([]))]).await;
+    let run = f.distiller.run(&config(&rerun, f.dir.path(), "ann")).await.unwrap();
+    assert_eq!(run.items_read, 2, "only the failed chunk's items are read again");
+    let sent = rerun.requests();
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].to_string().contains("late note 5") && !sent[0].to_string().contains("early note"));
+    // the ledger: the failed run paid for its one answered request, the rerun for one; the 400 is free
+    let ledger = Ledger::new(f.dir.path().join("ledger.jsonl")).entries().unwrap();
+    assert_eq!(ledger.len(), 2, "{ledger:?}");
+}
