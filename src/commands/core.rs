@@ -45,7 +45,7 @@ pub async fn run(command: CoreCommand, open: OpenOptions) -> anyhow::Result<()> 
         CoreCommand::Restore { store, section, version } => {
             let settings = StoreSettings::resolve(&store, open)?;
             let core = core_memory(&settings, open_existing(&settings).await?);
-            let block = core.restore(&section, version).await?;
+            let block = core.restore(&section, version, None).await?;
             println!("block `{section}` restored from version {version}; it is now version {}", block.version);
         }
     }

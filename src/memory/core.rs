@@ -243,7 +243,14 @@ impl CoreMemory {
     }
 
     /// Writes `version`'s value of `section` as a new version (the history keeps everything).
-    pub async fn restore(&self, section: &str, version: i64) -> Result<Block, MemoryError> {
+    /// With `expected_version` (a page that showed the block), the restore is refused, as [`Self::set`]
+    /// refuses an edit, when the block changed since.
+    pub async fn restore(
+        &self,
+        section: &str,
+        version: i64,
+        expected_version: Option<i64>,
+    ) -> Result<Block, MemoryError> {
         let history = self.history(section).await?;
         let old = history.iter().find(|v| v.version == version).ok_or_else(|| {
             MemoryError::refused(format!(
@@ -253,8 +260,15 @@ impl CoreMemory {
         })?;
         let value = old.value.clone();
         let limit = self.spec("restore", section)?.limit;
-        self.change("", "restore", section, "restore", &|current: &str| {
-            within_limit("restore", section, current, &value, limit)?;
+        self.change_version("", "restore", section, "restore", &|current: Option<&CoreBlockVersion>| {
+            let now = current.map_or(0, |c| c.version);
+            if let Some(expected) = expected_version.filter(|expected| *expected != now) {
+                return Err(format!(
+                    "restore refused: block `{section}` changed since you opened it (version {expected}, now \
+                     {now}). Nothing was changed; open it again and restore from there."
+                ));
+            }
+            within_limit("restore", section, current.map_or("", |c| c.value.as_str()), &value, limit)?;
             Ok(value.clone())
         })
         .await

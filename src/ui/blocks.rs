@@ -149,6 +149,8 @@ pub async fn edit_block(
 pub struct RestoreForm {
     csrf: String,
     version: i64,
+    /// The block's version when the page was shown: a restore over a newer change is refused.
+    current: i64,
 }
 
 /// `POST /core/{section}/restore`: writes an earlier version's value as the next version.
@@ -163,6 +165,6 @@ pub async fn restore_block(
         Ok(c) => c,
         Err(r) => return r,
     };
-    let result = memories.core.restore(&section, form.version).await;
+    let result = memories.core.restore(&section, form.version, Some(form.current)).await;
     changed(&ui, Visit { viewer, memories, jar }, &section, result).await
 }

@@ -26,8 +26,17 @@ fn login_form(ui: &Ui, status: StatusCode, error: Option<&str>) -> Response {
     response
 }
 
-/// `/login`: the token form, or the one-time code of `astra-mcp ui`'s URL.
-pub async fn login_page(State(ui): State<Ui>, jar: CookieJar, Query(q): Query<LoginQuery>) -> Response {
+/// `/login`: the token form, or the one-time code of `astra-mcp ui`'s URL. A `HEAD` (a link preview, a
+/// scanner) never uses the code up: only the `GET` a browser sends does.
+pub async fn login_page(
+    State(ui): State<Ui>,
+    method: axum::http::Method,
+    jar: CookieJar,
+    Query(q): Query<LoginQuery>,
+) -> Response {
+    if method == axum::http::Method::HEAD && q.code.is_some() {
+        return StatusCode::OK.into_response();
+    }
     if let Some(code) = q.code {
         return match ui.access.log_in_with_code(&code, jar) {
             Some(jar) => (jar, Redirect::to("/")).into_response(),

@@ -78,7 +78,7 @@ async fn core_blocks_enforce_limits_quote_near_misses_and_keep_history() {
     let values: Vec<_> = history.iter().map(|v| (v.version, v.operation.as_str())).collect();
     assert_eq!(values, vec![(1, "append"), (2, "append"), (3, "replace")]);
     assert_eq!(history[1].value, "Name: Ann. Prefers tabs.\nRuns tests with pytest -q.");
-    let restored = core.restore("human", 1).await.unwrap();
+    let restored = core.restore("human", 1, None).await.unwrap();
     assert_eq!((restored.version, restored.value.as_str()), (4, "Name: Ann. Prefers tabs."));
 
     // scope: `human` follows the actor into another project, `project` does not
@@ -504,7 +504,7 @@ async fn a_block_over_a_lowered_limit_can_be_condensed_but_restore_respects_the_
     )
     .await;
     assert!(!shrink.is_error, "condensing must stay possible: {}", shrink.text);
-    let restore = narrow.memories().core.restore("style", 1).await;
+    let restore = narrow.memories().core.restore("style", 1, None).await;
     assert!(restore.is_err_and(|e| e.to_string().contains("over its limit of 20")));
 }
 

@@ -217,16 +217,20 @@ async fn a_core_block_is_edited_within_its_limit_and_an_old_version_restored() {
     assert_eq!(long.status(), 409);
     assert!(long.text().await.unwrap().contains("over its limit of 40"));
 
-    let restore = client()
-        .post(format!("{base}/core/style/restore"))
-        .header("cookie", &cookie)
-        .header("origin", &base)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&[("csrf", token.as_str()), ("version", "1")]))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(restore.status(), 303);
+    let restore = |current: &str| {
+        client()
+            .post(format!("{base}/core/style/restore"))
+            .header("cookie", &cookie)
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", token.as_str()), ("version", "1"), ("current", current)]))
+            .send()
+    };
+    // a page that showed version 1 would restore over version 2, which it never saw: refused
+    let stale = restore("1").await.unwrap();
+    assert_eq!(stale.status(), 409);
+    assert!(stale.text().await.unwrap().contains("changed since you opened it"));
+    assert_eq!(restore("2").await.unwrap().status(), 303);
     let (_, page) = get(&base, "/core/style?from=2&to=3", &cookie).await;
     assert!(page.contains(">tabs, not spaces</textarea>"), "version 1's value is current again: {page}");
     assert!(page.contains("<span class=\"del\">- two spaces</span>"), "the diff shows the change: {page}");
@@ -259,6 +263,10 @@ async fn ui_prints_a_url_that_logs_in_once_and_serves_no_mcp() {
 
     let response = client().get(format!("{base}/")).send().await.unwrap();
     assert_eq!(response.status(), 303, "without the code nobody is logged in");
+    // a link preview's HEAD does not use the code up
+    let preview = client().head(&url).send().await.unwrap();
+    assert_eq!(preview.status(), 200);
+    assert!(preview.headers().get("set-cookie").is_none());
     let response = client().get(&url).send().await.unwrap();
     assert_eq!(response.status(), 303);
     let cookie = session_cookie(&response);
