@@ -834,3 +834,47 @@ async fn a_chain_over_the_budget_from_its_first_response_is_not_summarised_again
     let seen = mocked.requests();
     assert_eq!(seen[4]["previous_response_id"], "resp_4", "the new chain goes on after its first response");
 }
+
+/// `--max-turns` and `--max-tool-calls` stop a model that never finishes, and money flags that are NaN,
+/// infinite or negative are refused before anything is sent.
+#[tokio::test]
+async fn turn_and_tool_call_limits_stop_the_run_and_bad_money_flags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_guard, workspace) = scenario("scenario_alpha");
+    let ws = Workspace::open(&workspace).unwrap();
+    let host = alpha_host(&dir.path().join("db"), &workspace).await;
+
+    // one tool call per answer, never a final answer: the third request is the last
+    let looping: Vec<Step> = (0..10)
+        .map(|i| step(i, move |_| vec![call(&format!("l{i}"), "list_files", json!({"path": null}))]))
+        .collect();
+    let mocked = mock(looping).await;
+    let config = DriveConfig { max_turns: 3, ..drive_config(&mocked, dir.path(), "turns") };
+    let result = astra_mcp::drive::run(&host, &ws, &config).await;
+    assert!(matches!(&result, Err(DriveError::Limit(m)) if m.contains("within 3 requests (--max-turns)")), "{result:?}");
+    assert_eq!(mocked.requests().len(), 3);
+
+    // three calls in one answer against a limit of two: the third is not run
+    let many = step(0, |_| (0..3).map(|i| call(&format!("m{i}"), "list_files", json!({"path": null}))).collect());
+    let mocked = mock(vec![many]).await;
+    let config = DriveConfig { max_tool_calls: 2, ..drive_config(&mocked, dir.path(), "calls") };
+    let result = astra_mcp::drive::run(&host, &ws, &config).await;
+    assert!(matches!(&result, Err(DriveError::Limit(m)) if m.contains("more than 2 tool calls (--max-tool-calls)")), "{result:?}");
+    let events = std::fs::read_to_string(dir.path().join("runs/calls/events.jsonl")).unwrap();
+    assert_eq!(events.lines().filter(|l| l.contains("\"tool_call\"")).count(), 2, "{events}");
+
+    let mocked = mock(vec![]).await;
+    for (flag, bad) in [("--run-budget-usd", f64::NAN), ("--project-budget-usd", -1.0), ("--run-budget-usd", f64::INFINITY)] {
+        let base = drive_config(&mocked, dir.path(), "money");
+        let config = match flag {
+            "--run-budget-usd" => DriveConfig { run_budget_usd: bad, ..base },
+            _ => DriveConfig { project_budget_usd: bad, ..base },
+        };
+        let result = astra_mcp::drive::run(&host, &ws, &config).await;
+        assert!(
+            matches!(&result, Err(DriveError::Settings(m)) if m.contains(flag) && m.contains("finite amount of USD")),
+            "{flag}={bad}: {result:?}"
+        );
+    }
+    assert!(mocked.requests().is_empty(), "nothing is sent with a money flag that cannot be checked");
+}

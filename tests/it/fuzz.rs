@@ -1,7 +1,8 @@
 //! Property tests. Random arguments for every tool (right and wrong field names, every JSON type, odd
 //! unicode, huge numbers) must come back as a tool result — `isError` with a message, or a success —
 //! never a panic, a protocol error for a known tool, or a hang. Random JSON-RPC frames at the real binary
-//! over stdio must each get a response when they carry an id, and never crash or hang the server.
+//! over stdio and over HTTP must each get a response when they carry an id, and never crash or hang the
+//! server (over HTTP: never a 5xx). Each parser of outside input has a target of its own (below).
 //!
 //! Each test prints its seed to stderr (shown by `cargo test` when it fails); `ASTRA_FUZZ_SEED=<seed>`
 //! replays those inputs.
@@ -266,6 +267,127 @@ proptest! {
             prop_assert!(reply.get("result").is_some() != reply.get("error").is_some(), "{}", reply);
         }
     }
+}
+
+/// How one frame is posted: with or without the session, and with the headers a client should send or
+/// without them.
+#[derive(Debug, Clone, Copy)]
+struct Post {
+    in_session: bool,
+    json_content_type: bool,
+    accepts_both: bool,
+}
+
+fn post() -> impl Strategy<Value = Post> {
+    (prop::bool::weighted(0.8), prop::bool::weighted(0.9), prop::bool::weighted(0.9))
+        .prop_map(|(in_session, json_content_type, accepts_both)| Post { in_session, json_content_type, accepts_both })
+}
+
+/// Posts `frames` in a fresh session of the shared HTTP server; returns, per frame, the status and the
+/// JSON-RPC messages of the answer, or an error when a request failed at the transport or timed out.
+fn drive_http(
+    server: &crate::support::HttpServer,
+    runtime: &tokio::runtime::Runtime,
+    frames: &[(Frame, Post)],
+) -> Result<Vec<(u16, Vec<Value>, Option<i64>)>, String> {
+    runtime.block_on(async {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        let session = crate::http::open_session(&server.url, &[]).await;
+        // every session the case opens (a random `initialize` outside the session opens one too)
+        let mut opened = vec![session.clone()];
+        let mut out = Vec::new();
+        for (frame, how) in frames {
+            let mut request = client.post(&server.url).header("mcp-protocol-version", "2025-06-18");
+            if how.json_content_type {
+                request = request.header("content-type", "application/json");
+            }
+            if how.accepts_both {
+                request = request.header("accept", "application/json, text/event-stream");
+            }
+            if how.in_session {
+                request = request.header("mcp-session-id", &session);
+            }
+            let response = request.body(frame.bytes.clone()).send().await.map_err(|e| format!("{e}"))?;
+            let status = response.status().as_u16();
+            if let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+                opened.push(id.to_string());
+            }
+            let text = response.text().await.map_err(|e| format!("{e}"))?;
+            let messages = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect();
+            let expects =
+                if how.in_session && how.json_content_type && how.accepts_both { frame.expects_reply } else { None };
+            out.push((status, messages, expects));
+        }
+        // the server still answers in the session after the frames
+        let (status, _, alive) = crate::http::post(
+            &server.url,
+            &[],
+            Some(&session),
+            serde_json::json!({"jsonrpc": "2.0", "id": "alive", "method": "ping"}),
+        )
+        .await;
+        if status != 200 || !alive.iter().any(|m| m["id"] == "alive" && m.get("result").is_some()) {
+            return Err(format!("no answer to a ping after the frames: {status} {alive:?}"));
+        }
+        // ends the sessions, so that cases (and shrinking) never reach the session cap
+        for id in opened {
+            let ended = client
+                .delete(&server.url)
+                .header("mcp-session-id", &id)
+                .header("mcp-protocol-version", "2025-06-18")
+                .send()
+                .await
+                .map_err(|e| format!("{e}"))?;
+            if !ended.status().is_success() && ended.status().as_u16() != 404 {
+                return Err(format!("DELETE of session {id}: {}", ended.status()));
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Random JSON-RPC frames POSTed to `/mcp` of one `serve --http` (in a session or not, with the headers a
+/// client should send or without): never a 5xx, never a dropped connection; a well-formed request in the
+/// session is answered with its id; the session still answers a ping afterwards. The server lives as
+/// long as this test (a runner, not `proptest!`, so it is stopped when the cases are done).
+#[test]
+fn random_json_rpc_frames_over_http_get_answers_never_a_5xx() {
+    let db = tempfile::tempdir().unwrap();
+    let server = crate::support::HttpServer::start(db.path(), &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(fuzz_config(
+        "random_json_rpc_frames_over_http_get_answers_never_a_5xx",
+        40,
+    ));
+    let cases = (0..12usize).map(|i| (frame(i), post())).collect::<Vec<_>>();
+    let result = runner.run(&cases, |frames| {
+        let answers = drive_http(&server, &runtime, &frames).map_err(TestCaseError::fail)?;
+        for ((status, messages, expects), (frame, how)) in answers.iter().zip(&frames) {
+            let sent = String::from_utf8_lossy(&frame.bytes);
+            prop_assert!(*status < 500, "{status} for {sent} ({how:?}): {messages:?}");
+            if let (Some(id), true) = (expects, frame_is_request(&frame.bytes)) {
+                prop_assert!(
+                    messages.iter().any(|m| m["id"] == *id),
+                    "no answer with id {id} for {sent} ({status}): {messages:?}"
+                );
+            }
+        }
+        Ok(())
+    });
+    drop(server);
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
+
+/// A JSON-RPC 2.0 request by shape (the only frames a server must answer with their id).
+fn frame_is_request(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(bytes)
+        .is_ok_and(|v| v["jsonrpc"] == "2.0" && v.get("id").is_some() && v["method"].is_string())
 }
 
 // ---- Parsers of outside input, each fed its own shapes: real lines mutated, random JSON, raw text ----
