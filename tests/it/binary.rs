@@ -164,32 +164,11 @@ async fn initialized_stdio_server(
 /// and does not reach the test's own process group).
 #[tokio::test]
 async fn closing_stdin_kills_a_running_test_within_the_eof_grace() {
-    use tokio::io::AsyncWriteExt;
-    let db = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let marker = tempfile::tempdir().unwrap();
-    let pid_file = marker.path().join("group.pid");
-    let command = format!("echo $$ > {}; sleep 300", pid_file.display());
-    let args = ["--workspace", ws.path().to_str().unwrap(), "--test-command", &command];
-    let (mut server, mut stdin) = initialized_stdio_server(db.path(), &args).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let call =
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_tests", "arguments": {}}});
-    stdin.write_all(format!("{initialized}\n{call}\n").as_bytes()).await.unwrap();
-    let started = std::time::Instant::now();
-    while std::fs::read_to_string(&pid_file).map(|s| s.trim().is_empty()).unwrap_or(true) {
-        assert!(started.elapsed() < std::time::Duration::from_secs(20), "the test command never started");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let pgid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    assert!(group_alive(pgid));
+    let (db, ws, marker) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut server, stdin, pgid) = server_running_a_test(db.path(), ws.path(), marker.path(), &[]).await;
     drop(stdin);
-    let closed = std::time::Instant::now();
     let deadline = astra_mcp::transport::stdio::EOF_GRACE + std::time::Duration::from_millis(900);
-    while group_alive(pgid) {
-        assert!(closed.elapsed() < deadline, "the test process group {pgid} outlived the closed connection");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    assert_group_gone_within(pgid, deadline, "the closed connection").await;
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), server.wait()).await;
     assert!(status.is_ok(), "the server exits after stdin closes");
 }

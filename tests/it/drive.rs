@@ -512,6 +512,27 @@ fn beta_steps(first: usize, tag: &'static str) -> Vec<Step> {
     ]
 }
 
+/// `astra-mcp session-demo --run-id <run_id> --repeat 1` on the demo projects, its store, runs and ledger
+/// under `dir`, against `mocked`.
+fn session_demo(dir: &Path, mocked: &Mocked, run_id: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
+    command
+        .args(["session-demo", "--run-id", run_id, "--approve-live-cost", "--repeat", "1"])
+        .arg("--projects")
+        .arg(crate::support::repo().join("demo_projects"))
+        .args(["--test-command", &pytest_command()])
+        .arg("--db")
+        .arg(dir.join("db"))
+        .arg("--runs-dir")
+        .arg(dir.join("runs"))
+        .arg("--ledger")
+        .arg(dir.join("ledger.jsonl"))
+        .args(["--base-url", &mocked.base_url()])
+        .env("OPENAI_API_KEY", "sk-test-key")
+        .env("ASTRA_LOG", "warn");
+    command
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evidence() {
     let dir = tempfile::tempdir().unwrap();
@@ -519,21 +540,7 @@ async fn session_demo_runs_alpha_then_beta_and_a_repeat_and_judges_from_the_evid
     steps.extend(beta_steps(8, "b"));
     steps.extend(beta_steps(14, "r"));
     let mocked = mock(steps).await;
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
-    command
-        .args(["session-demo", "--run-id", "demo", "--approve-live-cost", "--repeat", "1"])
-        .arg("--projects")
-        .arg(crate::support::repo().join("demo_projects"))
-        .args(["--test-command", &pytest_command()])
-        .arg("--db")
-        .arg(dir.path().join("db"))
-        .arg("--runs-dir")
-        .arg(dir.path().join("runs"))
-        .arg("--ledger")
-        .arg(dir.path().join("ledger.jsonl"))
-        .args(["--base-url", &mocked.base_url()])
-        .env("OPENAI_API_KEY", "sk-test-key")
-        .env("ASTRA_LOG", "warn");
+    let mut command = session_demo(dir.path(), &mocked, "demo");
     let (output, again) =
         tokio::task::spawn_blocking(move || (command.output().unwrap(), command.output().unwrap())).await.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -588,21 +595,7 @@ async fn session_demo_fails_an_edit_before_any_search_and_an_edit_of_the_tests()
     }));
     steps.push(step(32, |_| vec![message("Adjusted the test.")]));
     let mocked = mock(steps).await;
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
-    command
-        .args(["session-demo", "--run-id", "bad", "--approve-live-cost", "--repeat", "1"])
-        .arg("--projects")
-        .arg(crate::support::repo().join("demo_projects"))
-        .args(["--test-command", &pytest_command()])
-        .arg("--db")
-        .arg(dir.path().join("db"))
-        .arg("--runs-dir")
-        .arg(dir.path().join("runs"))
-        .arg("--ledger")
-        .arg(dir.path().join("ledger.jsonl"))
-        .args(["--base-url", &mocked.base_url()])
-        .env("OPENAI_API_KEY", "sk-test-key")
-        .env("ASTRA_LOG", "warn");
+    let mut command = session_demo(dir.path(), &mocked, "bad");
     let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -845,13 +838,15 @@ async fn turn_and_tool_call_limits_stop_the_run_and_bad_money_flags_are_refused(
     let host = alpha_host(&dir.path().join("db"), &workspace).await;
 
     // one tool call per answer, never a final answer: the third request is the last
-    let looping: Vec<Step> = (0..10)
-        .map(|i| step(i, move |_| vec![call(&format!("l{i}"), "list_files", json!({"path": null}))]))
-        .collect();
+    let looping: Vec<Step> =
+        (0..10).map(|i| step(i, move |_| vec![call(&format!("l{i}"), "list_files", json!({"path": null}))])).collect();
     let mocked = mock(looping).await;
     let config = DriveConfig { max_turns: 3, ..drive_config(&mocked, dir.path(), "turns") };
     let result = astra_mcp::drive::run(&host, &ws, &config).await;
-    assert!(matches!(&result, Err(DriveError::Limit(m)) if m.contains("within 3 requests (--max-turns)")), "{result:?}");
+    assert!(
+        matches!(&result, Err(DriveError::Limit(m)) if m.contains("within 3 requests (--max-turns)")),
+        "{result:?}"
+    );
     assert_eq!(mocked.requests().len(), 3);
 
     // three calls in one answer against a limit of two: the third is not run
@@ -859,12 +854,17 @@ async fn turn_and_tool_call_limits_stop_the_run_and_bad_money_flags_are_refused(
     let mocked = mock(vec![many]).await;
     let config = DriveConfig { max_tool_calls: 2, ..drive_config(&mocked, dir.path(), "calls") };
     let result = astra_mcp::drive::run(&host, &ws, &config).await;
-    assert!(matches!(&result, Err(DriveError::Limit(m)) if m.contains("more than 2 tool calls (--max-tool-calls)")), "{result:?}");
+    assert!(
+        matches!(&result, Err(DriveError::Limit(m)) if m.contains("more than 2 tool calls (--max-tool-calls)")),
+        "{result:?}"
+    );
     let events = std::fs::read_to_string(dir.path().join("runs/calls/events.jsonl")).unwrap();
     assert_eq!(events.lines().filter(|l| l.contains("\"tool_call\"")).count(), 2, "{events}");
 
     let mocked = mock(vec![]).await;
-    for (flag, bad) in [("--run-budget-usd", f64::NAN), ("--project-budget-usd", -1.0), ("--run-budget-usd", f64::INFINITY)] {
+    for (flag, bad) in
+        [("--run-budget-usd", f64::NAN), ("--project-budget-usd", -1.0), ("--run-budget-usd", f64::INFINITY)]
+    {
         let base = drive_config(&mocked, dir.path(), "money");
         let config = match flag {
             "--run-budget-usd" => DriveConfig { run_budget_usd: bad, ..base },
