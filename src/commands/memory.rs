@@ -260,8 +260,8 @@ async fn optimize(open: OpenOptions, store: StoreArgs, prune_older_than: u64) ->
     let keep = chrono::Duration::seconds(i64::try_from(prune_older_than).unwrap_or(i64::MAX));
     if prune_older_than < 60 {
         eprintln!(
-            "astra-mcp: pruning versions younger than 60 s: a server using this store right now may fail \
-             a search until it reopens the table; prefer the default when servers are running"
+            "astra-mcp: pruning versions younger than 60 s: servers' searches read again on the latest \
+             version, but a long read in progress elsewhere (a `memory export`) may fail and need a rerun"
         );
     }
     db.optimize(keep).await?;

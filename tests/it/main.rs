@@ -24,3 +24,4 @@ mod store;
 mod support;
 mod tiered;
 mod ui;
+mod upkeep;

@@ -151,9 +151,36 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-/// Runs a query and collects its batches.
+/// How many times a read runs when the files it read are gone ([`collect`]).
+const READ_ATTEMPTS: u32 = 4;
+
+/// Runs a query and collects its batches. A read whose files were removed under it (another process
+/// compacted the table and pruned the version this read had just opened: `memory optimize
+/// --prune-older-than 0`) runs again, on the table's latest version ([`READ_CONSISTENCY`]), up to
+/// [`READ_ATTEMPTS`] times.
 async fn collect(query: &impl ExecutableQuery) -> lancedb::Result<Vec<RecordBatch>> {
-    query.execute().await?.try_collect().await
+    let mut attempt = 1;
+    loop {
+        let result = match query.execute().await {
+            Ok(stream) => stream.try_collect().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Err(e) if attempt < READ_ATTEMPTS && is_missing_file(&e) => {
+                tracing::debug!(attempt, "a file of the version read was pruned, reading again: {e}");
+                tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Whether `e` says a file the read needed does not exist (Lance's `NotFound`, or object_store's
+/// `NotFound` inside an I/O error).
+fn is_missing_file(e: &lancedb::Error) -> bool {
+    let text = e.to_string().to_lowercase();
+    text.contains("not found") || text.contains("no such file")
 }
 
 /// Rows the unit tests of several files write.

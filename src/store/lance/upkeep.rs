@@ -346,6 +346,33 @@ mod tests {
     use crate::store::lance::test_rows::passage;
     use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
 
+    /// A read of a version whose files upkeep pruned fails with an error [`collect`] reads as a missing
+    /// file (so a server's read that lost that race runs again on the latest version), while a read of
+    /// the latest version succeeds.
+    #[tokio::test]
+    async fn a_read_of_a_pruned_version_fails_as_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        for i in 0..3 {
+            store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
+        }
+        // another process's handle, pinned to the latest version and not read yet: Lance caches the files
+        // it has read
+        let other = lancedb::connect(dir.path().to_str().unwrap()).execute().await.unwrap();
+        let pinned = other.open_table(ARCHIVAL_TABLE).execute().await.unwrap();
+        pinned.checkout(pinned.version().await.unwrap()).await.unwrap();
+        store.optimize(chrono::Duration::zero()).await.unwrap();
+        let err = rows(&pinned).await.expect_err("the pinned version's files are pruned");
+        assert!(crate::store::lance::is_missing_file(&err), "not read as a missing file: {err}");
+        assert_eq!(rows(&store.table(ARCHIVAL_TABLE)).await.unwrap(), 3, "the latest version");
+    }
+
+    async fn rows(table: &lancedb::Table) -> lancedb::Result<usize> {
+        use lancedb::query::QueryBase;
+        let batches = crate::store::lance::collect(&table.query().select(lancedb::query::Select::columns(&["text"]))).await?;
+        Ok(batches.iter().map(|b| b.num_rows()).sum())
+    }
+
     /// Upkeep while writes fold their rows into the same table's full-text index: the two are
     /// serialised ([`LanceStore::maintenance_lock`]), so no fold is retried after a commit conflict, and
     /// pruning leaves one index folder per index. A retried fold's first files belong to no version, and
