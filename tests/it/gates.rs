@@ -211,6 +211,35 @@ async fn the_full_loop_stores_once_and_a_retry_upserts() {
     assert_eq!(again.matches[0].stale, Some(true), "the recorded file changed since the fix");
 }
 
+/// A receipt names the commit the workspace was on (`git rev-parse HEAD`), read from a real git work
+/// tree, and a later search returns it with the fix.
+#[tokio::test]
+async fn a_receipt_names_the_git_head_of_the_workspace() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(ws.path())
+            .output()
+            .expect("git is installed");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "broken app"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    let stored = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    let stored: StoreFixOutput = serde_json::from_value(stored.structured.expect("stored")).unwrap();
+    assert_eq!(stored.receipt.unwrap().git_head.as_deref(), Some(head.as_str()));
+    let found = search(&host, &GateState::random(), "app.txt says broken").await;
+    assert_eq!(found.matches[0].receipt.as_ref().and_then(|r| r.git_head.as_deref()), Some(head.as_str()));
+}
+
 #[tokio::test]
 async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());

@@ -607,3 +607,33 @@ fn a_bad_flag_or_environment_value_fails_the_hook_with_exit_1() {
     let usage = Command::new(BIN).args(["memory", "list", "--bogus"]).output().unwrap();
     assert_eq!(usage.status.code(), Some(2), "{usage:?}");
 }
+
+/// A `Stop` hook without `--project` files the transcript's items under the last folder of the
+/// session's `cwd` (docs/hooks.md), and a second `Stop` of the same transcript adds nothing.
+#[tokio::test]
+async fn a_stop_hook_files_the_transcript_under_the_cwd_folder() {
+    let (db, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cwd = work.path().join("billing-api");
+    std::fs::create_dir_all(&cwd).unwrap();
+    // the store exists: a hook never creates one
+    astra_mcp::store::lance::LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let transcript = cwd.join("t.jsonl");
+    std::fs::copy(crate::support::repo().join("tests/fixtures/transcripts/claude-code.jsonl"), &transcript).unwrap();
+    let stop = json!({"session_id": "s", "transcript_path": transcript, "cwd": cwd, "hook_event_name": "Stop"});
+    for round in 0..2 {
+        let out = run(&mut hook(db.path()), &stop);
+        assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let listed = Command::new(BIN)
+        .args(["memory", "list", "--table", "session_items", "--json", "--actor", "ann", "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let items: Vec<Value> = String::from_utf8(listed.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let imported = astra_mcp::sessions::formats::parse_transcript(&std::fs::read(&transcript).unwrap()).unwrap().items.len();
+    assert!(imported > 0);
+    assert_eq!(items.len(), imported, "each item once: {items:#?}");
+    assert!(items.iter().all(|item| item["project"] == "billing-api"), "{items:#?}");
+}
