@@ -261,12 +261,8 @@ impl CoreMemory {
         let value = old.value.clone();
         let limit = self.spec("restore", section)?.limit;
         self.change_version("", "restore", section, "restore", &|current: Option<&CoreBlockVersion>| {
-            let now = current.map_or(0, |c| c.version);
-            if let Some(expected) = expected_version.filter(|expected| *expected != now) {
-                return Err(format!(
-                    "restore refused: block `{section}` changed since you opened it (version {expected}, now \
-                     {now}). Nothing was changed; open it again and restore from there."
-                ));
+            if let Some(expected) = expected_version {
+                unchanged_since("restore", section, current, expected, "restore from there")?;
             }
             within_limit("restore", section, current.map_or("", |c| c.value.as_str()), &value, limit)?;
             Ok(value.clone())
@@ -281,13 +277,7 @@ impl CoreMemory {
         let value = for_storage(value);
         let limit = self.spec("edit", section)?.limit;
         self.change_version("", "edit", section, "edit", &|current: Option<&CoreBlockVersion>| {
-            let version = current.map_or(0, |c| c.version);
-            if version != expected_version {
-                return Err(format!(
-                    "edit refused: block `{section}` changed since you opened it (version {expected_version}, now \
-                     {version}). Nothing was changed; open it again and redo the edit."
-                ));
-            }
+            unchanged_since("edit", section, current, expected_version, "redo the edit")?;
             within_limit("edit", section, current.map_or("", |c| c.value.as_str()), &value, limit)?;
             Ok(value.clone())
         })
@@ -334,6 +324,25 @@ impl CoreMemory {
         let _ = self.changes.send(BlockChanged { section: section.to_string() });
         Ok(Block { spec, value: next.value, version: next.version, updated_at: Some(next.created_at) })
     }
+}
+
+/// Refuses the `action` (`edit`, `restore`) of a page that showed `section` at version `expected` (0:
+/// never written) when the block is at another version now; `then` says what to do after reopening it.
+fn unchanged_since(
+    action: &str,
+    section: &str,
+    current: Option<&CoreBlockVersion>,
+    expected: i64,
+    then: &str,
+) -> Result<(), String> {
+    let now = current.map_or(0, |c| c.version);
+    if now == expected {
+        return Ok(());
+    }
+    Err(format!(
+        "{action} refused: block `{section}` changed since you opened it (version {expected}, now {now}). Nothing \
+         was changed; open it again and {then}."
+    ))
 }
 
 /// Refuses a new value over the block's limit, unless it shrinks a block that is over its limit already
