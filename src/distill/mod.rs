@@ -27,7 +27,6 @@
 pub mod prompt;
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -39,7 +38,6 @@ use crate::embed::LazyEmbedder;
 use crate::llm::responses::check_completed;
 use crate::llm::{Account, Client, ClientSettings, LlmError, check_usd};
 use crate::memory::redact::{escape_controls, is_bidi_control, redact};
-use crate::store::lance::LanceStore;
 use crate::store::{ArchivalStore, DistillRunStore, SearchFilter, SessionStore, StoreError, TextQuery};
 use prompt::{Action, Consolidation, Decision, Extraction, Pending};
 
@@ -116,8 +114,6 @@ pub struct Distiller {
     archival: Arc<dyn ArchivalStore>,
     runs: Arc<dyn DistillRunStore>,
     embedder: LazyEmbedder,
-    /// Where the actors' lock files live (`None`: an object store; in-process locking only).
-    lock_dir: Option<PathBuf>,
 }
 
 /// A run as listed by `distill status`.
@@ -130,9 +126,12 @@ pub struct RunStatus {
 }
 
 impl Distiller {
-    pub fn new(store: Arc<LanceStore>, embedder: LazyEmbedder) -> Self {
-        let lock_dir = (!store.path().contains("://")).then(|| PathBuf::from(store.path()));
-        Self { sessions: store.clone(), archival: store.clone(), runs: store, embedder, lock_dir }
+    /// A distiller over one store holding the conversation items, archival memory and run records.
+    pub fn new<S>(store: Arc<S>, embedder: LazyEmbedder) -> Self
+    where
+        S: SessionStore + ArchivalStore + DistillRunStore + 'static,
+    {
+        Self { sessions: store.clone(), archival: store.clone(), runs: store, embedder }
     }
 
     /// Every run of `actor_id` (of every actor when `None`), oldest first.
@@ -144,7 +143,7 @@ impl Distiller {
         let mut out = Vec::with_capacity(runs.len());
         for run in runs {
             let interrupted = run.state == RunState::Running
-                && ActorLock::try_acquire(self.lock_dir.as_deref(), &run.actor_id)?.is_some();
+                && self.runs.try_lock_runs(&run.actor_id).await?.is_some();
             out.push(RunStatus { run, interrupted });
         }
         Ok(out)
@@ -160,7 +159,7 @@ impl Distiller {
         validate(config)?;
         let client = Client::new(&config.client)?;
         let actor = &config.actor_id;
-        let Some(_lock) = ActorLock::try_acquire(self.lock_dir.as_deref(), actor)? else {
+        let Some(_lock) = self.runs.try_lock_runs(actor).await? else {
             let running = self.runs.runs(Some(actor)).await?.into_iter().rev().find(|r| r.state == RunState::Running);
             let running = running
                 .map(|r| {
@@ -381,58 +380,6 @@ fn validate(config: &DistillConfig) -> Result<(), DistillError> {
         return Err(DistillError::Settings("--max-output-tokens must be at least 1".into()));
     }
     Ok(())
-}
-
-/// The actor's run lock: `flock(2)` on `<db>/distill-<sha256(actor)[..16]>.lock`, taken without waiting,
-/// plus an in-process set (for object stores, and so one process never double-books itself).
-struct ActorLock {
-    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")]
-    file: Option<std::fs::File>,
-    key: String,
-}
-
-fn held_in_process() -> &'static std::sync::Mutex<HashSet<String>> {
-    static HELD: std::sync::OnceLock<std::sync::Mutex<HashSet<String>>> = std::sync::OnceLock::new();
-    HELD.get_or_init(Default::default)
-}
-
-impl ActorLock {
-    /// The lock, or `None` when another run of the actor holds it.
-    fn try_acquire(dir: Option<&std::path::Path>, actor: &str) -> Result<Option<Self>, DistillError> {
-        use sha2::{Digest, Sha256};
-        let digest = hex::encode(Sha256::digest(actor.as_bytes()));
-        let key = format!("{}\0{actor}", dir.map(|d| d.display().to_string()).unwrap_or_default());
-        if !held_in_process().lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
-            return Ok(None);
-        }
-        let Some(dir) = dir else { return Ok(Some(Self { file: None, key })) };
-        let path = dir.join(format!("distill-{}.lock", &digest[..16]));
-        let release = |key: &str| held_in_process().lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-        let file = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) {
-            Ok(file) => file,
-            Err(e) => {
-                release(&key);
-                return Err(StoreError::Backend(format!("cannot open the distill lock {}: {e}", path.display())).into());
-            }
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            release(&key);
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                return Ok(None);
-            }
-            return Err(StoreError::Backend(format!("cannot lock {}: {e}", path.display())).into());
-        }
-        Ok(Some(Self { file: Some(file), key }))
-    }
-}
-
-impl Drop for ActorLock {
-    fn drop(&mut self) {
-        held_in_process().lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
-    }
 }
 
 /// One row the run will write, in its final state.

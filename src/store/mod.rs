@@ -367,6 +367,20 @@ pub trait DistillRunStore: Send + Sync {
     async fn put_run(&self, run: &DistillRun) -> Result<(), StoreError>;
     /// The runs of `actor_id` (every actor's when `None`), oldest first.
     async fn runs(&self, actor_id: Option<&str>) -> Result<Vec<DistillRun>, StoreError>;
+    /// The lock of `actor_id`'s distillation runs, taken without waiting: `None` while another run of the
+    /// actor holds it (in this process, or in another on the same machine for a local store). Held until
+    /// the [`RunLock`] is dropped.
+    async fn try_lock_runs(&self, actor_id: &str) -> Result<Option<RunLock>, StoreError>;
+}
+
+/// A held lock of [`DistillRunStore::try_lock_runs`]; dropping it releases the lock.
+pub struct RunLock(#[allow(dead_code, reason = "held for its Drop")] Box<dyn std::any::Any + Send + Sync>);
+
+impl RunLock {
+    /// Wraps the guard that releases the lock when dropped.
+    pub fn new(guard: impl std::any::Any + Send + Sync) -> Self {
+        Self(Box::new(guard))
+    }
 }
 
 /// The `session_items` table (MemGPT recall storage: every stored conversation item).

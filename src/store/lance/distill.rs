@@ -12,7 +12,7 @@ use super::rows::{self, Rows};
 use super::sql::sql_literal;
 use super::{LanceStore, backend};
 use crate::domain::DistillRun;
-use crate::store::{DistillRunStore, StoreError};
+use crate::store::{DistillRunStore, RunLock, StoreError};
 
 /// Name of the distillation run table.
 pub const DISTILL_RUNS_TABLE: &str = "distill_runs";
@@ -70,5 +70,13 @@ impl DistillRunStore for LanceStore {
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
         runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.run_id.cmp(&b.run_id)));
         Ok(runs)
+    }
+
+    /// `<db>/distill-<sha256(actor)[..16]>.lock` ([`super::write::TableLock`]).
+    async fn try_lock_runs(&self, actor_id: &str) -> Result<Option<RunLock>, StoreError> {
+        use sha2::{Digest, Sha256};
+        let digest = hex::encode(Sha256::digest(actor_id.as_bytes()));
+        let lock = super::write::TableLock::try_acquire(&self.path, &format!("distill-{}", &digest[..16]))?;
+        Ok(lock.map(RunLock::new))
     }
 }

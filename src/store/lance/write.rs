@@ -200,7 +200,9 @@ fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch
 
 /// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
 /// `<db>/<table>.lock` (other processes), both released when dropped. The flock is a no-op for
-/// object-store URIs. Held only around one insert-if-absent, read-modify-write or fix upsert.
+/// object-store URIs. Held only around one insert-if-absent, read-modify-write or fix upsert; and, taken
+/// without waiting ([`Self::try_acquire`]), for a whole distillation run of one actor
+/// (`<db>/distill-<sha256(actor)[..16]>.lock`).
 ///
 /// The in-process mutex comes first so that at most one task per table and process waits in `flock`:
 /// each waiter there occupies a thread of Tokio's blocking pool (512 threads), which Lance's own file
@@ -241,6 +243,31 @@ impl TableLock {
         .map_err(backend)?
         .map_err(|e| StoreError::Backend(format!("locking {table} for a write: {e}")))?;
         Ok(Self { file: Some(file), local })
+    }
+
+    /// [`Self::acquire`] without waiting: `None` while another task or process holds the lock.
+    pub(super) fn try_acquire(db: &str, name: &str) -> Result<Option<Self>, StoreError> {
+        let Ok(local) = local_lock(format!("{db}\0{name}")).try_lock_owned() else { return Ok(None) };
+        if db.contains("://") {
+            return Ok(Some(Self { file: None, local }));
+        }
+        let path = std::path::Path::new(db).join(format!("{name}.lock"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreError::Backend(format!("cannot open the lock {}: {e}", path.display())))?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(StoreError::Backend(format!("cannot lock {}: {e}", path.display())));
+        }
+        Ok(Some(Self { file: Some(file), local }))
     }
 }
 
