@@ -1,14 +1,14 @@
 //! Core memory: every block against its limit; one block's value in an edit form, its history, the diff
 //! between two versions, and restore.
 
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::site::{Ui, Visit, change, failed, not_found, page, time, urlencode, visit};
+use super::site::{Params, Ui, Visit, change, failed, not_found, page, time, urlencode, visit};
 use crate::memory::{Block, MemoryError};
 
 /// `/core`: every core memory block with its size against its limit.
@@ -100,7 +100,7 @@ pub async fn block(
     State(ui): State<Ui>,
     jar: CookieJar,
     Path(section): Path<String>,
-    Query(q): Query<BlockQuery>,
+    Params(q): Params<BlockQuery>,
 ) -> Response {
     match visit(&ui, jar).await {
         Ok(v) => block_page(&ui, v, &section, &q, None).await,

@@ -1,7 +1,7 @@
 //! The lists and pages of stored memories: fixes (with their receipts and staleness), archival passages
 //! (tags, provenance, superseded chains), conversations as threads; forgetting one, and the export.
 
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::site::{ListQuery, Ui, change, failed, not_found, one_line, page, pager, time, urlencode, visit};
+use super::site::{ListQuery, Params, Ui, change, failed, not_found, one_line, page, pager, time, urlencode, visit};
 use crate::domain::{FixRecord, Passage, SessionItem};
 use crate::memory::injection::instruction_flags;
 use crate::tools::Memories;
@@ -92,7 +92,7 @@ fn forgot_note(query: &ListQuery) -> Option<String> {
 }
 
 /// `/fixes`: the actor's fixes, newest first.
-pub async fn fixes(State(ui): State<Ui>, jar: CookieJar, Query(q): Query<ListQuery>) -> Response {
+pub async fn fixes(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<ListQuery>) -> Response {
     let v = match visit(&ui, jar).await {
         Ok(v) => v,
         Err(r) => return r,
@@ -124,7 +124,7 @@ pub async fn fix(State(ui): State<Ui>, jar: CookieJar, Path(id): Path<String>) -
 }
 
 /// `/archival`: the actor's passages, newest first, optionally of one tag.
-pub async fn archival(State(ui): State<Ui>, jar: CookieJar, Query(q): Query<ListQuery>) -> Response {
+pub async fn archival(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<ListQuery>) -> Response {
     let v = match visit(&ui, jar).await {
         Ok(v) => v,
         Err(r) => return r,
@@ -186,7 +186,7 @@ pub async fn passage(State(ui): State<Ui>, jar: CookieJar, Path(id): Path<String
 }
 
 /// `/conversations`: the actor's sessions as threads, the most recently active first.
-pub async fn conversations(State(ui): State<Ui>, jar: CookieJar, Query(q): Query<ListQuery>) -> Response {
+pub async fn conversations(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<ListQuery>) -> Response {
     let v = match visit(&ui, jar).await {
         Ok(v) => v,
         Err(r) => return r,
@@ -213,7 +213,7 @@ pub async fn conversation(
     State(ui): State<Ui>,
     jar: CookieJar,
     Path(session): Path<String>,
-    Query(q): Query<ListQuery>,
+    Params(q): Params<ListQuery>,
 ) -> Response {
     let v = match visit(&ui, jar).await {
         Ok(v) => v,

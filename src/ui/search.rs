@@ -1,16 +1,19 @@
 //! Search: the tools' hybrid search over one table or all, each hit with its rank and score in each
 //! ranking and the fused score that ordered it.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum_extra::extract::cookie::CookieJar;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::memories::stale_word;
-use super::site::{Ui, failed, one_line, page, urlencode, visit};
+use super::site::{Params, Ui, failed, one_line, page, urlencode, visit};
 use crate::memory::{ConversationSearch, GateState, PassageSearch};
 use crate::tools::{citation, conversation_citation, to_match};
+
+/// What `table=` may name.
+const TABLES: [&str; 4] = ["all", "fixes", "archival", "conversation"];
 
 /// Results per table of a search.
 pub const SEARCH_TOP_K: usize = 10;
@@ -22,7 +25,7 @@ pub struct SearchQuery {
 }
 
 /// `/search`: the tools' hybrid search over one table or all, with each hit's rankings.
-pub async fn search(State(ui): State<Ui>, jar: CookieJar, Query(q): Query<SearchQuery>) -> Response {
+pub async fn search(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<SearchQuery>) -> Response {
     let v = match visit(&ui, jar).await {
         Ok(v) => v,
         Err(r) => return r,
@@ -31,7 +34,10 @@ pub async fn search(State(ui): State<Ui>, jar: CookieJar, Query(q): Query<Search
     let table = q.table.as_deref().unwrap_or("all").to_string();
     let wants = |t: &str| table == "all" || table == t;
     let mut context = json!({"q": query, "table": table, "searched": !query.is_empty()});
-    if query.chars().count() > crate::tools::MAX_SEARCH_QUERY_CHARS {
+    if !TABLES.contains(&table.as_str()) {
+        context["searched"] = json!(false);
+        context["error"] = json!(format!("there is no table `{table}` to search: choose one of {}", TABLES.join(", ")));
+    } else if query.chars().count() > crate::tools::MAX_SEARCH_QUERY_CHARS {
         context["error"] = json!(format!(
             "the query has {} characters; the limit is {}",
             query.chars().count(),

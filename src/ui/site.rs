@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
@@ -11,6 +13,7 @@ use chrono::{DateTime, Utc};
 use minijinja::Environment;
 use rust_embed::RustEmbed;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::access::{Access, Denied, Viewer};
@@ -152,6 +155,26 @@ pub(super) fn page(ui: &Ui, visit: Visit, template: &str, current: &str, title: 
     (visit.jar, ui.render(template, minijinja::Value::from_serialize(&context))).into_response()
 }
 
+/// A page's query string as `T`. A malformed one (`page=-1`, `from=abc`, a parameter given twice) gets
+/// the browser's own 400 page naming the parameter, not the framework's plain text.
+pub struct Params<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<Ui> for Params<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, ui: &Ui) -> Result<Self, Response> {
+        match Query::<T>::from_request_parts(parts, ui).await {
+            Ok(Query(params)) => Ok(Self(params)),
+            Err(rejection) => Err(message(
+                ui,
+                StatusCode::BAD_REQUEST,
+                "Bad address",
+                &format!("{}. Fix the address, or follow a link from the page before.", rejection.body_text()),
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Default)]
 pub struct ListQuery {
     page: Option<usize>,
@@ -173,7 +196,24 @@ pub(super) fn pager(query: &ListQuery, total: usize, size: usize, base: &str) ->
     let link = |p: usize| format!("{base}{sep}page={p}");
     json!({
         "page": page, "pages": pages, "total": total,
-        "prev": (page > 1).then(|| link(page - 1)),
+        // from past the end (an old link), back to the last page
+        "prev": (page > 1).then(|| link((page - 1).min(pages))),
         "next": (page < pages).then(|| link(page + 1)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ListQuery, pager};
+
+    #[test]
+    fn a_page_past_the_end_links_back_to_the_last_page() {
+        let query = |page| ListQuery { page: Some(page), ..ListQuery::default() };
+        let past = pager(&query(99), 30, 25, "/archival");
+        assert_eq!((past["pages"].as_u64(), past["prev"].as_str()), (Some(2), Some("/archival?page=2")));
+        assert!(past["next"].is_null());
+        let second = pager(&query(2), 30, 25, "/archival?tag=x");
+        assert_eq!(second["prev"].as_str(), Some("/archival?tag=x&page=1"));
+        assert!(pager(&query(1), 30, 25, "/archival")["prev"].is_null());
+    }
 }

@@ -248,15 +248,37 @@ async fn a_core_block_is_edited_within_its_limit_and_an_old_version_restored() {
 async fn ui_prints_a_url_that_logs_in_once_and_serves_no_mcp() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+    // a mistyped --db is refused, not opened as a new, empty store
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
         .args(["ui", "--no-open", "--actor", "dave", "--db"])
         .arg(dir.path().join("db"))
         .env("ASTRA_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no memory store at"), "{missing:?}");
+    assert!(!dir.path().join("db").exists(), "nothing created");
+    astra_mcp::store::lance::LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
+    /// The `ui` process, killed when the test ends, also by a failed assertion (it holds the harness's
+    /// stderr open).
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+            .args(["ui", "--no-open", "--actor", "dave", "--db"])
+            .arg(dir.path().join("db"))
+            .env("ASTRA_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let url = line.trim().to_string();
     let base = url.split("/login").next().unwrap().to_string();
     assert!(url.starts_with("http://127.0.0.1:") && url.contains("/login?code="), "{url}");
@@ -277,8 +299,16 @@ async fn ui_prints_a_url_that_logs_in_once_and_serves_no_mcp() {
     assert_eq!(again.status(), 401, "the code works once");
     let mcp = client().post(format!("{base}/mcp")).body("{}").send().await.unwrap();
     assert_eq!(mcp.status(), 404, "`ui` serves the browser alone");
-    let _ = child.kill();
-    let _ = child.wait();
+
+    // bad addresses get the browser's own pages that say what is wrong
+    for path in ["/archival?page=-1", "/core/human?from=abc", "/search?q=a&q=b"] {
+        let (status, page) = get(&base, path, &cookie).await;
+        assert_eq!(status, 400, "{path}");
+        assert!(page.contains("<title>") && page.contains("Fix the address"), "{path}: {page}");
+    }
+    let (status, page) = get(&base, "/search?q=cache&table=bogus", &cookie).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("no table `bogus`"), "{page}");
 }
 
 #[tokio::test]
