@@ -22,6 +22,18 @@ const SEED_VAR: &str = "ASTRA_FUZZ_SEED";
 
 /// A proptest configuration of `cases` cases whose inputs come from `$ASTRA_FUZZ_SEED`, or from a fresh
 /// seed; the seed is printed either way, so a failure can be replayed with the same inputs.
+/// `$ASTRA_FUZZ_CASES`: the inputs each target takes in a long run (BENCHMARKS.md, "Fuzzing").
+fn fuzz_cases() -> Option<u32> {
+    std::env::var("ASTRA_FUZZ_CASES").ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// Cases of an MCP-facing target whose cases hold `per_case` inputs (tool calls, frames): `default` in
+/// `scripts/test`, enough for `$ASTRA_FUZZ_CASES` inputs in a long run
+/// (`ASTRA_FUZZ_CASES=100000 cargo test --release --locked --test it fuzz::random -- --test-threads 1`).
+fn mcp_cases(default: u32, per_case: u32) -> u32 {
+    fuzz_cases().map_or(default, |inputs| inputs.div_ceil(per_case))
+}
+
 fn fuzz_config(test: &str, cases: u32) -> ProptestConfig {
     let seed = match std::env::var(SEED_VAR) {
         Ok(value) => value.trim().parse::<u64>().unwrap_or_else(|_| panic!("{SEED_VAR}={value:?} is not a u64")),
@@ -106,7 +118,7 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
     let session = GateState::new("fuzz");
     let mut runner = proptest::test_runner::TestRunner::new(fuzz_config(
         "random_tool_arguments_get_tool_results_never_panics_or_hangs",
-        128,
+        mcp_cases(128, 1),
     ));
     let succeeded = std::cell::Cell::new(0);
     runner
@@ -255,7 +267,7 @@ fn drive_stdio(frames: &[Frame]) -> Result<Vec<Value>, String> {
 }
 
 proptest! {
-    #![proptest_config(fuzz_config("random_json_rpc_frames_get_responses_never_a_crash_or_a_hang", 6))]
+    #![proptest_config(fuzz_config("random_json_rpc_frames_get_responses_never_a_crash_or_a_hang", mcp_cases(6, 40)))]
 
     /// Random JSON-RPC frames (request-shaped with odd versions, methods and params; notifications; any
     /// JSON; raw bytes) at the real binary over stdio: every request gets a response with its id, the
@@ -361,7 +373,7 @@ fn random_json_rpc_frames_over_http_get_answers_never_a_5xx() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut runner = proptest::test_runner::TestRunner::new(fuzz_config(
         "random_json_rpc_frames_over_http_get_answers_never_a_5xx",
-        40,
+        mcp_cases(40, 12),
     ));
     let cases = (0..12usize).map(|i| (frame(i), post())).collect::<Vec<_>>();
     let result = runner.run(&cases, |frames| {
@@ -398,7 +410,7 @@ fn frame_is_request(bytes: &[u8]) -> bool {
 
 /// Cases per parser target: `$ASTRA_FUZZ_CASES`, else 2,000.
 fn parser_cases() -> u32 {
-    std::env::var("ASTRA_FUZZ_CASES").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(2_000)
+    fuzz_cases().unwrap_or(2_000)
 }
 
 /// Every line of the transcript fixtures (Claude Code, Codex, Responses).
