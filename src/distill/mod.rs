@@ -142,8 +142,7 @@ impl Distiller {
         let runs = self.runs.runs(actor_id).await?;
         let mut out = Vec::with_capacity(runs.len());
         for run in runs {
-            let interrupted = run.state == RunState::Running
-                && self.runs.try_lock_runs(&run.actor_id).await?.is_some();
+            let interrupted = run.state == RunState::Running && self.runs.try_lock_runs(&run.actor_id).await?.is_some();
             out.push(RunStatus { run, interrupted });
         }
         Ok(out)

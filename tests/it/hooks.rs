@@ -579,14 +579,7 @@ async fn codex_delivers_the_session_start_context_and_the_fix_after_a_failing_ru
     assert_memory_delivered("codex exec", &out, &model);
 
     // the Stop hook imported the session Codex wrote: its turns are conversation items of ann
-    let listed = Command::new(BIN)
-        .args(["memory", "list", "--table", "session_items", "--json", "--actor", "ann", "--db"])
-        .arg(db.path())
-        .env("ASTRA_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
-    let items = String::from_utf8(listed.stdout).unwrap();
+    let items = conversation_items(db.path(), "ann");
     assert!(items.contains("Run the tests."), "the user's prompt was imported: {items}");
     assert!(items.contains("memory has a verified fix"), "the model's answer was imported: {items}");
 }
@@ -624,16 +617,23 @@ async fn a_stop_hook_files_the_transcript_under_the_cwd_folder() {
         let out = run(&mut hook(db.path()), &stop);
         assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    let items: Vec<Value> =
+        conversation_items(db.path(), "ann").lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let imported =
+        astra_mcp::sessions::formats::parse_transcript(&std::fs::read(&transcript).unwrap()).unwrap().items.len();
+    assert!(imported > 0);
+    assert_eq!(items.len(), imported, "each item once: {items:#?}");
+    assert!(items.iter().all(|item| item["project"] == "billing-api"), "{items:#?}");
+}
+
+/// `memory list --table session_items --json` of `actor` on `db`: one JSON object per line.
+fn conversation_items(db: &Path, actor: &str) -> String {
     let listed = Command::new(BIN)
-        .args(["memory", "list", "--table", "session_items", "--json", "--actor", "ann", "--db"])
-        .arg(db.path())
+        .args(["memory", "list", "--table", "session_items", "--json", "--actor", actor, "--db"])
+        .arg(db)
         .env("ASTRA_LOG", "warn")
         .output()
         .unwrap();
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
-    let items: Vec<Value> = String::from_utf8(listed.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let imported = astra_mcp::sessions::formats::parse_transcript(&std::fs::read(&transcript).unwrap()).unwrap().items.len();
-    assert!(imported > 0);
-    assert_eq!(items.len(), imported, "each item once: {items:#?}");
-    assert!(items.iter().all(|item| item["project"] == "billing-api"), "{items:#?}");
+    String::from_utf8(listed.stdout).unwrap()
 }

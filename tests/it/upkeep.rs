@@ -41,7 +41,8 @@ async fn search_load(host: &ToolHost, stop: &AtomicBool) -> (usize, Vec<String>)
     let (mut runs, mut failures) = (0, Vec::new());
     while !stop.load(Ordering::Relaxed) {
         let i = runs % 20;
-        let found = call(host, &s, "archival_memory_search", json!({"query": format!("region r{i}x"), "top_k": 3})).await;
+        let found =
+            call(host, &s, "archival_memory_search", json!({"query": format!("region r{i}x"), "top_k": 3})).await;
         if found.is_error {
             failures.push(format!("archival_memory_search: {}", found.text));
         } else {
@@ -144,7 +145,8 @@ async fn a_passage_forgotten_during_a_reindex_stays_forgotten() {
     for i in 0..200 {
         ids.push(insert(&host, &s, i).await);
     }
-    let mut reindex = astra(db.path()).args(["memory", "reindex"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut reindex =
+        astra(db.path()).args(["memory", "reindex"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
     // the reindex has read the rows once its first re-embedded rows are committed: the table's version moves
     let conn = lancedb::connect(db.path().to_str().unwrap())
         .read_consistency_interval(std::time::Duration::ZERO)
@@ -172,7 +174,8 @@ async fn a_passage_forgotten_during_a_reindex_stays_forgotten() {
     let archival = stats.as_array().unwrap().iter().find(|t| t["table"] == "archival").unwrap();
     assert_eq!(archival["rows"], 180, "{stats}");
     for &i in &forgotten {
-        let out = call(&host, &s, "archival_memory_search", json!({"query": format!("region r{i}x"), "top_k": 5})).await;
+        let out =
+            call(&host, &s, "archival_memory_search", json!({"query": format!("region r{i}x"), "top_k": 5})).await;
         let found: ArchivalSearchOutput = structured(&out);
         assert!(found.results.iter().all(|hit| hit.id != ids[i]), "fact {i} came back: {:?}", found.results);
     }

@@ -369,7 +369,8 @@ mod tests {
 
     async fn rows(table: &lancedb::Table) -> lancedb::Result<usize> {
         use lancedb::query::QueryBase;
-        let batches = crate::store::lance::collect(&table.query().select(lancedb::query::Select::columns(&["text"]))).await?;
+        let batches =
+            crate::store::lance::collect(&table.query().select(lancedb::query::Select::columns(&["text"]))).await?;
         Ok(batches.iter().map(|b| b.num_rows()).sum())
     }
 
