@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::env_vars as ev;
 use crate::memory::testrun::{DEFAULT_MAX_TEST_RUNS, DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE};
 use crate::store::lance::OpenOptions;
-use crate::store::lance::io::ReadIo;
+use crate::store::lance::io::{DEFAULT_CACHE_MIB, ReadIo};
 use crate::store::lance::row_cache::DEFAULT_ROW_CACHE_ROWS;
 use crate::transport::limits;
 
@@ -31,6 +31,12 @@ pub struct Cli {
     /// search reads only the rows it returns. 0 turns the cache off.
     #[arg(long, global = true, env = ev::ASTRA_ROW_CACHE_ROWS, default_value_t = DEFAULT_ROW_CACHE_ROWS)]
     pub row_cache_rows: usize,
+    /// MiB of memory Lance's caches of the store may hold in all: three quarters for index pages
+    /// (full-text and vector), one quarter for table metadata. Raise it for stores past about 1M rows,
+    /// whose indexes no longer fit (searches then read them from disk again).
+    #[arg(long, global = true, env = ev::ASTRA_STORE_CACHE_MIB, default_value_t = DEFAULT_CACHE_MIB,
+          value_name = "MIB", value_parser = store_cache_mib)]
+    pub store_cache_mib: u64,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -38,7 +44,20 @@ pub struct Cli {
 impl Cli {
     /// How every store this command opens is opened.
     pub fn open_options(&self) -> OpenOptions {
-        OpenOptions { read_io: self.lance_io.into(), row_cache_rows: self.row_cache_rows }
+        OpenOptions {
+            read_io: self.lance_io.into(),
+            row_cache_rows: self.row_cache_rows,
+            cache_mib: self.store_cache_mib,
+        }
+    }
+}
+
+/// `--store-cache-mib`: a whole number of MiB, at least 16.
+fn store_cache_mib(value: &str) -> Result<u64, String> {
+    match value.trim().parse::<u64>() {
+        Ok(mib) if mib >= 16 => Ok(mib),
+        Ok(mib) => Err(format!("{mib} MiB is too little for Lance's caches; give at least 16")),
+        Err(_) => Err(format!("{value:?} is not a whole number of MiB (e.g. {DEFAULT_CACHE_MIB})")),
     }
 }
 
@@ -384,6 +403,10 @@ pub enum EvalCommand {
         /// Weight of the BM25 ranking in the fusion (default: the product's).
         #[arg(long)]
         keyword_weight: Option<f32>,
+        /// Also list the tune split's misses of the fused search: the query, the right fix and where it
+        /// ranked, the fix ranked first instead. The held-out split's are never listed.
+        #[arg(long)]
+        misses: bool,
         /// Also write the report as JSON to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

@@ -31,6 +31,8 @@ pub const ASTRA_LOG: &str = "ASTRA_LOG";
 pub const ASTRA_LANCE_IO: &str = "ASTRA_LANCE_IO";
 /// Rows per searchable table the search's row cache holds (0: off); equals `--row-cache-rows`.
 pub const ASTRA_ROW_CACHE_ROWS: &str = "ASTRA_ROW_CACHE_ROWS";
+/// MiB Lance's index and metadata caches hold in all (at least 16); equals `--store-cache-mib`.
+pub const ASTRA_STORE_CACHE_MIB: &str = "ASTRA_STORE_CACHE_MIB";
 /// Extra core memory blocks and limits, `name=limit,...`; equals `--core-blocks`.
 pub const ASTRA_CORE_BLOCKS: &str = "ASTRA_CORE_BLOCKS";
 /// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.

@@ -51,7 +51,7 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             );
             write_json(json.as_deref(), &report)
         }
-        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, json } => {
+        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, misses, json } => {
             let embedder = eval_embedder(model_dir, ort_dylib).await?;
             let defaults = Fusion::fixes();
             let fusion = Fusion {
@@ -67,6 +67,9 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
                     .await?;
             print!("{}", astra_mcp::eval::fixes::render(&report));
             println!("fusion: vector_weight={} keyword_weight={}", fusion.vector_weight, fusion.keyword_weight);
+            if misses {
+                print!("{}", astra_mcp::eval::fixes::render_misses(&report));
+            }
             write_json(json.as_deref(), &report)
         }
     }

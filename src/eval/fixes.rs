@@ -104,11 +104,25 @@ pub struct FusionWeights {
     pub keyword_weight: f32,
 }
 
+/// A tune-split query whose target the first fusion (the product's) did not rank first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Miss {
+    pub query: String,
+    /// [`EvalFix::id`] of the right answer, and its 1-based position (`None`: not in the first 10).
+    pub target: String,
+    pub position: Option<usize>,
+    /// [`EvalFix::id`] of the fix ranked first instead (`None`: no match at all).
+    pub first: Option<String>,
+}
+
 /// The evaluation's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub fixes: usize,
     pub runs: Vec<FusionScores>,
+    /// The first fusion's misses on the tune split. Held-out misses are never listed: looking at them
+    /// would be tuning on them.
+    pub tune_misses: Vec<Miss>,
     /// Embedding and storing every fix, ms.
     pub store_ms: u128,
 }
@@ -143,9 +157,11 @@ pub async fn run(
     let store_ms = started.elapsed().as_millis();
     let id_of: BTreeMap<&str, uuid::Uuid> =
         set.fixes.iter().zip(&records).map(|(f, r)| (f.id.as_str(), r.memory_id)).collect();
+    let fix_of: BTreeMap<uuid::Uuid, &str> = id_of.iter().map(|(f, id)| (*id, *f)).collect();
 
     let mut runs = Vec::new();
-    for (name, fusion) in fusions {
+    let mut tune_misses = Vec::new();
+    for (run, (name, fusion)) in fusions.iter().enumerate() {
         let config = FixMemoryConfig {
             scope: crate::domain::Scope { actor_id: ACTOR.to_string(), project: "eval".to_string() },
             workspace: None,
@@ -161,6 +177,14 @@ pub async fn run(
                 id_of.get(q.target.as_str()).with_context(|| format!("query target {} is no fix", q.target))?;
             let hits = memory.search(&GateState::random(), &q.query, None, DEPTH).await?;
             let position = hits.iter().position(|h| h.record.memory_id == *target);
+            if run == 0 && q.split == "tune" && position != Some(0) {
+                tune_misses.push(Miss {
+                    query: q.query.clone(),
+                    target: q.target.clone(),
+                    position: position.map(|p| p + 1),
+                    first: hits.first().and_then(|h| fix_of.get(&h.record.memory_id)).map(|f| f.to_string()),
+                });
+            }
             let s = sums.entry(format!("{}/{}", q.split, q.kind)).or_default();
             s.0 += 1;
             s.1 += f64::from(u8::from(position == Some(0)));
@@ -180,7 +204,7 @@ pub async fn run(
             groups,
         });
     }
-    Ok(Report { fixes: set.fixes.len(), runs, store_ms })
+    Ok(Report { fixes: set.fixes.len(), runs, tune_misses, store_ms })
 }
 
 /// A fix of the set as `store_fix_memory` stores it (verified, the embedded text of
@@ -226,6 +250,21 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!(" | {:>7.3} {:>7.3} {:>7.3}", s.hit_at_1, s.hit_at_3, s.mrr));
         }
         out.push('\n');
+    }
+    out
+}
+
+/// The tune split's misses, one per line: the query, the right fix and its position, the fix ranked
+/// first instead.
+pub fn render_misses(report: &Report) -> String {
+    let mut out = format!(
+        "\n{} tune-split misses of the fused search (held-out misses are not shown):\n",
+        report.tune_misses.len()
+    );
+    for m in &report.tune_misses {
+        let position = m.position.map_or("not in the top 10".to_string(), |p| format!("at {p}"));
+        let first = m.first.as_deref().unwrap_or("nothing");
+        out.push_str(&format!("- {}\n  right fix {} {position}; first: {first}\n", m.query, m.target));
     }
     out
 }

@@ -623,6 +623,35 @@ fn a_store_reads_the_same_through_io_uring_and_blocking_reads() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("[possible values: auto, uring, blocking]"), "{bad:?}");
 }
 
+/// `--store-cache-mib` / `ASTRA_STORE_CACHE_MIB`: a store opened with the smallest bound still takes
+/// writes and searches; a bound below it is refused before anything runs, saying what to give.
+#[test]
+fn the_store_cache_bound_is_taken_from_flag_or_env_and_a_too_small_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("notes.jsonl");
+    std::fs::write(&file, "{\"text\": \"The gateway retries a 503 twice before it fails over.\"}\n").unwrap();
+    let ingest = astra(&db).env("ASTRA_STORE_CACHE_MIB", "16").args(["memory", "ingest"]).arg(&file).output().unwrap();
+    assert!(ingest.status.success(), "{ingest:?}");
+    let list = astra(&db).args(["--store-cache-mib", "16", "memory", "list", "--table", "archival"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).contains("fails over"), "{list:?}");
+    for (flag, env, says) in
+        [(Some("8"), None, "8 MiB is too little"), (None, Some("lots"), "\"lots\" is not a whole number of MiB")]
+    {
+        let mut cmd = astra(&db);
+        if let Some(v) = flag {
+            cmd.args(["--store-cache-mib", v]);
+        }
+        if let Some(v) = env {
+            cmd.env("ASTRA_STORE_CACHE_MIB", v);
+        }
+        let bad = cmd.args(["memory", "stats"]).output().unwrap();
+        assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert!(stderr.contains(says) && stderr.contains("--store-cache-mib"), "{stderr}");
+    }
+}
+
 /// `memory ingest` folds what it wrote into the full-text index at its end: past 250 rows a write no
 /// longer does, and a passage Lance scores unindexed ranks below an older one with its words in another
 /// order (found by a helper: all four ingested twins missed until `memory optimize`).

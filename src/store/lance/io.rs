@@ -56,39 +56,46 @@ pub unsafe fn set_uring_defaults() {
     }
 }
 
-/// The Lance session a connection to a local store directory opens with: `Some` with io_uring reads
-/// ([`UringFileStoreProvider`], Lance's default cache sizes), `None` for Lance's default (blocking
-/// reads).
+/// Default of [`super::OpenOptions::cache_mib`] (`--store-cache-mib`): room for the indexes of a store of
+/// about 1M rows, and a bound a laptop can spare. Lance's own defaults (6 GiB of index cache and 1 GiB of
+/// metadata cache) let a long-running server grow by gigabytes, because every commit writes a new manifest
+/// and every index update new index files, each cached under its own key (BENCHMARKS.md, "Fuzzing").
+pub const DEFAULT_CACHE_MIB: u64 = 1024;
+
+/// The Lance session a connection opens with: Lance's caches bounded to `cache_mib` MiB in all (three
+/// quarters for the index cache: full-text and vector index pages; one quarter for the metadata cache:
+/// manifests, file and fragment metadata), with io_uring reads of a local directory
+/// ([`UringFileStoreProvider`]) where `read_io` and the kernel allow them, else Lance's default readers.
+/// `local` is false for an object-store URI, whose reads never go through io_uring.
 ///
 /// # Errors
-/// With [`ReadIo::Uring`] set where this kernel refuses io_uring: the kernel's error, and what to do.
-pub(super) fn session(read_io: ReadIo) -> Result<Option<Arc<Session>>, String> {
+/// With [`ReadIo::Uring`] set for a local directory where this kernel refuses io_uring: the kernel's
+/// error, and what to do.
+pub(super) fn session(read_io: ReadIo, cache_mib: u64, local: bool) -> Result<Arc<Session>, String> {
     // `blocking` does not even set up a ring to check
-    let uring = match read_io {
-        ReadIo::Blocking => false,
-        ReadIo::Auto => match uring_allowed() {
-            Ok(()) => true,
-            Err(e) => {
-                static LOGGED: std::sync::Once = std::sync::Once::new();
-                LOGGED.call_once(|| tracing::info!("the store reads with blocking reads: {e}"));
-                false
-            }
-        },
-        ReadIo::Uring => match uring_allowed() {
-            Ok(()) => true,
-            Err(e) => return Err(format!("--lance-io uring: {e}; use --lance-io auto or blocking")),
-        },
-    };
-    if !uring {
-        return Ok(None);
-    }
+    let uring = local
+        && match read_io {
+            ReadIo::Blocking => false,
+            ReadIo::Auto => match uring_allowed() {
+                Ok(()) => true,
+                Err(e) => {
+                    static LOGGED: std::sync::Once = std::sync::Once::new();
+                    LOGGED.call_once(|| tracing::info!("the store reads with blocking reads: {e}"));
+                    false
+                }
+            },
+            ReadIo::Uring => match uring_allowed() {
+                Ok(()) => true,
+                Err(e) => return Err(format!("--lance-io uring: {e}; use --lance-io auto or blocking")),
+            },
+        };
     let registry = ObjectStoreRegistry::default();
-    registry.insert("file", Arc::new(UringFileStoreProvider));
-    Ok(Some(Arc::new(Session::new(
-        lance::dataset::DEFAULT_INDEX_CACHE_SIZE,
-        lance::dataset::DEFAULT_METADATA_CACHE_SIZE,
-        Arc::new(registry),
-    ))))
+    if uring {
+        registry.insert("file", Arc::new(UringFileStoreProvider));
+    }
+    let bytes = usize::try_from(cache_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
+    let index = bytes / 4 * 3;
+    Ok(Arc::new(Session::new(index, bytes - index, Arc::new(registry))))
 }
 
 /// Open files (`ulimit -n`) a process reading through io_uring needs: Lance's io_uring reader keeps every

@@ -100,12 +100,20 @@ pub struct LanceStore {
     past_fold_size: Arc<std::sync::Mutex<std::collections::HashSet<&'static str>>>,
     /// What the rankings of each searchable table read of their candidates ([`row_cache`]).
     row_caches: Arc<row_cache::RowCaches>,
+    /// Lance's session of this connection: its index and metadata caches ([`io::session`]).
+    session: Arc<lance::session::Session>,
 }
 
 impl LanceStore {
     /// Where the store lives (the `--db` value).
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Bytes Lance's index and metadata caches of this connection hold now (at most
+    /// [`OpenOptions::cache_mib`] MiB).
+    pub fn cache_bytes(&self) -> u64 {
+        self.session.size_bytes()
     }
 
     /// The open table called `name` (one of [`TABLES`]).

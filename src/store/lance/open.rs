@@ -20,19 +20,25 @@ use super::{
 use crate::embed::{DIMENSION, MODEL_ID};
 use crate::store::StoreError;
 
-/// How a store is opened: how it reads its files and how many rows per table its row cache holds.
-/// Settings of one opening, not of the process (`--lance-io`, `--row-cache-rows`).
+/// How a store is opened: how it reads its files and how much its caches hold. Settings of one opening,
+/// not of the process (`--lance-io`, `--row-cache-rows`, `--store-cache-mib`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenOptions {
     /// How a local directory's files are read ([`io`]).
     pub read_io: io::ReadIo,
     /// Rows per searchable table the [`row_cache`] holds; 0 turns it off.
     pub row_cache_rows: usize,
+    /// MiB Lance's index and metadata caches hold in all ([`io::session`]).
+    pub cache_mib: u64,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self { read_io: io::ReadIo::Auto, row_cache_rows: row_cache::DEFAULT_ROW_CACHE_ROWS }
+        Self {
+            read_io: io::ReadIo::Auto,
+            row_cache_rows: row_cache::DEFAULT_ROW_CACHE_ROWS,
+            cache_mib: io::DEFAULT_CACHE_MIB,
+        }
     }
 }
 
@@ -75,31 +81,29 @@ impl LanceStore {
             });
         }
         // A `file://` URL is a local directory: its path gets the locks and the reads of one.
-        let local;
+        let file_path;
         let path = match url::Url::parse(path).ok().filter(|u| u.scheme() == "file").map(|u| u.to_file_path()) {
             Some(Ok(p)) => {
-                local = p.to_string_lossy().into_owned();
-                local.as_str()
+                file_path = p.to_string_lossy().into_owned();
+                file_path.as_str()
             }
             Some(Err(())) => return Err(open_err(&format!("{path} is not a local file:// URL"))),
             None => path,
         };
+        let local = !path.contains("://");
+        // how the store is read (see `io`), settled before anything is created
+        let session = io::session(options.read_io, options.cache_mib, local)
+            .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
         let absolute;
-        let (path, session) = if path.contains("://") {
-            (path, None)
-        } else {
-            // how a local directory is read (see `io`), settled before anything is created
-            let session = io::session(options.read_io)
-                .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
+        let path = if local {
             // made absolute: lancedb reads a bare name such as `db` as a cloud URI
             std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
             absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
-            (absolute.as_str(), session)
+            absolute.as_str()
+        } else {
+            path
         };
-        let mut connect = lancedb::connect(path);
-        if let Some(session) = session {
-            connect = connect.session(session);
-        }
+        let connect = lancedb::connect(path).session(session.clone());
         let conn = connect.read_consistency_interval(READ_CONSISTENCY).execute().await.map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
         check_meta(path, &meta, check_model).await?;
@@ -130,6 +134,7 @@ impl LanceStore {
             writes: Arc::default(),
             past_fold_size: Arc::default(),
             row_caches,
+            session,
         };
         for name in SEARCHABLE_TABLES {
             for &column in fts_columns(name) {
@@ -287,4 +292,41 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LanceStore, OpenOptions};
+    use crate::store::lance::test_rows::passage;
+    use crate::store::{ArchivalStore, SearchFilter, TextQuery};
+
+    /// Lance caches a manifest per commit and index files per index update, each under its own key, so
+    /// under its default sizes (7 GiB in all) the caches of a store taking writes and searches grow with
+    /// every commit; bounded by [`OpenOptions::cache_mib`], they stay within it.
+    #[tokio::test]
+    async fn lance_s_caches_stay_within_the_store_cache_setting() {
+        const BOUND_MIB: u64 = 16;
+        let workload = |cache_mib: u64| async move {
+            let dir = tempfile::tempdir().unwrap();
+            let options = OpenOptions { cache_mib, ..OpenOptions::default() };
+            let store = LanceStore::open_with(dir.path().to_str().unwrap(), options).await.unwrap();
+            // about 0.2 MiB cached per round under Lance's defaults (68 MB after 300, measured)
+            for i in 0..200 {
+                let (row, vector) =
+                    passage("ann", &format!("note {i}: the billing service {}", "retries ".repeat(i % 50)));
+                store.insert_passages(&[(row, vector.clone())]).await.unwrap();
+                let filter = SearchFilter { actor_id: "ann".into(), ..Default::default() };
+                let query = TextQuery { filter, vector, text: format!("note {i} billing"), limit: 5 };
+                store.passage_keyword(&query).await.unwrap();
+                store.passage_nearest(&query).await.unwrap();
+            }
+            let bytes = store.cache_bytes();
+            eprintln!("cache_mib {cache_mib}: {bytes} bytes cached");
+            bytes
+        };
+        let lance_defaults = workload(7 * 1024).await;
+        let bounded = workload(BOUND_MIB).await;
+        assert!(lance_defaults > BOUND_MIB << 20, "the workload caches more than the bound: {lance_defaults}");
+        assert!(bounded <= BOUND_MIB << 20, "{bounded} bytes cached under a bound of {BOUND_MIB} MiB");
+    }
 }
