@@ -108,8 +108,9 @@ pub struct FusionWeights {
 #[derive(Debug, Clone, Serialize)]
 pub struct Miss {
     pub query: String,
-    /// [`EvalFix::id`] of the right answer, and its 1-based position (`None`: not in the first 10).
+    /// [`EvalFix::id`] of the right answer.
     pub target: String,
+    /// Its 1-based position in the fused results (`None`: not in the first 10).
     pub position: Option<usize>,
     /// [`EvalFix::id`] of the fix ranked first instead (`None`: no match at all).
     pub first: Option<String>,
