@@ -403,6 +403,10 @@ pub enum EvalCommand {
         /// Weight of the BM25 ranking in the fusion (default: the product's).
         #[arg(long)]
         keyword_weight: Option<f32>,
+        /// Weight of the identifier ranking (BM25 of the query's identifier phrases) in the fusion
+        /// (default: the product's).
+        #[arg(long)]
+        identifier_weight: Option<f32>,
         /// Also list the tune split's misses of the fused search: the query, the right fix and where it
         /// ranked, the fix ranked first instead. The held-out split's are never listed.
         #[arg(long)]

@@ -31,7 +31,7 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             let fusion = Fusion {
                 vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
                 keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
-                own_text_weight: own_text_weight.unwrap_or(defaults.own_text_weight),
+                exact_weight: own_text_weight.unwrap_or(defaults.exact_weight),
                 ..defaults
             };
             let store = LanceStore::open_with(&db, open).await?;
@@ -47,16 +47,17 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             print!("{}", locomo::render(&report));
             println!(
                 "fusion: vector_weight={} keyword_weight={} own_text_weight={}; store {db}",
-                fusion.vector_weight, fusion.keyword_weight, fusion.own_text_weight
+                fusion.vector_weight, fusion.keyword_weight, fusion.exact_weight
             );
             write_json(json.as_deref(), &report)
         }
-        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, misses, json } => {
+        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, identifier_weight, misses, json } => {
             let embedder = eval_embedder(model_dir, ort_dylib).await?;
             let defaults = Fusion::fixes();
             let fusion = Fusion {
                 vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
                 keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+                exact_weight: identifier_weight.unwrap_or(defaults.exact_weight),
                 ..defaults
             };
             let temp = tempfile::tempdir().context("creating a temporary store")?;
@@ -66,7 +67,10 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
                 astra_mcp::eval::fixes::run(Arc::new(store), embedder, &set, &astra_mcp::eval::fixes::compared(fusion))
                     .await?;
             print!("{}", astra_mcp::eval::fixes::render(&report));
-            println!("fusion: vector_weight={} keyword_weight={}", fusion.vector_weight, fusion.keyword_weight);
+            println!(
+                "fusion: vector_weight={} keyword_weight={} identifier_weight={}",
+                fusion.vector_weight, fusion.keyword_weight, fusion.exact_weight
+            );
             if misses {
                 print!("{}", astra_mcp::eval::fixes::render_misses(&report));
             }

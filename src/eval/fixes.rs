@@ -132,8 +132,8 @@ pub struct Report {
 pub fn compared(fused: Fusion) -> Vec<(String, Fusion)> {
     vec![
         ("fused".to_string(), fused),
-        ("vector only".to_string(), Fusion { vector_weight: 1.0, keyword_weight: 0.0, ..fused }),
-        ("BM25 only".to_string(), Fusion { vector_weight: 0.0, keyword_weight: 1.0, ..fused }),
+        ("vector only".to_string(), Fusion { vector_weight: 1.0, keyword_weight: 0.0, exact_weight: 0.0, ..fused }),
+        ("BM25 only".to_string(), Fusion { vector_weight: 0.0, keyword_weight: 1.0, exact_weight: 0.0, ..fused }),
     ]
 }
 

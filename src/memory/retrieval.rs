@@ -14,8 +14,9 @@ use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError
 pub const DEFAULT_MIN_SCORE: f32 = 0.10;
 
 /// How a table's rankings are fused ([`score_fusion`]): `score = vector_weight · cosine + keyword_weight
-/// · bm25 / best_bm25 + own_text_weight · bm25_own / best_bm25_own`, the last for conversation items only
-/// (whose BM25 ranking over the item in its context is joined by one over the item's own text).
+/// · bm25 / best_bm25 + exact_weight · bm25_exact / best_bm25_exact`, the last over the table's second
+/// full-text ranking ([`Candidates::by_exact`](crate::store::Candidates::by_exact)): a conversation item's
+/// own text, a fix's identifier phrases.
 ///
 /// The weights of each table are set here, in [`Fusion::fixes`], [`Fusion::archival`] and
 /// [`Fusion::conversation`], and were chosen on evaluations (`astra-mcp eval fixes`, tune split only;
@@ -26,8 +27,9 @@ pub struct Fusion {
     pub vector_weight: f32,
     /// Weight of the relative BM25 score of the full-text ranking (conversation items: in context).
     pub keyword_weight: f32,
-    /// Weight of the relative BM25 score over a conversation item's own text (absent elsewhere).
-    pub own_text_weight: f32,
+    /// Weight of the relative BM25 score of the second full-text ranking: over a conversation item's own
+    /// text, or of a fix search's identifier phrases (none for archival passages).
+    pub exact_weight: f32,
     /// Candidates fetched from each ranking: `max(top_k * 5, candidates)`.
     pub candidates: usize,
     /// Hits below this cosine are dropped unless a full-text ranking also found them.
@@ -37,12 +39,15 @@ pub struct Fusion {
 impl Fusion {
     /// Fixes: short, structured texts (error type, fix, the failing tests seen), full-text indexed with
     /// Lance's code analyzer. The symptom a later agent searches with is worded apart from the fix, so the
-    /// embedding carries much of the match, and BM25 decides between look-alikes by their identifiers.
+    /// embedding carries much of the match; BM25 of its words, and as much BM25 of its identifier phrases
+    /// (`test_slow_server_lock_ttl` holds `lock ttl`, which `cache_ttl`'s fix lacks), decide between
+    /// look-alikes. Chosen on the tune split of `astra-mcp eval fixes`: identifier weight 0 → 0.908 hit@1,
+    /// 0.5 → 0.974, 0.75–1.5 → 0.980–0.987 (docs/retrieval.md).
     pub const fn fixes() -> Self {
         Self {
             vector_weight: 1.0,
             keyword_weight: 0.75,
-            own_text_weight: 0.0,
+            exact_weight: 1.0,
             candidates: 50,
             min_score: DEFAULT_MIN_SCORE,
         }
@@ -54,7 +59,7 @@ impl Fusion {
         Self {
             vector_weight: 1.0,
             keyword_weight: 1.0,
-            own_text_weight: 0.0,
+            exact_weight: 0.0,
             candidates: 50,
             min_score: DEFAULT_MIN_SCORE,
         }
@@ -67,7 +72,7 @@ impl Fusion {
         Self {
             vector_weight: 1.0,
             keyword_weight: 1.0,
-            own_text_weight: 0.25,
+            exact_weight: 0.25,
             candidates: 50,
             min_score: DEFAULT_MIN_SCORE,
         }
@@ -86,8 +91,9 @@ pub struct Ranked {
     pub vector: Option<RankScore>,
     /// In the full-text (BM25) ranking (conversation items: over the item in its context).
     pub keyword: Option<RankScore>,
-    /// In the BM25 ranking over a conversation item's own text.
-    pub own_text: Option<RankScore>,
+    /// In the second full-text ranking ([`Fusion::exact_weight`]): over a conversation item's own text,
+    /// or of a fix search's identifier phrases.
+    pub exact: Option<RankScore>,
 }
 
 /// One fused result.
@@ -122,17 +128,17 @@ pub fn fuse<T>(
     let rankings = [
         ranking(&candidates.by_vector, ScoreKind::Cosine, fusion.vector_weight),
         ranking(&candidates.by_keyword, ScoreKind::Bm25, fusion.keyword_weight),
-        ranking(&candidates.by_own_text, ScoreKind::Bm25, fusion.own_text_weight),
+        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight),
     ];
     // the first ranking a row appears in provides it: the vector ranking's carries the cosine
     let mut by_id: HashMap<Uuid, _> = HashMap::new();
-    for c in candidates.by_vector.into_iter().chain(candidates.by_keyword).chain(candidates.by_own_text) {
+    for c in candidates.by_vector.into_iter().chain(candidates.by_keyword).chain(candidates.by_exact) {
         by_id.entry(id(&c.row)).or_insert(c);
     }
     let mut hits = Vec::new();
     for f in score_fusion(&rankings) {
-        let ranked = Ranked { vector: f.ranked[0], keyword: f.ranked[1], own_text: f.ranked[2] };
-        let keyword_hit = ranked.keyword.is_some() || ranked.own_text.is_some();
+        let ranked = Ranked { vector: f.ranked[0], keyword: f.ranked[1], exact: f.ranked[2] };
+        let keyword_hit = ranked.keyword.is_some() || ranked.exact.is_some();
         let Some(candidate) = by_id.remove(&f.key) else { continue };
         if candidate.cosine < fusion.min_score && !keyword_hit {
             continue;

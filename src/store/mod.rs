@@ -135,22 +135,24 @@ pub struct Candidates<T> {
     /// Full-text (BM25) matches of the query text; empty when nothing matches. For conversation items
     /// this ranks the item in its context (`search_text`).
     pub by_keyword: Vec<Scored<T>>,
-    /// Conversation items only: BM25 over the item's own text (`embedded_text`), so an item that itself
-    /// contains a rare identifier outranks its neighbours whose context merely quotes it.
-    pub by_own_text: Vec<Scored<T>>,
+    /// The second full-text ranking, of exact evidence: for conversation items BM25 over the item's own
+    /// text (`embedded_text`), so an item that itself contains a rare identifier outranks its neighbours
+    /// whose context merely quotes it; for fixes BM25 of the query's identifier phrases (two parts of an
+    /// identifier side by side, `lock ttl`), which tells look-alike fixes apart. Empty elsewhere.
+    pub by_exact: Vec<Scored<T>>,
     /// How long the store took to produce them.
     pub timings: StageTimings,
 }
 
 impl Candidates<RowRef> {
     /// The vector ranking and the full-text rankings of one query as the candidates a search fuses: the
-    /// first full-text ranking is `by_keyword`, the second (conversation items only) `by_own_text`.
+    /// first full-text ranking is `by_keyword`, the second (conversation items and fixes) `by_exact`.
     pub fn join(vector: VectorRanking, keyword: KeywordRankings) -> Self {
         let mut rankings = keyword.rankings.into_iter();
         Candidates {
             by_vector: vector.ranked,
             by_keyword: rankings.next().unwrap_or_default(),
-            by_own_text: rankings.next().unwrap_or_default(),
+            by_exact: rankings.next().unwrap_or_default(),
             timings: StageTimings { vector_ms: vector.ms, keyword_ms: keyword.ms, rows_ms: 0.0 },
         }
     }
@@ -161,7 +163,7 @@ impl Candidates<RowRef> {
         self.by_vector
             .iter()
             .chain(&self.by_keyword)
-            .chain(&self.by_own_text)
+            .chain(&self.by_exact)
             .map(|s| &s.row)
             .filter(move |r| seen.insert(r.id))
     }
@@ -192,7 +194,7 @@ impl Candidates<RowRef> {
         Candidates {
             by_vector: map(self.by_vector),
             by_keyword: map(self.by_keyword),
-            by_own_text: map(self.by_own_text),
+            by_exact: map(self.by_exact),
             timings: self.timings,
         }
     }
@@ -200,12 +202,7 @@ impl Candidates<RowRef> {
 
 impl<T> Default for Candidates<T> {
     fn default() -> Self {
-        Self {
-            by_vector: Vec::new(),
-            by_keyword: Vec::new(),
-            by_own_text: Vec::new(),
-            timings: StageTimings::default(),
-        }
+        Self { by_vector: Vec::new(), by_keyword: Vec::new(), by_exact: Vec::new(), timings: StageTimings::default() }
     }
 }
 

@@ -27,15 +27,26 @@ pub struct RankingExplanation {
     pub keyword: Option<RankingPosition>,
     /// Conversation items only: the BM25 ranking over the item's own text; null elsewhere.
     pub own_text: Option<RankingPosition>,
+    /// Fixes only: the BM25 ranking of the query's identifier phrases (two parts of an identifier side
+    /// by side, as `lock ttl` in `test_slow_server_lock_ttl`); null elsewhere, and when the query holds
+    /// no identifier of two parts.
+    pub identifier: Option<RankingPosition>,
 }
 
-impl From<&Ranked> for RankingExplanation {
-    fn from(r: &Ranked) -> Self {
-        let position = |p: Option<RankScore>| {
-            p.map(|p| RankingPosition { rank: u32::try_from(p.rank).unwrap_or(u32::MAX), score: round4(p.score) })
-        };
-        Self { vector: position(r.vector), keyword: position(r.keyword), own_text: position(r.own_text) }
+impl RankingExplanation {
+    /// A conversation item's or a passage's: the second full-text ranking is the item's own text.
+    pub fn of_text(r: &Ranked) -> Self {
+        Self { vector: position(r.vector), keyword: position(r.keyword), own_text: position(r.exact), identifier: None }
     }
+
+    /// A fix's: the second full-text ranking is of the query's identifier phrases.
+    pub fn of_fix(r: &Ranked) -> Self {
+        Self { vector: position(r.vector), keyword: position(r.keyword), own_text: None, identifier: position(r.exact) }
+    }
+}
+
+fn position(p: Option<RankScore>) -> Option<RankingPosition> {
+    p.map(|p| RankingPosition { rank: u32::try_from(p.rank).unwrap_or(u32::MAX), score: round4(p.score) })
 }
 
 /// `x` rounded to 4 decimals, as every score the tools show.

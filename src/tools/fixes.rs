@@ -199,7 +199,7 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
         score: round4(hit.score),
         fused_score: f64::from(hit.fused_score),
         keyword_hit: hit.keyword_hit,
-        ranking: RankingExplanation::from(&hit.ranked),
+        ranking: RankingExplanation::of_fix(&hit.ranked),
         fix_description: r.fix_description.clone(),
         error_type: r.error_type.clone(),
         file_paths: r.file_paths.clone(),

@@ -51,8 +51,9 @@ async fn an_identifier_ranks_its_passage_first_among_twenty_look_alikes() {
 }
 
 /// On the bundled fix evaluation set, through `search_codebase_memory`'s search: every identifier query
-/// ranks its fix first, and on each split the fused search puts the right fix first at least as often
-/// as the better of its two rankings alone (the figures are in BENCHMARKS.md).
+/// ranks its fix first, on each split the fused search puts the right fix first at least as often as
+/// the better of its two rankings alone, and on the held-out split (never tuned on) for at least 0.90 of
+/// the symptoms (issue 26's targets; the figures are in BENCHMARKS.md).
 #[tokio::test]
 async fn fix_search_never_loses_to_its_own_rankings_and_finds_every_identifier() {
     let db = tempfile::tempdir().unwrap();
@@ -70,4 +71,6 @@ async fn fix_search_never_loses_to_its_own_rankings_and_finds_every_identifier()
             fused.groups[&group].hit_at_1
         );
     }
+    let held_out = fused.groups["held_out/symptom"].hit_at_1;
+    assert!(held_out >= 0.90, "held-out symptoms: the right fix first for {held_out} < 0.90 of them: {report:#?}");
 }

@@ -341,9 +341,51 @@ async fn another_actors_rows_crowding_the_top_do_not_empty_a_search() {
     assert_eq!(ids(&found.by_keyword), vec![mine[0].id]);
 }
 
+/// The fix search's second full-text ranking is of the query's identifier phrases: a failing test's name
+/// that embeds the identifier (`test_slow_server_lock_ttl`, `test_emails_high_…`) finds the fix holding
+/// those two parts side by side in any spelling (`lock_ttl`, `emails-high`), and not its look-alikes
+/// (`cache_ttl`, `emails-low`), which share every other word of the query.
+#[tokio::test]
+async fn a_test_name_finds_the_fix_of_the_identifier_it_embeds_not_its_look_alikes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    let lock =
+        record("ann", "alpha", "The client takes seconds but lock_ttl is set in ms: divide by 1000.", "TimeoutError");
+    let cache =
+        record("ann", "alpha", "The client takes seconds but cache_ttl is set in ms: divide by 1000.", "TimeoutError");
+    let high =
+        record("ann", "alpha", "The emails-high consumer acked before the handler: ack after it.", "AssertionError");
+    let low =
+        record("ann", "alpha", "The emails-low consumer acked before the handler: ack after it.", "AssertionError");
+    for r in [&lock, &cache, &high, &low] {
+        put(&store, r).await;
+    }
+    let k = store
+        .fix_keyword(&query("ann", "tests/test_client.py::test_slow_server_lock_ttl: TimeoutError", None).await)
+        .await
+        .unwrap();
+    // both hold `timeout error` (their error type); only one holds `lock ttl`
+    let scored: Vec<(uuid::Uuid, f32)> = k.rankings[1].iter().map(|s| (s.row.id, s.score)).collect();
+    assert_eq!(scored[0].0, lock.memory_id, "`lock ttl` first: {scored:?}");
+    assert!(scored.iter().skip(1).all(|(_, score)| *score < scored[0].1), "and alone first: {scored:?}");
+    let k = store
+        .fix_keyword(
+            &query("ann", "tests/test_consumer.py::test_emails_high_message_not_lost: AssertionError", None).await,
+        )
+        .await
+        .unwrap();
+    let scored: Vec<(uuid::Uuid, f32)> = k.rankings[1].iter().map(|s| (s.row.id, s.score)).collect();
+    assert_eq!(scored[0].0, high.memory_id, "`emails high` first: {scored:?}");
+    let low_score = scored.iter().find(|(id, _)| *id == low.memory_id).map(|(_, score)| *score);
+    assert!(low_score.is_none_or(|s| s < scored[0].1), "`emails-low` holds no `emails high`: {scored:?}");
+    let k = store.fix_keyword(&query("ann", "read timed out", None).await).await.unwrap();
+    assert!(k.rankings[1].is_empty(), "a query without identifiers has no identifier ranking");
+}
+
 /// Fix texts are indexed with Lance's code analyzer: `retry_limits` and `retry_limit` are two tokens
 /// (English stemming made them one), so BM25 ranks the fix that holds the exact identifier first, alone.
-/// A store whose fixes index an earlier version built with the text analyzer gets it rebuilt at open.
+/// A store whose fixes index an earlier version built (with the text analyzer, or without positions)
+/// gets it rebuilt at open.
 #[tokio::test]
 async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_older_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -378,7 +420,7 @@ async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_ol
     let reopened = LanceStore::open(path).await.unwrap();
     let conn = lancedb::connect(path).execute().await.unwrap();
     let fixes = conn.open_table("fixes").execute().await.unwrap();
-    assert_eq!(names(fixes.list_indices().await.unwrap()), vec!["embedded_text_code_idx".to_string()]);
+    assert_eq!(names(fixes.list_indices().await.unwrap()), vec!["embedded_text_code_pos_idx".to_string()]);
     let keyword = reopened.fix_keyword(&query("ann", "retry_limits", None).await).await.unwrap();
     assert_eq!(ranks(&keyword)[0], (many.memory_id, 1), "rebuilt: {:?}", ranks(&keyword));
     assert!(ranks(&keyword).iter().all(|(id, rank)| *id != one.memory_id || *rank > 1));

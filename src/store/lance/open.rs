@@ -164,10 +164,11 @@ async fn row_cache_capacity(table: &Table, rows: usize) -> usize {
 }
 
 /// The name of the full-text index of `name.column`: Lance's default (`{column}_idx`), but for the fixes
-/// table's code-analysed index `{column}_code_idx`, so that an index built with the text analyzer (by an
-/// earlier version) is told apart and rebuilt ([`LanceStore::open`]).
+/// table's code-analysed index with positions `{column}_code_pos_idx`, so that an index built by an
+/// earlier version (with the text analyzer, or without positions) is told apart and rebuilt
+/// ([`LanceStore::open`]).
 pub(super) fn fts_index_name(name: &str, column: &str) -> String {
-    if name == FIXES_TABLE { format!("{column}_code_idx") } else { format!("{column}_idx") }
+    if name == FIXES_TABLE { format!("{column}_code_pos_idx") } else { format!("{column}_idx") }
 }
 
 /// Has `table` (named `name`) this version's full-text index of `column` ([`fts_index_name`])?

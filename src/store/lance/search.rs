@@ -9,12 +9,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use lancedb::index::scalar::{BooleanQuery, FtsQuery, FullTextSearchQuery, MatchQuery, Occur, PhraseQuery};
 use lancedb::query::ExecutableQuery;
 
 use super::open::{fts_columns, has_fts_index};
 use super::rows::{self, Rows};
 use super::sql::{Broad, Filter, in_list, sql_literal};
-use super::{ARCHIVAL_TABLE, LanceStore, backend, collect, row_cache};
+use super::{ARCHIVAL_TABLE, FIXES_TABLE, LanceStore, backend, collect, row_cache};
 use crate::store::StoreError;
 
 /// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits, and to
@@ -35,6 +36,59 @@ pub fn ann_ef(rows: usize, limit: usize) -> usize {
     let least = ANN_EF.max(4 * limit);
     (rows / ANN_ROWS_PER_EF).clamp(least, ANN_EF_MAX.max(least))
 }
+/// Phrases of the identifier ranking of a fix search, at most.
+pub const MAX_IDENTIFIER_PHRASES: usize = 32;
+
+/// The phrases of a fix search's identifier ranking: each pair of adjacent parts of an identifier in
+/// `text`, lower-cased and joined by a space (`test_slow_server_lock_ttl` gives `test slow`, `slow
+/// server`, `server lock`, `lock ttl`; `emails-high` gives `emails high`), in order, each once, at most
+/// [`MAX_IDENTIFIER_PHRASES`].
+///
+/// An identifier is a run of letters, digits, `_` and `-` of two or more parts, split where the fixes'
+/// code analyzer splits them (at `_` and `-`, and at case changes: `parseHTTPHeader` → `parse`, `http`,
+/// `header`), so each phrase matches a fix where the two parts stand next to each other in any
+/// spelling (`lock_ttl`, `LOCK_TTL`, `lockTtl`, `test_lock_ttl_applies`). Agents search with test
+/// names that embed the identifier they are about (`test_slow_server_lock_ttl`), and look-alike fixes
+/// share most of their words but not that pair (`cache_ttl`): the pair is the evidence the word-level
+/// ranking cannot see (docs/retrieval.md).
+pub fn identifier_phrases(text: &str) -> Vec<String> {
+    let mut phrases: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')) {
+        let parts: Vec<String> = word.split(['_', '-']).flat_map(camel_case_parts).map(|p| p.to_lowercase()).collect();
+        for pair in parts.windows(2) {
+            let phrase = format!("{} {}", pair[0], pair[1]);
+            if !phrases.contains(&phrase) {
+                phrases.push(phrase);
+            }
+            if phrases.len() == MAX_IDENTIFIER_PHRASES {
+                return phrases;
+            }
+        }
+    }
+    phrases
+}
+
+/// `segment` split at its case changes as Lance's code analyzer splits identifiers: before an upper-case
+/// letter that follows a lower-case one (`lockTtl`), and before the last upper-case letter of a run
+/// followed by a lower-case one (`HTTPHeader` → `HTTP`, `Header`). Empty segments give nothing.
+fn camel_case_parts(segment: &str) -> Vec<&str> {
+    let chars: Vec<(usize, char)> = segment.char_indices().collect();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in 1..chars.len() {
+        let (prev, cur) = (chars[i - 1].1, chars[i].1);
+        let next_lower = chars.get(i + 1).is_some_and(|(_, c)| c.is_lowercase());
+        if (prev.is_lowercase() && cur.is_uppercase()) || (prev.is_uppercase() && cur.is_uppercase() && next_lower) {
+            parts.push(&segment[start..chars[i].0]);
+            start = chars[i].0;
+        }
+    }
+    if start < segment.len() {
+        parts.push(&segment[start..]);
+    }
+    parts
+}
+
 /// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation's order.
 /// 1 re-ranks exactly the rows returned: at 1M rows it costs about 4 ms less per search than 4
 /// (BENCHMARKS.md, "Refine factor 1"); recall@10 there is measured of the 50 candidates it re-ranks.
@@ -95,11 +149,27 @@ impl LanceStore {
                 tracing::debug!(table = name, "no look at the table's latest version: {e}");
             }
         }
-        let mut rankings = Vec::new();
+        let mut queries = Vec::new();
         for &column in fts_columns(name) {
+            let query = (!text.trim().is_empty()).then(|| FtsQuery::Match(MatchQuery::new(text.to_string())));
+            queries.push((column, query));
+        }
+        if name == FIXES_TABLE {
+            let phrases = identifier_phrases(text);
+            let query = (!phrases.is_empty()).then(|| {
+                FtsQuery::Boolean(BooleanQuery::new(
+                    phrases.into_iter().map(|p| (Occur::Should, FtsQuery::Phrase(PhraseQuery::new(p)))),
+                ))
+            });
+            queries.push(("embedded_text", query));
+        }
+        let mut rankings = Vec::new();
+        for (column, query) in queries {
             let mut refs = Vec::new();
-            if !text.trim().is_empty() && self.fts_available(name, column).await {
-                match self.keyword_ranking(name, column, filter, text, limit).await {
+            if let Some(query) = query
+                && self.fts_available(name, column).await
+            {
+                match self.keyword_ranking(name, column, filter, query, limit).await {
                     Ok(ranked) => refs = ranked,
                     Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
                 }
@@ -109,7 +179,7 @@ impl LanceStore {
         Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
     }
 
-    /// The BM25 ranking of `name.column` for `text`, at most `limit` rows: unfiltered, then checked
+    /// The BM25 ranking of `name.column` for `query`, at most `limit` rows: unfiltered, then checked
     /// against a broad filter ([`Self::rank_then_filter`]); with Lance's prefilter when that fails or
     /// the filter is narrow.
     async fn keyword_ranking(
@@ -117,13 +187,11 @@ impl LanceStore {
         name: &'static str,
         column: &str,
         filter: &Filter,
-        text: &str,
+        query: FtsQuery,
         limit: usize,
     ) -> Result<Vec<crate::store::Scored<crate::store::RowRef>>, StoreError> {
         use lancedb::query::{QueryBase, Select};
-        let query = lancedb::index::scalar::FullTextSearchQuery::new(text.to_string())
-            .with_column(column.to_string())
-            .map_err(backend)?;
+        let query = FullTextSearchQuery::new_query(query.with_column(column.to_string()));
         let fts = self.table(name).query().full_text_search(query).limit(limit);
         if let Some(broad) = &filter.broad {
             let unfiltered = fts.clone().select(Select::columns(&["_score"])).with_row_id();

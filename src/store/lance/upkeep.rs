@@ -52,14 +52,15 @@ pub async fn wait_for_upkeep() {
 ///   (`retry_limit` / `retry_limits`, `ALLOWED_ORIGIN` / `ALLOWED_ORIGINS`), which English stemming made
 ///   one token: on the tune split of the fix evaluation set (`astra-mcp eval fixes`) a numpy emulation of
 ///   BM25 put the right fix first for 0.66 of the symptoms with stemming and 0.88 without; the product's
-///   BM25 with this analyzer gets 0.83 (docs/retrieval.md).
+///   BM25 with this analyzer gets 0.83 (docs/retrieval.md). Positions are kept, for the phrases of the
+///   identifier ranking ([`super::search::identifier_phrases`]).
 /// - Archival passages and conversation items (prose): Lance's `simple` tokenizer (splits on
 ///   non-alphanumerics), lower-casing, ASCII folding, English Snowball stemming and stop-word removal
 ///   (Lance's defaults), on which the LoCoMo figures were measured. `E0502` and `lru.rs` stay tokens.
 fn fts_params(name: &str) -> lancedb::index::scalar::FtsIndexBuilder {
     let text = lancedb::index::scalar::FtsIndexBuilder::default();
     if name == FIXES_TABLE {
-        text.analyzer("code").expect("`code` is one of Lance's analyzers").split_identifiers(true)
+        text.analyzer("code").expect("`code` is one of Lance's analyzers").split_identifiers(true).with_position(true)
     } else {
         text
     }

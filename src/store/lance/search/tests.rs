@@ -207,3 +207,18 @@ fn ef_grows_with_the_table_between_its_bounds() {
     assert_eq!(super::ann_ef(10_000_000, 1_000), 4_000, "a larger limit still gets 4 x");
     assert_eq!(super::ann_ef(0, 5), 100, "at least ANN_EF");
 }
+
+#[test]
+fn identifier_phrases_are_the_adjacent_parts_of_each_identifier() {
+    assert_eq!(
+        identifier_phrases("tests/test_http.py::test_slow_server_lock_ttl: TimeoutError"),
+        ["test http", "test slow", "slow server", "server lock", "lock ttl", "timeout error"]
+    );
+    assert_eq!(identifier_phrases("the emails-high queue"), ["emails high"]);
+    assert_eq!(identifier_phrases("parseHTTPHeader ALLOWED_ORIGINS"), ["parse http", "http header", "allowed origins"]);
+    assert!(identifier_phrases("read did not time out after 2 s").is_empty(), "no identifier of two parts");
+    assert!(identifier_phrases("__init__ -- _x_").is_empty(), "empty parts are not parts");
+    assert_eq!(identifier_phrases("lock_ttl lock_ttl LOCK_TTL"), ["lock ttl"], "each phrase once");
+    let many: String = (0..100).map(|i| format!("a{i}_b{i} ")).collect();
+    assert_eq!(identifier_phrases(&many).len(), MAX_IDENTIFIER_PHRASES);
+}
