@@ -1,5 +1,8 @@
 //! The command line, as the user types it (clap derive). Every flag that has an environment variable
 //! names it from `env_vars`; clap resolves flag > env > default. `config` turns this into settings.
+//!
+//! One file on purpose, though long: every clap type of the binary lives here and nowhere else, so the
+//! whole command line reads in one place and no lower layer depends on clap.
 
 use std::path::PathBuf;
 
