@@ -12,6 +12,14 @@ use astra_mcp::app::OpenOptions;
 use astra_mcp::cli::{Cli, Command, DEFAULT_LOG};
 use clap::Parser;
 
+/// jemalloc, not the system allocator: under a long stream of tool calls glibc's malloc kept the freed
+/// memory of LanceDB's short-lived buffers and the server grew by about 23 KB per call with its caches
+/// bounded; under jemalloc it stays flat (BENCHMARKS.md, "Fuzzing"). ONNX Runtime, loaded as a shared
+/// library, keeps the system allocator.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Whether the command line runs `hook claude-code` or `hook codex`, judged before it is parsed.
 fn is_hook_invocation() -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -2,6 +2,12 @@
 //! clients (rmcp in-process over a duplex pipe, the real binary over stdio, the official Python SDK).
 //! Needs `scripts/setup` to have run (model, ONNX Runtime, tooling venv); `scripts/test` does that.
 
+/// The server's allocator (see `src/main.rs`), so the in-process tests and fuzz targets measure the
+/// memory the server would use.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod binary;
 mod browser;
 mod clients;
