@@ -1,5 +1,5 @@
-//! Search: the rankings every searchable table runs — one full-text (BM25) ranking per indexed column,
-//! and one by cosine to the query's vector, through the HNSW index where the table has one ([`ann_ef`])
+//! Search: the rankings every searchable table runs — one full-text (BM25) ranking per indexed column
+//! (and for fixes one of the query's [`identifier_phrases`]), and one by cosine to the query's vector, through the HNSW index where the table has one ([`ann_ef`])
 //! — as row references, and the reading of rows by those references. A ranking under a broad filter runs
 //! unfiltered and its rows are read by address, through the [`row_cache`], and checked here
 //! ([`LanceStore::rank_then_filter`]); any doubt sends it back to Lance's prefilter. The rows a search
@@ -36,6 +36,7 @@ pub fn ann_ef(rows: usize, limit: usize) -> usize {
     let least = ANN_EF.max(4 * limit);
     (rows / ANN_ROWS_PER_EF).clamp(least, ANN_EF_MAX.max(least))
 }
+
 /// Phrases of the identifier ranking of a fix search, at most.
 pub const MAX_IDENTIFIER_PHRASES: usize = 32;
 
@@ -130,10 +131,11 @@ impl LanceStore {
         ready.contains(&(name, column))
     }
 
-    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, filtered
-    /// (see [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
+    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, then for
+    /// fixes the ranking of `text`'s [`identifier_phrases`] (empty when it has none), filtered (see
+    /// [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
     /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
-    /// search.
+    /// search. The rankings run one after the other.
     pub(super) async fn keyword_rankings(
         &self,
         name: &'static str,
