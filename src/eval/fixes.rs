@@ -102,6 +102,8 @@ pub struct FusionScores {
 pub struct FusionWeights {
     pub vector_weight: f32,
     pub keyword_weight: f32,
+    /// Weight of the identifier ranking ([`Fusion::exact_weight`] of the fix search).
+    pub identifier_weight: f32,
 }
 
 /// A tune-split query whose target the first fusion (the product's) did not rank first.
@@ -201,7 +203,11 @@ pub async fn run(
             .collect();
         runs.push(FusionScores {
             name: name.clone(),
-            fusion: FusionWeights { vector_weight: fusion.vector_weight, keyword_weight: fusion.keyword_weight },
+            fusion: FusionWeights {
+                vector_weight: fusion.vector_weight,
+                keyword_weight: fusion.keyword_weight,
+                identifier_weight: fusion.exact_weight,
+            },
             groups,
         });
     }
