@@ -40,6 +40,16 @@ pub struct Cli {
     #[arg(long, global = true, env = ev::ASTRA_STORE_CACHE_MIB, default_value_t = DEFAULT_CACHE_MIB,
           value_name = "MIB", value_parser = store_cache_mib)]
     pub store_cache_mib: u64,
+    /// Milliseconds a read may lag the commits of other processes: each search checks the tables'
+    /// latest versions at most this often. Default: 0 (every read checks) on a local directory, 500
+    /// on object storage, where each check is a round trip to the bucket.
+    #[arg(long, global = true, env = ev::ASTRA_READ_CONSISTENCY_MS, value_name = "MS")]
+    pub read_consistency_ms: Option<u64>,
+    /// Open an object store although it does not refuse a second conditional write of one key. Such a
+    /// store silently loses commits when two processes write at once: only for a store that one
+    /// process alone ever writes to.
+    #[arg(long, global = true, env = ev::ASTRA_UNSAFE_SINGLE_WRITER)]
+    pub unsafe_single_writer: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -51,6 +61,8 @@ impl Cli {
             read_io: self.lance_io.into(),
             row_cache_rows: self.row_cache_rows,
             cache_mib: self.store_cache_mib,
+            read_consistency: self.read_consistency_ms.map(std::time::Duration::from_millis),
+            unsafe_single_writer: self.unsafe_single_writer,
         }
     }
 }

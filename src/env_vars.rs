@@ -33,6 +33,10 @@ pub const ASTRA_LANCE_IO: &str = "ASTRA_LANCE_IO";
 pub const ASTRA_ROW_CACHE_ROWS: &str = "ASTRA_ROW_CACHE_ROWS";
 /// MiB Lance's index and metadata caches hold in all (at least 16); equals `--store-cache-mib`.
 pub const ASTRA_STORE_CACHE_MIB: &str = "ASTRA_STORE_CACHE_MIB";
+/// Milliseconds a read may lag other processes' commits; equals `--read-consistency-ms`.
+pub const ASTRA_READ_CONSISTENCY_MS: &str = "ASTRA_READ_CONSISTENCY_MS";
+/// Opens an object store that ignores conditional writes; equals `--unsafe-single-writer`.
+pub const ASTRA_UNSAFE_SINGLE_WRITER: &str = "ASTRA_UNSAFE_SINGLE_WRITER";
 /// Extra core memory blocks and limits, `name=limit,...`; equals `--core-blocks`.
 pub const ASTRA_CORE_BLOCKS: &str = "ASTRA_CORE_BLOCKS";
 /// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.

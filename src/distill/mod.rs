@@ -142,7 +142,14 @@ impl Distiller {
         let runs = self.runs.runs(actor_id).await?;
         let mut out = Vec::with_capacity(runs.len());
         for run in runs {
-            let interrupted = run.state == RunState::Running && self.runs.try_lock_runs(&run.actor_id).await?.is_some();
+            let interrupted = run.state == RunState::Running
+                && match self.runs.try_lock_runs(&run.actor_id).await? {
+                    Some(lock) => {
+                        lock.release().await;
+                        true
+                    }
+                    None => false,
+                };
             out.push(RunStatus { run, interrupted });
         }
         Ok(out)
@@ -158,7 +165,7 @@ impl Distiller {
         validate(config)?;
         let client = Client::new(&config.client)?;
         let actor = &config.actor_id;
-        let Some(_lock) = self.runs.try_lock_runs(actor).await? else {
+        let Some(lock) = self.runs.try_lock_runs(actor).await? else {
             let running = self.runs.runs(Some(actor)).await?.into_iter().rev().find(|r| r.state == RunState::Running);
             let running = running
                 .map(|r| {
@@ -171,6 +178,14 @@ impl Distiller {
                 .unwrap_or_default();
             return Err(DistillError::Busy { actor: actor.clone(), running });
         };
+        let result = self.run_locked(config, client).await;
+        lock.release().await;
+        result
+    }
+
+    /// [`Self::run`] once the actor's lock is held.
+    async fn run_locked(&self, config: &DistillConfig, client: Client) -> Result<DistillRun, DistillError> {
+        let actor = &config.actor_id;
         let distilled: HashSet<Uuid> =
             self.close_interrupted(actor).await?.iter().flat_map(|r| r.distilled().iter().copied()).collect();
         let items: Vec<SessionItem> = self

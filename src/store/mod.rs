@@ -30,6 +30,15 @@ pub enum StoreError {
         "the memory store at {path} has format version {found}; this astra-mcp reads version {expected}: upgrade astra-mcp"
     )]
     FormatVersion { path: String, found: String, expected: String },
+    /// The object store accepted a second conditional write (`If-None-Match: *`) of one key: it would
+    /// let two writers overwrite each other's commits (lance-format/lance#4205).
+    #[error(
+        "the object store behind {path} does not refuse a second conditional write (If-None-Match: *) of one key, \
+         so two processes writing at once would silently lose each other's commits; use a store that honours \
+         conditional writes (AWS S3, MinIO, Cloudflare R2, Google Cloud Storage), or, if one process alone ever \
+         writes to this store, pass --unsafe-single-writer (ASTRA_UNSAFE_SINGLE_WRITER=1)"
+    )]
+    UnsafeObjectStore { path: String },
     /// A backend operation failed (I/O, commit conflict after retries, query error).
     #[error("memory store operation failed: {0}")]
     Backend(String),
@@ -365,18 +374,35 @@ pub trait DistillRunStore: Send + Sync {
     /// The runs of `actor_id` (every actor's when `None`), oldest first.
     async fn runs(&self, actor_id: Option<&str>) -> Result<Vec<DistillRun>, StoreError>;
     /// The lock of `actor_id`'s distillation runs, taken without waiting: `None` while another run of the
-    /// actor holds it (in this process, or in another on the same machine for a local store). Held until
-    /// the [`RunLock`] is dropped.
+    /// actor holds it (in this process, in another on the same machine for a local store, on any
+    /// machine for a store on object storage). Held until [`RunLock::release`].
     async fn try_lock_runs(&self, actor_id: &str) -> Result<Option<RunLock>, StoreError>;
 }
 
-/// A held lock of [`DistillRunStore::try_lock_runs`]; dropping it releases the lock.
-pub struct RunLock(#[allow(dead_code, reason = "held for its Drop")] Box<dyn std::any::Any + Send + Sync>);
+/// A held lock of [`DistillRunStore::try_lock_runs`]. Release it with [`Self::release`]; dropping it
+/// releases a local lock too, but a lease on object storage then stays until it expires.
+pub struct RunLock {
+    #[allow(dead_code, reason = "held for its Drop")]
+    guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+    release: Option<futures::future::BoxFuture<'static, ()>>,
+}
 
 impl RunLock {
     /// Wraps the guard that releases the lock when dropped.
     pub fn new(guard: impl std::any::Any + Send + Sync) -> Self {
-        Self(Box::new(guard))
+        Self { guard: Some(Box::new(guard)), release: None }
+    }
+
+    /// A lock released by running `release` (a request to the store).
+    pub fn with_release(release: futures::future::BoxFuture<'static, ()>) -> Self {
+        Self { guard: None, release: Some(release) }
+    }
+
+    /// Releases the lock.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            release.await;
+        }
     }
 }
 

@@ -17,6 +17,16 @@ B. SIGKILL durability. A server gets KILL_WRITES concurrent writes and is SIGKIL
 C. Visibility. Two running servers on one directory: a write acknowledged by one is found by a search
    through the other; the delay from the write's acknowledgement to the first search that returns it is
    measured over VIS_TRIALS trials (both directions, fixes and passages) and must stay under 1 s.
+D. Read-before-write from two processes at once. Two servers insert the same SAME passages at once (each
+   with its own tag): each text is stored once, with both tags (an insert-if-absent, then a tag merge);
+   both append APPENDS lines to one core block at once: every line is in the block and its versions run
+   1..2*APPENDS without a gap or a repeat; two `sessions import` processes import the same transcripts
+   at once: each conversation item is stored once.
+
+Where the store lives: a directory under SCRATCH_DIR, or, with MP_DB_BASE=s3://bucket/prefix, in that
+bucket (the AWS_* variables of the environment reach every process). Every process runs as its own
+machine: its own HOME and caches under SCRATCH_DIR/homes, sharing only the store (and the read-only
+model, ASTRA_CACHE_DIR).
 
 Usage: multiprocess.py BINARY SCRATCH_DIR WORKSPACE TEST_COMMAND [FIX_SOURCE]
 
@@ -27,7 +37,8 @@ Usage: multiprocess.py BINARY SCRATCH_DIR WORKSPACE TEST_COMMAND [FIX_SOURCE]
 
 Sizes (environment): MP_STORES=200 MP_INSERTS=200 (per process, check A), MP_KILL_WRITES=300,
 MP_KILL_AFTER=100, MP_KILL_ROUNDS=2 (check B), MP_VIS_TRIALS=10 (check C), MP_SEARCH_SAMPLE=20,
-MP_WRITE_TIMEOUT=300 (seconds a burst of writes may take before the servers count as stuck), MP_SEED=4.
+MP_WRITE_TIMEOUT=300 (seconds a burst of writes may take before the servers count as stuck), MP_SEED=4,
+MP_SAME=30 MP_APPENDS=15 (check D).
 
 Prints progress, then as the last stdout line one JSON object with the counts and timings. Exits 1 with a
 `FAILED: ...` message on stderr when anything acknowledged is missing, a write fails or gets no answer within
@@ -55,6 +66,9 @@ KILL_WRITES = int(os.environ.get("MP_KILL_WRITES", "300"))
 KILL_AFTER = int(os.environ.get("MP_KILL_AFTER", "100"))
 KILL_ROUNDS = int(os.environ.get("MP_KILL_ROUNDS", "2"))
 VIS_TRIALS = int(os.environ.get("MP_VIS_TRIALS", "10"))
+SAME = int(os.environ.get("MP_SAME", "30"))
+APPENDS = int(os.environ.get("MP_APPENDS", "15"))
+DB_BASE = os.environ.get("MP_DB_BASE")
 SEARCH_SAMPLE = int(os.environ.get("MP_SEARCH_SAMPLE", "20"))
 # A burst of writes that has not finished after this long is reported as stuck, not waited for forever.
 WRITE_TIMEOUT_S = float(os.environ.get("MP_WRITE_TIMEOUT", "300"))
@@ -113,7 +127,7 @@ async def server(ctx, name, db, workspace=None):
     params = StdioServerParameters(
         command="/bin/sh",
         args=["-c", 'echo $$ > "$0"; exec "$@"', str(pidfile), *args],
-        env={k: v for k, v in os.environ.items() if k.startswith(("ASTRA_", "ORT_", "XDG_"))},
+        env=machine_env(ctx, name, {k: v for k, v in os.environ.items() if k.startswith(("ASTRA_", "ORT_", "AWS_"))}),
     )
     with open(stderr_path, "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
@@ -121,6 +135,19 @@ async def server(ctx, name, db, workspace=None):
                 await session.initialize()
                 await session.list_tools()  # the SDK validates structuredContent against these schemas
                 yield Server(name, session, int(pidfile.read_text()), stderr_path)
+
+
+def machine_env(ctx, name, env):
+    """`env` with a HOME and caches of machine `name`'s own (under SCRATCH/homes)."""
+    home = ctx["scratch"] / "homes" / name
+    home.mkdir(parents=True, exist_ok=True)
+    return {**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share")}
+
+
+def store_at(ctx, name):
+    """Where store `name` lives: under MP_DB_BASE when given, else in SCRATCH."""
+    return f"{DB_BASE.rstrip('/')}/{name}" if DB_BASE else ctx["scratch"] / name
 
 
 def workspace_copy(ctx, name):
@@ -184,7 +211,8 @@ def operator(ctx, *args):
     """Runs `astra-mcp memory ...` (a new process that opens the store itself). Returns (rc, stdout,
     stderr, seconds)."""
     start = time.monotonic()
-    proc = subprocess.run([ctx["binary"], "memory", *args], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([ctx["binary"], "memory", *args], capture_output=True, text=True, timeout=300,
+                          env=machine_env(ctx, "operator", dict(os.environ)))
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
 
 
@@ -273,7 +301,7 @@ def ms(seconds):
 
 
 async def check_concurrent(ctx):
-    db = ctx["scratch"] / "shared-db"
+    db = store_at(ctx, "shared-db")
     log(f"[A] two servers on {db}: {STORES} stores + {INSERTS} archival inserts each, all at once")
     results = {}
     errors = []
@@ -370,7 +398,7 @@ def workspace_copy_path(ctx, name):
 async def check_kill(ctx, round_no, db):
     name = f"victim{round_no}"
     log(f"[B{round_no}] {KILL_WRITES} concurrent writes to {db}, SIGKILL after {KILL_AFTER} acknowledgements")
-    before = {t: len(set(stored_ids(ctx, db, t)[0])) for t in ("fixes", "archival")} if db.exists() else {}
+    before = {t: len(set(stored_ids(ctx, db, t)[0])) for t in ("fixes", "archival")} if round_no > 1 else {}
     acked = {}  # id -> kind, filled as responses arrive
     errors = []
     after_kill = []
@@ -518,6 +546,90 @@ async def check_visibility(ctx, db):
 # ---------------------------------------------------------------------------------------------- main
 
 
+# ------------------------------------------------------------------- D: the same keys from two at once
+
+
+def run_astra(ctx, machine, *args):
+    """Runs the binary as machine `machine` (a new process). Returns (rc, stdout, stderr)."""
+    proc = subprocess.run([ctx["binary"], *args], capture_output=True, text=True, timeout=300,
+                          env=machine_env(ctx, machine, dict(os.environ)))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+async def check_contention(ctx, db):
+    log(f"[D] two servers on {db}: the same {SAME} passages, {APPENDS} core block appends each, "
+        f"and two imports of the same transcripts, all at once")
+    errors = []
+    texts = [f"Shared fact same{i:03d}x: the staging cluster {i} drains at {i % 12 + 1} am." for i in range(SAME)]
+    lines = {}
+    async with server(ctx, "same1", db) as a, server(ctx, "same2", db) as b:
+        async def guarded(call):
+            try:
+                await asyncio.wait_for(call, WRITE_TIMEOUT_S)
+            except Exception as e:
+                errors.append(f"{type(e).__name__}: {e}")
+        calls = [srv.call("archival_memory_insert", {"text": t, "tags": [srv.name]}) for t in texts for srv in (a, b)]
+        for srv in (a, b):
+            lines[srv.name] = [f"{srv.name} remembers item {i:02d}." for i in range(APPENDS)]
+            calls += [srv.call("core_memory_append", {"section": "human", "text": line}) for line in lines[srv.name]]
+        random.shuffle(calls)
+        await asyncio.gather(*(guarded(c) for c in calls))
+    for e in errors[:5]:
+        fail(f"[D] a write failed: {e}")
+
+    rc, out, err, _ = operator(ctx, "export", "--db", str(db), "--actor", ACTOR)
+    if rc != 0:
+        fail(f"[D] `memory export` exited {rc}: {err.strip()}")
+        out = ""
+    exported = [json.loads(line) for line in out.splitlines()[1:] if line.strip()]
+    rows = [line["row"] for line in exported if line["table"] == "archival"]
+    copies = {t: [r for r in rows if r["text"] == t] for t in texts}
+    duplicated = [t for t, rs in copies.items() if len(rs) > 1]
+    missing = [t for t, rs in copies.items() if not rs]
+    untagged = [t for t, rs in copies.items() if rs and sorted(rs[0].get("tags", [])) != ["same1", "same2"]]
+    if duplicated or missing:
+        fail(f"[D] the same passage from two servers: {len(duplicated)} stored twice, {len(missing)} missing")
+    if untagged:
+        fail(f"[D] {len(untagged)} passages lost a tag of one server, e.g. {copies[untagged[0]][0].get('tags')}")
+
+    rc, out, err = run_astra(ctx, "operator", "core", "history", "human", "--db", str(db), "--actor", ACTOR)
+    versions = [int(line.split()[1]) for line in out.splitlines() if line.startswith("version ")]
+    rc2, shown, err2 = run_astra(ctx, "operator", "core", "show", "human", "--db", str(db), "--actor", ACTOR)
+    lost_lines = [line for ls in lines.values() for line in ls if line not in shown]
+    if rc != 0 or rc2 != 0:
+        fail(f"[D] `core history|show` exited {rc}/{rc2}: {err.strip()} {err2.strip()}")
+    if versions != list(range(1, 2 * APPENDS + 1)):
+        fail(f"[D] the block's versions are not 1..{2 * APPENDS}: {versions}")
+    if lost_lines:
+        fail(f"[D] {len(lost_lines)} appended lines are not in the block, e.g. {lost_lines[0]!r}")
+
+    transcripts = sorted(str(p) for p in (Path(__file__).parent.parent / "fixtures" / "transcripts").glob("*.jsonl"))
+    imports = [subprocess.Popen([ctx["binary"], "sessions", "import", "--db", str(db), "--actor", ACTOR, *transcripts],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=machine_env(ctx, f"import{n}", dict(os.environ))) for n in (1, 2)]
+    for proc in imports:
+        out, err = proc.communicate(timeout=300)
+        if proc.returncode != 0:
+            fail(f"[D] a concurrent `sessions import` exited {proc.returncode}: {err.strip()}")
+    rc, out, err, _ = operator(ctx, "list", "--db", str(db), "--actor", ACTOR, "--table", "session_items",
+                               "--limit", "100000", "--json")
+    items = [json.loads(line)["id"] for line in out.splitlines() if line.strip()]
+    rc, single, err = run_astra(ctx, "operator", "sessions", "import", "--db", str(db), "--actor", ACTOR, *transcripts)
+    rc, out, err, _ = operator(ctx, "list", "--db", str(db), "--actor", ACTOR, "--table", "session_items",
+                               "--limit", "100000", "--json")
+    after = [json.loads(line)["id"] for line in out.splitlines() if line.strip()]
+    if len(items) != len(set(items)) or not items:
+        fail(f"[D] two imports at once stored {len(items)} items, {len(set(items))} distinct")
+    if sorted(after) != sorted(items):
+        fail(f"[D] importing a third time changed the items: {len(items)} then {len(after)}")
+    result = {"passages": len(rows), "distinct_texts": sum(1 for rs in copies.values() if rs),
+              "duplicated": len(duplicated), "untagged": len(untagged), "block_versions": len(versions),
+              "lost_lines": len(lost_lines), "items": len(items), "distinct_items": len(set(items)),
+              "errors": len(errors)}
+    log(f"[D] {result}")
+    return result
+
+
 def log_problems(ctx):
     """WARN/ERROR lines the servers wrote to stderr (every server's stderr is under SCRATCH/logs)."""
     lines = []
@@ -547,8 +659,12 @@ async def main(binary, scratch, workspace, test_command, fix_source=None):
     timings["C_s"] = round(time.monotonic() - t, 1)
 
     t = time.monotonic()
-    kills = [await check_kill(ctx, r, scratch / "kill-db") for r in range(1, KILL_ROUNDS + 1)]
+    kills = [await check_kill(ctx, r, store_at(ctx, "kill-db")) for r in range(1, KILL_ROUNDS + 1)]
     timings["B_s"] = round(time.monotonic() - t, 1)
+
+    t = time.monotonic()
+    contention = await check_contention(ctx, store_at(ctx, "contention-db"))
+    timings["D_s"] = round(time.monotonic() - t, 1)
     timings["total_s"] = round(time.monotonic() - t0, 1)
 
     problems = log_problems(ctx)
@@ -559,6 +675,7 @@ async def main(binary, scratch, workspace, test_command, fix_source=None):
         "concurrent": concurrent,
         "kill": kills,
         "visibility": visibility,
+        "contention": contention,
         "timings": timings,
         "server_log_warnings": len(problems),
         "failures": failures,

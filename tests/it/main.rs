@@ -10,6 +10,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod binary;
 mod browser;
+mod bucket;
 mod clients;
 mod cost_guard;
 mod distill;

@@ -301,3 +301,118 @@ pub fn client_settings(base_url: String, dir: &Path) -> astra_mcp::llm::ClientSe
         timeout_secs: 30,
     }
 }
+
+/// A running S3-compatible server on loopback (`tests/s3-server`: s3s-fs with atomic conditional
+/// writes), over its own temp dir, with one bucket `BUCKET`; killed on drop. `scripts/test` builds it
+/// and names it in `ASTRA_S3_TEST_SERVER`.
+pub struct S3Server {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    pub root: tempfile::TempDir,
+    ignore_conditional_writes: bool,
+}
+
+impl S3Server {
+    /// The one bucket every test server has.
+    pub const BUCKET: &'static str = "astra";
+    /// The one account's access key id and secret (requests are signed, as on AWS).
+    pub const ACCESS_KEY: &'static str = "astra-test";
+    pub const SECRET_KEY: &'static str = "astra-test-secret";
+
+    /// Starts a server that honours conditional writes.
+    pub fn start() -> Self {
+        Self::spawn(tempfile::tempdir().unwrap(), "127.0.0.1:0", false)
+    }
+
+    /// Starts a server that accepts a conditional write and ignores its condition.
+    pub fn start_ignoring_conditional_writes() -> Self {
+        Self::spawn(tempfile::tempdir().unwrap(), "127.0.0.1:0", true)
+    }
+
+    fn spawn(root: tempfile::TempDir, listen: &str, ignore_conditional_writes: bool) -> Self {
+        std::fs::create_dir_all(root.path().join(Self::BUCKET)).unwrap();
+        let (child, endpoint) = Self::spawn_child(root.path(), listen, ignore_conditional_writes);
+        Self { child, endpoint, root, ignore_conditional_writes }
+    }
+
+    fn spawn_child(root: &Path, listen: &str, ignore_conditional_writes: bool) -> (std::process::Child, String) {
+        use std::io::BufRead;
+        let binary = std::env::var_os("ASTRA_S3_TEST_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cache_dir().join("s3-server-target/release/astra-s3-test-server"));
+        assert!(binary.exists(), "{} is missing: run scripts/test (it builds tests/s3-server)", binary.display());
+        let mut command = std::process::Command::new(binary);
+        command.arg("--listen").arg(listen).arg(root);
+        if ignore_conditional_writes {
+            command.arg("--ignore-conditional-writes");
+        } else {
+            command.args(["--access-key", Self::ACCESS_KEY, "--secret-key", Self::SECRET_KEY]);
+        }
+        let mut child = command.stdout(std::process::Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let endpoint = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+        (child, endpoint)
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port over the same files.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let listen = self.endpoint.strip_prefix("http://").unwrap().to_string();
+        // the port may take a moment to be free again
+        for _ in 0..50 {
+            if std::net::TcpListener::bind(&listen).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (child, endpoint) = Self::spawn_child(self.root.path(), &listen, self.ignore_conditional_writes);
+        assert_eq!(endpoint, self.endpoint);
+        self.child = child;
+    }
+
+    /// A store URI in the bucket: `s3://astra/<name>`.
+    pub fn uri(&self, name: &str) -> String {
+        format!("s3://{}/{name}", Self::BUCKET)
+    }
+
+    /// The environment a client of this server needs: the AWS SDK's standard variables, with the
+    /// endpoint override and plain HTTP allowed; unsigned requests for a server that ignores
+    /// conditional writes (a signature would cover the headers it drops).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", Self::ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", Self::SECRET_KEY.into()),
+        ];
+        if self.ignore_conditional_writes {
+            env.push(("AWS_SKIP_SIGNATURE", "true".into()));
+        }
+        env
+    }
+
+    /// An object_store client of the bucket, the library Lance commits through.
+    pub fn client(&self) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_bucket_name(Self::BUCKET)
+            .with_access_key_id(Self::ACCESS_KEY)
+            .with_secret_access_key(Self::SECRET_KEY)
+            .with_skip_signature(self.ignore_conditional_writes)
+            .build()
+            .unwrap()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -161,26 +161,42 @@ impl ArchivalStore for LanceStore {
     }
 
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError> {
+        // Read, merge, then write only if the row is still as read (its `updated_at`): a writer on another
+        // machine that added tags meanwhile makes the write match nothing, and the merge starts again from
+        // its row. The flock spares the writers of one machine that round.
         let _lock = super::write::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
-        let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
-        let Some((mut passage, vector)) =
-            batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
-        else {
-            return Ok(None);
-        };
-        let before = passage.tags.len();
-        for tag in tags {
-            if !passage.tags.contains(tag) {
-                passage.tags.push(tag.clone());
+        for attempt in 1..=super::write::WRITE_ATTEMPTS {
+            let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
+            let Some((mut passage, vector)) =
+                batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
+            else {
+                return Ok(None);
+            };
+            let read_at = passage.updated_at;
+            let before = passage.tags.len();
+            for tag in tags {
+                if !passage.tags.contains(tag) {
+                    passage.tags.push(tag.clone());
+                }
             }
-        }
-        if passage.tags.len() != before {
+            if passage.tags.len() == before {
+                return Ok(Some(passage));
+            }
             passage.tags.sort();
-            passage.updated_at = chrono::Utc::now();
-            self.upsert_batch(ARCHIVAL_TABLE, to_batch(&[(passage.clone(), vector)])?).await?;
+            passage.updated_at = chrono::Utc::now().max(read_at + chrono::Duration::microseconds(1));
+            // the row as read: its `updated_at`, compared as microseconds since the epoch (a timestamp
+            // literal's `arrow_cast` is not simplified in a merge-insert's condition)
+            let unchanged = format!("CAST(target.updated_at AS BIGINT) = {}", read_at.timestamp_micros());
+            if self.update_if(ARCHIVAL_TABLE, to_batch(&[(passage.clone(), vector)])?, &unchanged).await? == 1 {
+                return Ok(Some(passage));
+            }
+            tracing::debug!(%id, attempt, "passage changed while its tags were merged, merging again");
         }
-        Ok(Some(passage))
+        Err(StoreError::Backend(format!(
+            "passage {id} kept changing while its tags were merged ({} attempts): try again",
+            super::write::WRITE_ATTEMPTS
+        )))
     }
 
     async fn apply_passages(

@@ -1,11 +1,12 @@
 //! The `core_blocks` table: every version of every core memory block, one row per version. The current
 //! value of a block is its highest version.
 //!
-//! A change is read-modify-write, and Lance's commit protocol does not detect two concurrent inserts of
-//! the same key, so changes are serialised by the table's lock (`TableLock`, see the module docs of
-//! `store::lance`), held while the latest version is read and the next one written. That covers every
-//! process on this machine, and every handle in one process. A store on an object-store URI has no lock
-//! file: there, concurrent changes of one block from two processes can lose one of them.
+//! A change is read-modify-write: the latest version is read, the edit applied, the next version
+//! inserted. A version's id ([`version_id`]) is the table's key, so two writers of the same next
+//! version conflict at commit and the second finds the version taken: it reads again and applies its
+//! edit to the newer value. That holds between machines sharing only an object store. On a local
+//! directory the table's lock (`TableLock`, see the module docs of `store::lance`) also serialises the
+//! writers of one machine, so they rarely meet.
 
 use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, SchemaRef};
@@ -103,38 +104,44 @@ impl CoreBlockStore for LanceStore {
         template: &CoreBlockVersion,
         edit: &BlockEdit<'_>,
     ) -> Result<Result<CoreBlockVersion, String>, StoreError> {
+        // The flock serialises the writers of one machine; across machines, two writers of the same next
+        // version conflict at commit (the version's id is the table's key), and the one that finds the
+        // version taken reads the block again and applies its edit to the newer value.
         let _lock = super::write::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
-        let latest = self
-            .history_from(self.table(CORE_BLOCKS_TABLE), &template.actor_id, &template.project, &template.section)
-            .await?;
-        let current = latest.last();
-        let value = match edit(current) {
-            Ok(value) => value,
-            Err(refusal) => return Ok(Err(refusal)),
-        };
-        let next = CoreBlockVersion {
-            version: current.map_or(0, |c| c.version) + 1,
-            value,
-            created_at: chrono::Utc::now(),
-            ..template.clone()
-        };
-        let batch = to_batch(std::slice::from_ref(&next))?;
         let table = self.table(CORE_BLOCKS_TABLE);
-        let result = super::write::retry(|| {
-            let mut merge = table.merge_insert(&["id"]);
-            merge.when_not_matched_insert_all();
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
-        if result.num_inserted_rows != 1 {
-            return Err(StoreError::Backend(format!(
-                "core block `{}` version {} exists already: another writer without the lock (an object store?)",
-                next.section, next.version
-            )));
+        for attempt in 1..=super::write::WRITE_ATTEMPTS {
+            let latest = self.history_from(table, &template.actor_id, &template.project, &template.section).await?;
+            let current = latest.last();
+            let value = match edit(current) {
+                Ok(value) => value,
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+            let next = CoreBlockVersion {
+                version: current.map_or(0, |c| c.version) + 1,
+                value,
+                created_at: chrono::Utc::now(),
+                ..template.clone()
+            };
+            let batch = to_batch(std::slice::from_ref(&next))?;
+            let result = super::write::retry(|| {
+                let mut merge = table.merge_insert(&["id"]);
+                merge.when_not_matched_insert_all();
+                let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+                async move { merge.execute(Box::new(reader)).await }
+            })
+            .await
+            .map_err(backend)?;
+            if result.num_inserted_rows == 1 {
+                return Ok(Ok(next));
+            }
+            tracing::debug!(section = %next.section, version = next.version, attempt, "block version taken, editing again");
+            tokio::time::sleep(std::time::Duration::from_millis(10 * attempt as u64)).await;
         }
-        Ok(Ok(next))
+        Err(StoreError::Backend(format!(
+            "core block `{}` kept changing under this edit ({} attempts): try again",
+            template.section,
+            super::write::WRITE_ATTEMPTS
+        )))
     }
 
     async fn block_history(

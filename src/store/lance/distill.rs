@@ -20,7 +20,7 @@ pub const DISTILL_RUNS_TABLE: &str = "distill_runs";
 /// Arrow schema of `distill_runs`.
 pub(super) fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
+        rows::key_field("id"),
         Field::new("actor_id", DataType::Utf8, false),
         Field::new("state", DataType::Utf8, false),
         Field::new("started_at", rows::timestamp_type(), false),
@@ -72,11 +72,16 @@ impl DistillRunStore for LanceStore {
         Ok(runs)
     }
 
-    /// `<db>/distill-<sha256(actor)[..16]>.lock` ([`super::write::TableLock`]).
+    /// On a local directory `<db>/distill-<sha256(actor)[..16]>.lock` ([`super::write::TableLock`]); on
+    /// object storage a lease object of that name ([`super::remote::try_lease`]).
     async fn try_lock_runs(&self, actor_id: &str) -> Result<Option<RunLock>, StoreError> {
         use sha2::{Digest, Sha256};
         let digest = hex::encode(Sha256::digest(actor_id.as_bytes()));
-        let lock = super::write::TableLock::try_acquire(&self.path, &format!("distill-{}", &digest[..16]))?;
+        let name = format!("distill-{}", &digest[..16]);
+        if self.path.contains("://") {
+            return super::remote::try_lease(&self.path, &name).await;
+        }
+        let lock = super::write::TableLock::try_acquire(&self.path, &name)?;
         Ok(lock.map(RunLock::new))
     }
 }

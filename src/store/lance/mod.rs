@@ -1,24 +1,30 @@
-//! The LanceDB backend (docs/storage.md): one embedded directory holding the `fixes`, `archival`,
-//! `session_items` and `core_blocks` tables and a small `meta` table with the store's format version and
-//! the embedding model's id and dimension. The only module that imports lancedb or arrow.
+//! The LanceDB backend (docs/storage.md): one directory, local or a prefix of an object store, holding
+//! the `fixes`, `archival`, `session_items` and `core_blocks` tables and a small `meta` table with the
+//! store's format version and the embedding model's id and dimension. The only module that imports
+//! lancedb or arrow.
 //!
 //! Guarantees: a write returns only after Lance committed it (a new manifest version on disk), so an
 //! acknowledged write survives a crash. Appends and merge-inserts from several processes are
-//! serialised by Lance's optimistic commit protocol; we retry on a commit conflict. Every read checks
-//! for other processes' commits first ([`READ_CONSISTENCY`] is zero: one look at the table's latest
-//! manifest per query), so a write is visible to every server on the directory as soon as it returns.
+//! serialised by Lance's optimistic commit protocol; we retry on a commit conflict. On a local
+//! directory every read checks for other processes' commits first ([`READ_CONSISTENCY`] is zero: one
+//! look at the table's latest manifest per query), so a write is visible to every server on the
+//! directory as soon as it returns; on object storage a read may lag by up to half a
+//! second ([`remote::READ_CONSISTENCY`], `--read-consistency-ms`).
 //!
-//! Lance does not detect two concurrent inserts of the same key, so the writes that must not duplicate a
-//! row — an insert-if-absent of an archival passage or a conversation item, a core block's next version —
-//! run under an exclusive `flock(2)` on `<db>/<table>.lock` ([`TableLock`](write::TableLock)), held from
-//! the existence check to the commit. That covers every process on this machine; a store on an
-//! object-store URI has no lock file, and there two processes inserting the same text at once can write
-//! it twice.
+//! Every table's `id` (`key` for `meta`) is its key for Lance ([`rows::key_field`]): two merge-inserts
+//! that commit at once with a key in common conflict, and the second is retried against the first's
+//! version. So an insert-if-absent of an archival passage or a conversation item writes its row once,
+//! and a core block's next version is written by one writer (the other reads the block again), even
+//! when the writers share nothing but an object store. Tag merges write only if the row is still as
+//! read, and a distill run holds a lease object on object storage. On a local directory the same
+//! writes also run under an exclusive `flock(2)` on `<db>/<table>.lock`
+//! ([`TableLock`](write::TableLock)), which spares the writers of one machine those conflicts; nothing
+//! depends on it for correctness. docs/storage.md lists what each write guarantees where.
 //!
 //! One file per job: `open` (opening, the `meta` checks, the full-text indexes found at open), `sql`
 //! (filters and literals), `search` (rankings and the reading of ranked rows), `write` (writes, retries,
 //! locks), `upkeep` (index building, compaction, pruning), `admin` (operator views), `transfer` (export,
-//! import, re-embedding); one file per table for its schema and rows (`fixes`, `archival`, `sessions`,
+//! import, re-embedding), `remote` (what object storage needs); one file per table for its schema and rows (`fixes`, `archival`, `sessions`,
 //! `core_blocks`, `distill`), and beside them [`io`], [`row_cache`] and `rows`.
 
 mod admin;
@@ -29,6 +35,7 @@ mod distill;
 mod fixes;
 pub mod io;
 mod open;
+mod remote;
 pub mod row_cache;
 mod rows;
 mod search;

@@ -15,7 +15,7 @@ use super::write::{WRITE_ATTEMPTS, retry};
 use super::{
     ARCHIVAL_TABLE, CORE_BLOCKS_TABLE, DISTILL_RUNS_TABLE, FIXES_TABLE, FORGOTTEN_TABLE, FORMAT_VERSION, LanceStore,
     META_TABLE, READ_CONSISTENCY, SEARCHABLE_TABLES, SESSION_ITEMS_TABLE, archival, backend, collect, core_blocks,
-    distill, fixes, io, row_cache, rows, sessions,
+    distill, fixes, io, remote, row_cache, rows, sessions,
 };
 use crate::embed::{DIMENSION, MODEL_ID};
 use crate::store::StoreError;
@@ -30,6 +30,13 @@ pub struct OpenOptions {
     pub row_cache_rows: usize,
     /// MiB Lance's index and metadata caches hold in all ([`io::session`]).
     pub cache_mib: u64,
+    /// How long a read may lag other processes' commits (`--read-consistency-ms`); `None`: the
+    /// default of where the store lives, [`READ_CONSISTENCY`] on a local directory and
+    /// [`remote::READ_CONSISTENCY`] on object storage.
+    pub read_consistency: Option<Duration>,
+    /// Open an object store that does not refuse a second conditional write of one key
+    /// (`--unsafe-single-writer`; [`remote::probe_conditional_writes`]).
+    pub unsafe_single_writer: bool,
 }
 
 impl Default for OpenOptions {
@@ -38,6 +45,8 @@ impl Default for OpenOptions {
             read_io: io::ReadIo::Auto,
             row_cache_rows: row_cache::DEFAULT_ROW_CACHE_ROWS,
             cache_mib: io::DEFAULT_CACHE_MIB,
+            read_consistency: None,
+            unsafe_single_writer: false,
         }
     }
 }
@@ -91,6 +100,10 @@ impl LanceStore {
             None => path,
         };
         let local = !path.contains("://");
+        if !local && !options.unsafe_single_writer {
+            // before anything is written: a store that would lose commits gets no tables
+            remote::probe_conditional_writes(path).await?;
+        }
         // how the store is read (see `io`), settled before anything is created
         let session = io::session(options.read_io, options.cache_mib, local)
             .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
@@ -104,7 +117,9 @@ impl LanceStore {
             path
         };
         let connect = lancedb::connect(path).session(session.clone());
-        let conn = connect.read_consistency_interval(READ_CONSISTENCY).execute().await.map_err(|e| open_err(&e))?;
+        let read_consistency =
+            options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { remote::READ_CONSISTENCY });
+        let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
         check_meta(path, &meta, check_model).await?;
         let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
@@ -116,6 +131,20 @@ impl LanceStore {
         let forgotten = open_or_create(&conn, FORGOTTEN_TABLE, forgotten_schema()).await.map_err(|e| open_err(&e))?;
         let distill_runs =
             open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
+        if !local {
+            let tables = [
+                (META_TABLE, &meta),
+                (FIXES_TABLE, &fixes),
+                (ARCHIVAL_TABLE, &archival),
+                (SESSION_ITEMS_TABLE, &session_items),
+                (CORE_BLOCKS_TABLE, &core_blocks),
+                (FORGOTTEN_TABLE, &forgotten),
+                (DISTILL_RUNS_TABLE, &distill_runs),
+            ];
+            for (name, table) in tables {
+                remote::check_keyed(path, name, table).await?;
+            }
+        }
         let row_caches = Arc::new(row_cache::RowCaches {
             fixes: row_cache::RowCache::new(row_cache_capacity(&fixes, options.row_cache_rows).await),
             archival: row_cache::RowCache::new(row_cache_capacity(&archival, options.row_cache_rows).await),
@@ -229,14 +258,14 @@ async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lan
 
 pub(super) fn forgotten_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
+        rows::key_field("id"),
         Field::new("actor_id", DataType::Utf8, false),
         Field::new("forgotten_at", rows::timestamp_type(), false),
     ]))
 }
 
 pub(super) fn meta_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, false)]))
+    Arc::new(Schema::new(vec![rows::key_field("key"), Field::new("value", DataType::Utf8, false)]))
 }
 
 /// Writes the meta rows into a new store, or checks an existing store's rows against this binary.

@@ -29,11 +29,25 @@ pub(super) fn vector_type() -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), DIMENSION as i32)
 }
 
+/// The metadata that makes a field the table's key for Lance (its "unenforced primary key").
+pub(super) const PRIMARY_KEY_METADATA: &str = "lance-schema:unenforced-primary-key";
+
+/// A table's key column `name` (`Utf8`, not null), marked as the table's primary key. Lance does not
+/// enforce uniqueness, but a merge-insert keyed on it records the keys it inserted (a Bloom filter in
+/// its transaction), and two merge-inserts that commit at once with a key in common conflict: the
+/// second is retried against the first's version, where the key now exists
+/// (`lance::io::commit::conflict_resolver`, `check_update_txn`). That, not a lock, keeps an
+/// insert-if-absent from writing a row twice when its writers share nothing but the store.
+pub(super) fn key_field(name: &str) -> Field {
+    Field::new(name, DataType::Utf8, false)
+        .with_metadata([(PRIMARY_KEY_METADATA.to_string(), "true".to_string())].into())
+}
+
 /// The columns every table starts with (docs/storage.md: every row carries its owner and provenance):
 /// `id`, `actor_id`, `project`, `session_id`, then `extra`.
 pub(super) fn schema_with_provenance(extra: Vec<Field>) -> arrow_schema::SchemaRef {
     let mut fields = vec![
-        Field::new("id", DataType::Utf8, false),
+        key_field("id"),
         Field::new("actor_id", DataType::Utf8, false),
         Field::new("project", DataType::Utf8, false),
         Field::new("session_id", DataType::Utf8, false),

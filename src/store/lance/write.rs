@@ -119,7 +119,8 @@ impl LanceStore {
     }
 
     /// Inserts the rows of `batch` whose `id` is not in `name` yet, under the table's lock (see the
-    /// module docs), retrying on commit conflicts. Returns the ids that were new.
+    /// module docs), retrying on commit conflicts. Returns the ids this call stored: not those another
+    /// writer stored between the check and the commit (the commit conflicts on them and skips them).
     pub(super) async fn insert_new(
         &self,
         name: &'static str,
@@ -152,16 +153,44 @@ impl LanceStore {
         .await
         .map_err(backend)?;
         drop(_lock);
-        if result.num_inserted_rows != new_ids.len() as u64 {
-            tracing::warn!(
-                table = name,
-                expected = new_ids.len(),
-                inserted = result.num_inserted_rows,
-                "insert count differs"
-            );
-        }
+        let new_ids = if result.num_inserted_rows == new_ids.len() as u64 {
+            new_ids
+        } else {
+            // Another writer (another machine: the flock covers this one) inserted some of these ids
+            // between our check and our commit; the commit conflicted on those keys and Lance's retry
+            // skipped them. Ours are the rows stored with our `created_at`.
+            self.ids_written_as(name, &batch).await?
+        };
         self.after_write(name).await;
         Ok(new_ids)
+    }
+
+    /// Which rows of `batch` are stored as they are in it: by `id`, with the same `created_at`
+    /// (microseconds), which tells this writer's row from another's of the same id.
+    async fn ids_written_as(&self, name: &'static str, batch: &RecordBatch) -> Result<Vec<uuid::Uuid>, StoreError> {
+        use lancedb::query::{QueryBase, Select};
+        let ours = rows::Rows::new(batch, name);
+        let ours: std::collections::HashMap<uuid::Uuid, chrono::DateTime<chrono::Utc>> =
+            ours.uuids("id")?.into_iter().zip(ours.times("created_at")?).collect();
+        let ids: Vec<String> = ours.keys().map(uuid::Uuid::to_string).collect();
+        let mut written = Vec::new();
+        for chunk in ids.chunks(500) {
+            let query = self
+                .table(name)
+                .query()
+                .only_if(in_list("id", chunk.iter().map(String::as_str)))
+                .select(Select::columns(&["id", "created_at"]));
+            for stored in collect(&query).await.map_err(backend)? {
+                let stored = rows::Rows::new(&stored, name);
+                for (id, at) in stored.uuids("id")?.into_iter().zip(stored.times("created_at")?) {
+                    if ours.get(&id) == Some(&at) {
+                        written.push(id);
+                    }
+                }
+            }
+        }
+        tracing::debug!(table = name, ours = ours.len(), written = written.len(), "ids inserted meanwhile by another writer");
+        Ok(written)
     }
 
     /// Which of `ids` are stored in `name`.
@@ -430,6 +459,30 @@ impl LanceStore {
         .await
         .map_err(backend)?;
         Ok(())
+    }
+
+    /// Replaces the rows of `batch` whose stored row meets `condition` (SQL over `target.` and `source.`
+    /// columns), by `id`; inserts nothing. Returns how many rows it replaced. A concurrent change of the
+    /// same row conflicts at commit, and the retry evaluates `condition` on the row the other writer left.
+    pub(super) async fn update_if(
+        &self,
+        name: &'static str,
+        batch: RecordBatch,
+        condition: &str,
+    ) -> Result<u64, StoreError> {
+        let table = self.table(name);
+        let result = retry(|| {
+            let mut merge = table.merge_insert(&["id"]);
+            merge.when_matched_update_all(Some(condition.to_string()));
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+            async move { merge.execute(Box::new(reader)).await }
+        })
+        .await
+        .map_err(backend)?;
+        if result.num_updated_rows > 0 && SEARCHABLE_TABLES.contains(&name) {
+            self.after_write(name).await;
+        }
+        Ok(result.num_updated_rows)
     }
 
     /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).

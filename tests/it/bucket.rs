@@ -1,0 +1,312 @@
+//! Stores on S3-compatible object storage, against a real S3 server on loopback (`tests/s3-server`,
+//! s3s-fs with atomic conditional writes; `support::S3Server`): the server's conditional PUTs, the
+//! refusal of a store that ignores them, a store moved from a local directory to the bucket and back,
+//! the S3 server killed and restarted under a running astra-mcp, and a distill run started twice from
+//! two machines. Every astra-mcp here is a process of the real binary with its own HOME, sharing
+//! nothing with the others but the bucket. The many-writers checks are in `multiprocess`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde_json::{Value, json};
+
+use crate::support::{S3Server, repo};
+
+const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
+
+/// The binary as a process of its own machine: its own HOME and caches (in `home`), the S3 server's
+/// endpoint and credentials, the store `db`, actor `ann`.
+fn machine(s3: &S3Server, home: &Path, db: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        // the model files, read-only, as an install would ship them with the binary
+        .env("ASTRA_CACHE_DIR", crate::support::cache_dir())
+        .env("ASTRA_DB", db)
+        .env("ASTRA_ACTOR", "ann")
+        .env("ASTRA_PROJECT", "datekit")
+        .env("ASTRA_LOG", "warn")
+        .envs(s3.env());
+    cmd
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn is_refused(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. })
+}
+
+/// The test server refuses the second of two conditional PUTs of one key, also when 16 arrive at
+/// once (s3s-fs alone checks before it writes, not atomically); in its ignoring mode it accepts both.
+#[tokio::test]
+async fn the_test_s3_server_refuses_the_second_of_two_conditional_puts_of_one_key() {
+    let s3 = S3Server::start();
+    let client = std::sync::Arc::new(s3.client());
+    let create = || PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+    let key = object_store::path::Path::from("probe/one");
+    client.put_opts(&key, PutPayload::from_static(b"first"), create()).await.unwrap();
+    let second = client.put_opts(&key, PutPayload::from_static(b"second"), create()).await.unwrap_err();
+    assert!(is_refused(&second), "{second}");
+    assert_eq!(client.get(&key).await.unwrap().bytes().await.unwrap().as_ref(), b"first");
+
+    let race = object_store::path::Path::from("probe/race");
+    let attempts = (0..16).map(|i| {
+        let (client, race) = (client.clone(), race.clone());
+        tokio::spawn(async move { client.put_opts(&race, PutPayload::from(format!("writer {i}")), create()).await })
+    });
+    let results: Vec<_> = futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
+    let winners: Vec<usize> = (0..16).filter(|&i| results[i].is_ok()).collect();
+    assert_eq!(winners.len(), 1, "exactly one of 16 racing creates wins: {results:?}");
+    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(is_refused), "{results:?}");
+    let stored = client.get(&race).await.unwrap().bytes().await.unwrap();
+    assert_eq!(stored.as_ref(), format!("writer {}", winners[0]).as_bytes());
+
+    let ignoring = S3Server::start_ignoring_conditional_writes();
+    let client = ignoring.client();
+    client.put_opts(&key, PutPayload::from_static(b"first"), create()).await.unwrap();
+    client.put_opts(&key, PutPayload::from_static(b"second"), create()).await.unwrap();
+    assert_eq!(client.get(&key).await.unwrap().bytes().await.unwrap().as_ref(), b"second");
+}
+
+/// A store on a server that accepts a second conditional write of one key is refused at open, with a
+/// message that names the problem and the way out, and nothing is created in it; with
+/// `--unsafe-single-writer` it opens. A server that honours conditional writes opens as it is.
+#[test]
+fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let ignoring = S3Server::start_ignoring_conditional_writes();
+    let db = ignoring.uri("team");
+    let out = machine(&ignoring, home.path(), &db).args(["memory", "stats"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("does not refuse a second conditional write (If-None-Match: *)"), "{stderr}");
+    assert!(stderr.contains("--unsafe-single-writer") && stderr.contains(&db), "{stderr}");
+    let bucket = ignoring.root.path().join(S3Server::BUCKET);
+    let created: Vec<_> = walk(&bucket).into_iter().filter(|p| p.contains(".lance")).collect();
+    assert!(created.is_empty(), "a refused store gets no tables: {created:?}");
+
+    let stats =
+        ok(machine(&ignoring, home.path(), &db).args(["memory", "stats", "--unsafe-single-writer"]).output().unwrap());
+    assert!(stats.contains("archival"), "{stats}");
+
+    let honouring = S3Server::start();
+    let stats =
+        ok(machine(&honouring, home.path(), &honouring.uri("team")).args(["memory", "stats"]).output().unwrap());
+    assert!(stats.contains("archival"), "{stats}");
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path.to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+/// Every row of an export but its header (which records when it was made), sorted.
+fn rows(export: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(export).unwrap();
+    let mut rows: Vec<String> = text.lines().skip(1).map(str::to_string).collect();
+    rows.sort();
+    rows
+}
+
+/// A local store exported, imported into the bucket, exported from there and imported into a new
+/// local store: every row of every table (ids, times, texts, vectors) comes back identical.
+#[tokio::test]
+async fn a_store_moves_from_a_local_directory_to_the_bucket_and_back_unchanged() {
+    let s3 = S3Server::start();
+    let home = tempfile::tempdir().unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let local_db = local.path().join("db");
+    let transcripts = repo().join("tests/fixtures/transcripts/responses.jsonl");
+    ok(machine(&s3, home.path(), local_db.to_str().unwrap())
+        .args(["sessions", "import"])
+        .arg(&transcripts)
+        .output()
+        .unwrap());
+    {
+        use astra_mcp::memory::GateState;
+        let host = crate::support::host(&local_db, crate::support::config("ann", "datekit", None, None)).await;
+        let s = GateState::new("s");
+        for (tool, arguments) in [
+            ("core_memory_append", json!({"section": "human", "text": "Ann prefers rebase over merge."})),
+            ("archival_memory_insert", json!({"text": "Staging runs on Kubernetes 1.31.", "tags": ["infra"]})),
+        ] {
+            assert!(!host.call(&s, tool, crate::support::args(arguments)).await.unwrap().is_error);
+        }
+        host.flush().await;
+    }
+    let files = tempfile::tempdir().unwrap();
+    let [first, second, third] = ["local.jsonl", "bucket.jsonl", "back.jsonl"].map(|f| files.path().join(f));
+    let local_db = local_db.to_str().unwrap();
+    ok(machine(&s3, home.path(), local_db)
+        .args(["memory", "export", "--all-actors", "--out"])
+        .arg(&first)
+        .output()
+        .unwrap());
+    let bucket = s3.uri("moved");
+    ok(machine(&s3, home.path(), &bucket).args(["memory", "import"]).arg(&first).output().unwrap());
+    ok(machine(&s3, home.path(), &bucket)
+        .args(["memory", "export", "--all-actors", "--out"])
+        .arg(&second)
+        .output()
+        .unwrap());
+    let back = local.path().join("back");
+    ok(machine(&s3, home.path(), back.to_str().unwrap()).args(["memory", "import"]).arg(&second).output().unwrap());
+    ok(machine(&s3, home.path(), back.to_str().unwrap())
+        .args(["memory", "export", "--all-actors", "--out"])
+        .arg(&third)
+        .output()
+        .unwrap());
+    let original = rows(&first);
+    assert!(original.len() >= 4, "the export holds the imported items, a block and a passage: {original:?}");
+    assert_eq!(original, rows(&second), "local → bucket");
+    assert_eq!(original, rows(&third), "bucket → local");
+}
+
+/// The S3 server is killed and restarted while a running astra-mcp server takes concurrent inserts:
+/// every insert acknowledged before, during or after the outage is in the store, none is there twice,
+/// and the astra-mcp server goes on writing and searching without a restart of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_the_s3_server_restarting_under_them() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+
+    let mut s3 = S3Server::start();
+    let home = tempfile::tempdir().unwrap();
+    let db = s3.uri("restart");
+    let base = machine(&s3, home.path(), &db);
+    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+        cmd.env_clear().args(["serve", "--stdio"]);
+        for (k, v) in base.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+    }))
+    .unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let insert = |i: usize| {
+        let arguments = json!({"text": format!("Restart note {i}: token rst{i:04}q"), "tags": []});
+        CallToolRequestParams::new("archival_memory_insert").with_arguments(crate::support::args(arguments))
+    };
+    let (tx, mut acks) = tokio::sync::mpsc::unbounded_channel();
+    let peer = client.peer().clone();
+    let writers: Vec<_> = (0..60)
+        .map(|i| {
+            let (peer, tx, request) = (peer.clone(), tx.clone(), insert(i));
+            tokio::spawn(async move {
+                let result = peer.call_tool(request).await;
+                let acknowledged = matches!(&result, Ok(r) if r.is_error != Some(true));
+                let _ = tx.send((i, acknowledged));
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut acknowledged = Vec::new();
+    let mut answered = 0;
+    while let Some((i, ok)) = acks.recv().await {
+        answered += 1;
+        if ok {
+            acknowledged.push(i);
+        }
+        if answered == 15 {
+            tokio::task::block_in_place(|| s3.restart());
+        }
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    assert_eq!(answered, 60);
+    eprintln!("{} of 60 inserts acknowledged across the S3 server's restart", acknowledged.len());
+    assert!(acknowledged.len() >= 15, "most inserts are acknowledged: {acknowledged:?}");
+    // the same server writes and finds after the outage
+    let after = peer.call_tool(insert(999)).await.unwrap();
+    assert_ne!(after.is_error, Some(true), "{after:?}");
+    acknowledged.push(999);
+    let search = CallToolRequestParams::new("archival_memory_search")
+        .with_arguments(crate::support::args(json!({"query": "rst0999q"})));
+    let found = peer.call_tool(search).await.unwrap();
+    assert!(format!("{found:?}").contains("rst0999q"), "{found:?}");
+    client.cancel().await.unwrap();
+
+    let listed = ok(machine(&s3, home.path(), &db)
+        .args(["memory", "list", "--table", "archival", "--limit", "1000", "--json"])
+        .output()
+        .unwrap());
+    let texts: Vec<String> = listed
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["preview"].as_str().unwrap().to_string())
+        .collect();
+    for i in &acknowledged {
+        let token = format!("rst{i:04}q");
+        let copies = texts.iter().filter(|t| t.contains(&token)).count();
+        assert_eq!(copies, 1, "acknowledged insert {i} stored once: {copies} copies");
+    }
+    let distinct: std::collections::BTreeSet<&String> = texts.iter().collect();
+    assert_eq!(distinct.len(), texts.len(), "no passage twice");
+}
+
+/// Two machines start a distill run of the same actor on one bucket: the second is refused while the
+/// first runs (the run's lease is an object created with `If-None-Match: *`), and once the first has
+/// finished the lease is gone and a new run starts.
+#[tokio::test]
+async fn a_distill_run_started_on_two_machines_at_once_runs_once() {
+    use crate::support::{MockModel, ModelStep};
+    let s3 = S3Server::start();
+    let db = s3.uri("distill");
+    let homes = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let transcripts = repo().join("tests/fixtures/transcripts/responses.jsonl");
+    ok(machine(&s3, homes[0].path(), &db).args(["sessions", "import"]).arg(&transcripts).output().unwrap());
+    let empty = |delay: u64| -> ModelStep {
+        Box::new(move |_| {
+            wiremock::ResponseTemplate::new(200)
+                .set_body_json(json!({
+                    "id": "resp_1", "object": "response", "status": "completed",
+                    "output": [{"type": "message", "role": "assistant",
+                        "content": [{"type": "output_text", "text": json!({"memories": []}).to_string()}]}],
+                    "usage": {"input_tokens": 2000, "output_tokens": 150, "total_tokens": 2150}}))
+                .set_delay(std::time::Duration::from_secs(delay))
+        })
+    };
+    let slow = MockModel::start(vec![empty(4)]).await;
+    let distill = |home: &Path, base_url: String| {
+        let mut cmd = machine(&s3, home, &db);
+        cmd.args(["distill", "--approve-live-cost", "--base-url", &base_url, "--ledger"])
+            .arg(home.join("ledger.jsonl"))
+            .env("OPENAI_API_KEY", "sk-test-key");
+        cmd
+    };
+    let mut first = distill(homes[0].path(), slow.base_url());
+    let first = tokio::task::spawn_blocking(move || first.output().unwrap());
+    while slow.requests().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let other = MockModel::start(vec![empty(0)]).await;
+    let refused = distill(homes[1].path(), other.base_url()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("a distill run of actor `ann` is already running"), "{stderr}");
+    assert!(other.requests().is_empty(), "the refused run sent nothing");
+    let first = ok(first.await.unwrap());
+    assert!(first.contains("SUCCEEDED"), "{first}");
+    // the lease went with the first run: the second machine runs now (nothing new to read)
+    let again = MockModel::start(vec![empty(0)]).await;
+    let second = ok(distill(homes[1].path(), again.base_url()).output().unwrap());
+    assert!(second.contains("SUCCEEDED"), "{second}");
+    let locks = walk(&s3.root.path().join(S3Server::BUCKET));
+    assert!(!locks.iter().any(|p| p.contains("_astra-mcp/locks/")), "no lease left: {locks:?}");
+}
