@@ -48,7 +48,8 @@ pub struct Cli {
     /// Open an object store although it does not refuse a second conditional write of one key. Such a
     /// store silently loses commits when two processes write at once: only for a store that one
     /// process alone ever writes to.
-    #[arg(long, global = true, env = ev::ASTRA_UNSAFE_SINGLE_WRITER)]
+    #[arg(long, global = true, env = ev::ASTRA_UNSAFE_SINGLE_WRITER,
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub unsafe_single_writer: bool,
     #[command(subcommand)]
     pub command: Command,

@@ -13,8 +13,8 @@ use crate::domain::{CoreBlockVersion, DistillRun, FixRecord, Passage, Role, Sess
 /// Store failures. Messages name the setting that fixes them where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The directory could not be opened or its tables created.
-    #[error("cannot open the memory store at {path}: {message} (set --db or ASTRA_DB to a writable directory)")]
+    /// The directory (or bucket) could not be opened or its tables created.
+    #[error("cannot open the memory store at {path}: {message} ({})", open_hint(.path))]
     Open { path: String, message: String },
     /// The way of reading the store's files asked for (`--lance-io`) is not possible here.
     #[error("cannot open the memory store at {path}: {message}")]
@@ -45,6 +45,17 @@ pub enum StoreError {
     /// A stored row could not be decoded.
     #[error("memory store row is unreadable ({table}.{column}): {message}")]
     Corrupt { table: &'static str, column: &'static str, message: String },
+}
+
+/// What to check when the store at `path` does not open: a directory's writability, or a bucket's
+/// endpoint, name and credentials.
+fn open_hint(path: &str) -> &'static str {
+    if path.contains("://") {
+        "check the bucket and prefix in --db, the endpoint (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for plain HTTP) \
+         and the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
+    } else {
+        "set --db or ASTRA_DB to a writable directory"
+    }
 }
 
 /// The memory layer's rules for text that enters the store other than through a memory (an import),

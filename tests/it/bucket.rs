@@ -95,7 +95,21 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
         ok(machine(&ignoring, home.path(), &db).args(["memory", "stats", "--unsafe-single-writer"]).output().unwrap());
     assert!(stats.contains("archival"), "{stats}");
 
+    let mut env_one = machine(&ignoring, home.path(), &db);
+    let stats = ok(env_one.args(["memory", "stats"]).env("ASTRA_UNSAFE_SINGLE_WRITER", "1").output().unwrap());
+    assert!(stats.contains("archival"), "the message's ASTRA_UNSAFE_SINGLE_WRITER=1 is accepted: {stats}");
+
     let honouring = S3Server::start();
+    // an endpoint without a scheme is an error that says so, not a panic
+    let no_scheme = honouring.endpoint.trim_start_matches("http://").to_string();
+    let out = machine(&honouring, home.path(), &honouring.uri("team"))
+        .args(["memory", "stats"])
+        .env("AWS_ENDPOINT_URL", &no_scheme)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not an http:// or https:// URL") && stderr.contains("AWS_ENDPOINT_URL"), "{stderr}");
     let stats =
         ok(machine(&honouring, home.path(), &honouring.uri("team")).args(["memory", "stats"]).output().unwrap());
     assert!(stats.contains("archival"), "{stats}");

@@ -29,6 +29,18 @@ pub const READ_CONSISTENCY: Duration = Duration::from_millis(500);
 /// with anything but "already exists" / "precondition failed".
 pub(super) async fn probe_conditional_writes(uri: &str) -> Result<(), StoreError> {
     let open_err = |message: String| StoreError::Open { path: uri.to_string(), message };
+    // object_store's client panics on an endpoint it cannot make a request URI of
+    for var in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ENDPOINT_URL_S3"] {
+        if let Ok(endpoint) = std::env::var(var) {
+            let valid =
+                url::Url::parse(&endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+            if !valid {
+                return Err(open_err(format!(
+                    "{var}={endpoint:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:9000)"
+                )));
+            }
+        }
+    }
     let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri)
         .await
         .map_err(|e| open_err(format!("cannot reach the object store: {e}")))?;

@@ -189,7 +189,12 @@ impl LanceStore {
                 }
             }
         }
-        tracing::debug!(table = name, ours = ours.len(), written = written.len(), "ids inserted meanwhile by another writer");
+        tracing::debug!(
+            table = name,
+            ours = ours.len(),
+            written = written.len(),
+            "ids inserted meanwhile by another writer"
+        );
         Ok(written)
     }
 
