@@ -23,10 +23,11 @@ import dataset
 import report
 import scenarios
 import stores
-from common import BENCH_DIR, CACHE_DIR, MODEL_DIR, machine_facts, make_temp_dir, remove_temp_dir, summarize
+from common import (BENCH_DIR, CACHE_DIR, MODEL_DIR, machine_facts, make_temp_dir, percentile, remove_temp_dir,
+                    summarize)
 from embedder import OnnxEmbedder, query_latency_ms, throughput
 
-SECTIONS = ("embed", "ingest", "cold", "warm", "single")
+SECTIONS = ("embed", "ingest", "cold", "warm", "single", "sequential")
 
 
 def log(msg: str) -> None:
@@ -73,6 +74,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--single-inserts", type=int, default=0,
                     help="passages stored one `archival_memory_insert` at a time for the disk/upkeep comparison "
                          "(0 = skip; the issue's figure is 10000)")
+    ap.add_argument("--sequential-inserts", type=int, default=500,
+                    help="passages stored one call at a time by each server in the side-by-side insert section "
+                         "(archival_memory_insert against qdrant-store, alternating in blocks of 25)")
     ap.add_argument("--vectors", choices=("auto", "real", "synthetic"), default="auto",
                     help="store vectors: real embeddings, synthetic unit vectors, or real up to --real-max")
     ap.add_argument("--real-max", type=int, default=10000,
@@ -429,6 +433,86 @@ def run_single(args, header: dict, emb: Embedders, work: Path, version: str) -> 
             "stats_after_optimize": stores.stats(args.binary, db), "bulk_stats": stores.stats(args.binary, bulk_db)}
 
 
+def run_sequential(args, work: Path, version: str) -> dict:
+    """`--sequential-inserts` passages stored one call at a time, side by side: astra-mcp's
+    `archival_memory_insert` on a fresh store and mcp-server-qdrant's `qdrant-store` on a fresh embedded
+    Qdrant, both servers running at once and taking turns in blocks of 25 calls, so both see the same
+    machine. Each call embeds its text; astra-mcp's also checks near-duplicates and records the call as a
+    conversation item. Then astra-mcp's search while writes go on: a second `serve` process on the same
+    store runs `archival_memory_search` in a loop while the first stores `--sequential-inserts / 2` more
+    passages, against the same searches with no writer."""
+    import threading
+
+    n = args.sequential_inserts
+    log(f"sequential inserts: {n} archival_memory_insert and {n} qdrant-store calls, alternating")
+    passages = stores.rows("passage", args.seed, 0, n + n // 2)
+    db = work / "sequential-db"
+    astra = scenarios.astra_archival_target(args.binary, db, args.top_k, work / "astra-sequential.stderr").spawn()
+    cache = stores.fastembed_cache(work / "fastembed")
+    qdrant = scenarios.qdrant_target(stores.qdrant_argv(), stores.qdrant_env(cache, work / "qdrant-sequential"), {},
+                                     work / "qdrant-sequential.stderr").spawn()
+    latency: dict[str, list[float]] = {"astra": [], "qdrant": []}
+    wall = {"astra": 0.0, "qdrant": 0.0}
+    calls = {"astra": (astra, "archival_memory_insert", lambda p: {"text": p.text, "tags": p.tags}),
+             "qdrant": (qdrant, "qdrant-store", lambda p: {"information": p.text})}
+    try:
+        astra.initialize(version)
+        qdrant.initialize(version)
+        for start in range(0, n, 25):
+            for name, (server, tool, arguments) in calls.items():
+                t_block = time.perf_counter()
+                for p in passages[start:start + 25]:
+                    t0 = time.perf_counter()
+                    server.call_tool(tool, arguments(p))
+                    latency[name].append((time.perf_counter() - t0) * 1000)
+                wall[name] += time.perf_counter() - t_block
+        qdrant.stop()
+
+        queries = dataset.archival_queries(args.seed, n, 200, salt="sequential")
+        reader = scenarios.astra_archival_target(args.binary, db, args.top_k, work / "astra-sequential-reader.stderr")
+        searcher = reader.spawn()
+        searcher.initialize(version)
+
+        def search_all() -> list[float]:
+            out = []
+            for q in queries:
+                t0 = time.perf_counter()
+                searcher.call_tool(reader.tool, reader.arguments(q.text))
+                out.append((time.perf_counter() - t0) * 1000)
+            return out
+
+        search_all()  # warm: model loaded, indexes and files read once
+        quiet = search_all()
+        writing = threading.Event()
+        writing.set()
+
+        def write_more() -> None:
+            for p in passages[n:]:
+                astra.call_tool("archival_memory_insert", {"text": p.text, "tags": p.tags})
+            writing.clear()
+
+        writer = threading.Thread(target=write_more)
+        writer.start()
+        busy: list[float] = []
+        while writing.is_set():
+            busy.extend(search_all())
+        writer.join()
+        searcher.stop()
+    finally:
+        astra.stop()
+        qdrant.stop()
+    rates = {name: round(n / wall[name], 1) for name in wall}
+    return {
+        "inserts_each": n,
+        "inserts_per_s": rates,
+        "astra_over_qdrant": round(rates["astra"] / rates["qdrant"], 2),
+        "insert_latency_ms": {name: summarize(v, 1) for name, v in latency.items()},
+        "search_ms_no_writes": summarize(quiet, 1),
+        "search_ms_during_writes": summarize(busy, 1),
+        "search_p99_over_p50_during_writes": round(percentile(busy, 99) / percentile(busy, 50), 2),
+    }
+
+
 def main(argv: list[str]) -> int:
     """Runs the chosen sections and writes the results."""
     args = parse_args(argv)
@@ -465,6 +549,8 @@ def main(argv: list[str]) -> int:
             ("warm", "warm", lambda: run_warm(args, header, emb, work, version, results.setdefault("warm", []), save),
              True),
             ("single", "single_inserts", lambda: run_single(args, header, emb, work, version), args.single_inserts > 0),
+            ("sequential", "sequential_inserts", lambda: run_sequential(args, work, version),
+             args.sequential_inserts > 0),
         ]
         for name, key, run, wanted in sections:
             if name not in args.only or not wanted:

@@ -254,12 +254,34 @@ def single(results: dict) -> list[str]:
             ""]
 
 
+def sequential(results: dict) -> list[str]:
+    """Side-by-side single inserts (astra-mcp against mcp-server-qdrant) and search while writes go on."""
+    r = results.get("sequential_inserts")
+    if not r:
+        return []
+    rate, lat = r["inserts_per_s"], r["insert_latency_ms"]
+    quiet, busy = r["search_ms_no_writes"], r["search_ms_during_writes"]
+    return [f"### {r['inserts_each']:,} inserts one call at a time, side by side", "",
+            "| figure | astra-mcp `archival_memory_insert` | mcp-server-qdrant `qdrant-store` |",
+            "| --- | --- | --- |",
+            f"| rate | {rate['astra']} inserts/s | {rate['qdrant']} inserts/s |",
+            f"| one insert p50 / p99 (ms) | {_ms(lat['astra'])} / {_ms(lat['astra'], 'p99')} "
+            f"| {_ms(lat['qdrant'])} / {_ms(lat['qdrant'], 'p99')} |",
+            f"| archival_memory_search p50 / p99 (ms), no writes | {_ms(quiet)} / {_ms(quiet, 'p99')} | – |",
+            f"| archival_memory_search p50 / p99 (ms), during writes | {_ms(busy)} / {_ms(busy, 'p99')} | – |",
+            "",
+            f"Targets: inserts ≥ 2 × the peer's rate: {r['astra_over_qdrant']} × — met: "
+            f"{_met(r['astra_over_qdrant'], 2.0, higher_is_better=True)}; search p99 ≤ 2 × p50 during writes: "
+            f"{r['search_p99_over_p50_during_writes']} × — met: {_met(r['search_p99_over_p50_during_writes'], 2.0)}.",
+            ""]
+
+
 def render(results: dict) -> str:
     """The whole report."""
     title = "## astra-mcp benchmark results"
     label = results.get("label")
     lines = [title + (f" — {label}" if label else ""), ""] + machine(results) + [""]
-    lines += cold(results) + warm(results) + single(results) + embedding(results)
+    lines += cold(results) + warm(results) + single(results) + sequential(results) + embedding(results)
     if results.get("section_seconds"):
         lines += [f"Run time: {results.get('elapsed_s')} s in all; per section (s): "
                   + ", ".join(f"{k} {v}" for k, v in results["section_seconds"].items()) + ".", ""]

@@ -42,13 +42,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     if !matches!(cli.command, Command::Serve(_)) {
-        // A report piped into `head` ends quietly when the pipe closes, as other CLI tools do (Rust
-        // ignores SIGPIPE, which would turn the closed pipe into a panic in println!). The server keeps
-        // the default: a closed stdout is its client going away, handled as EOF.
-        // SAFETY: setting a signal disposition before any thread is started.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
+        quiet_on_closed_stdout();
     }
     // SAFETY: no other thread exists yet (before logging and the runtime start).
     unsafe { astra_mcp::app::prepare_process() };
@@ -93,6 +87,23 @@ fn main() -> ExitCode {
         }
     };
     exit_now(code)
+}
+
+/// A report piped into `head` ends quietly when the pipe closes, as other CLI tools do: `println!` to the
+/// closed pipe fails with `EPIPE` and panics, and this hook turns that one panic into exit 0 with no
+/// message. SIGPIPE stays ignored (Rust's default) rather than restored to its default action, which
+/// would also end the process silently, status 141, when a socket closes under a write: an `https://`
+/// endpoint that speaks plain HTTP, say. The server does not install it: a closed stdout is its client
+/// going away, handled as EOF.
+fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            exit_now(ExitCode::SUCCESS);
+        }
+        report(info)
+    }));
 }
 
 /// Ends the process with `code` once stdout and stderr are flushed, without running the C and C++ exit

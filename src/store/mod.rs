@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::{CoreBlockVersion, DistillRun, FixRecord, Passage, Role, SessionItem};
 
 /// Store failures. Messages name the setting that fixes them where there is one.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The directory (or bucket) could not be opened or its tables created.
     #[error("cannot open the memory store at {path}: {message} ({})", open_hint(.path))]

@@ -89,6 +89,29 @@ fn bad_configuration_is_one_clear_line_and_exit_1() {
     );
 }
 
+/// A report whose reader closed the pipe (`astra-mcp memory stats | head -0`) ends with status 0 and
+/// nothing on stderr: no panic message about the failed print.
+#[tokio::test]
+async fn a_report_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    drop(astra_mcp::store::lance::LanceStore::open(db.to_str().unwrap()).await.unwrap());
+    let mut child = std::process::Command::new(BIN)
+        .args(["memory", "stats", "--db"])
+        .arg(&db)
+        .env("ASTRA_CACHE_DIR", crate::support::cache_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the reader goes away before the store is open, so the whole report meets a closed pipe
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+}
+
 #[test]
 fn a_store_that_cannot_be_opened_ends_the_stdio_server_with_its_error() {
     // The store opens beside the first messages (`initialize` does not wait for it); failing, it still

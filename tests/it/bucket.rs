@@ -110,6 +110,17 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is not an http:// or https:// URL") && stderr.contains("AWS_ENDPOINT_URL"), "{stderr}");
+    // an https:// endpoint in front of a plain-HTTP server: an error naming the store, not a silent death
+    // by SIGPIPE (status 141) when the server closes the connection under the TLS handshake
+    let https = honouring.endpoint.replacen("http://", "https://", 1);
+    let out = machine(&honouring, home.path(), &honouring.uri("team"))
+        .args(["memory", "stats"])
+        .env("AWS_ENDPOINT_URL", &https)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&honouring.uri("team")) && stderr.contains("AWS_ENDPOINT_URL"), "{stderr}");
     let stats =
         ok(machine(&honouring, home.path(), &honouring.uri("team")).args(["memory", "stats"]).output().unwrap());
     assert!(stats.contains("archival"), "{stats}");

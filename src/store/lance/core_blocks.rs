@@ -123,15 +123,8 @@ impl CoreBlockStore for LanceStore {
                 ..template.clone()
             };
             let batch = to_batch(std::slice::from_ref(&next))?;
-            let result = super::write::retry(|| {
-                let mut merge = table.merge_insert(&["id"]);
-                merge.when_not_matched_insert_all();
-                let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-                async move { merge.execute(Box::new(reader)).await }
-            })
-            .await
-            .map_err(backend)?;
-            if result.num_inserted_rows == 1 {
+            if super::write::merge_keyed(table, &batch, super::write::Merge::InsertAbsent).await?.num_inserted_rows == 1
+            {
                 return Ok(Ok(next));
             }
             tracing::debug!(section = %next.section, version = next.version, attempt, "block version taken, editing again");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::types::Float32Type;
 use arrow_array::{
-    Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, RecordBatchIterator, StringArray,
+    Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
@@ -228,14 +228,7 @@ impl FixStore for LanceStore {
         let batch = to_batch(fix, vector)?;
         // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
         let lock = super::write::TableLock::acquire(self.path(), FIXES_TABLE).await?;
-        let result = retry(|| {
-            let mut merge = self.fixes.merge_insert(&["id"]);
-            merge.when_matched_update_all(None).when_not_matched_insert_all();
-            let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
+        let result = super::write::merge_keyed(&self.fixes, &batch, super::write::Merge::Upsert).await?;
         drop(lock);
         self.after_write(FIXES_TABLE).await;
         Ok(result.num_inserted_rows > 0)

@@ -23,9 +23,10 @@
 //!
 //! One file per job: `open` (opening, the `meta` checks, the full-text indexes found at open), `sql`
 //! (filters and literals), `search` (rankings and the reading of ranked rows), `write` (writes, retries,
-//! locks), `upkeep` (index building, compaction, pruning), `admin` (operator views), `transfer` (export,
-//! import, re-embedding), `remote` (what object storage needs); one file per table for its schema and rows (`fixes`, `archival`, `sessions`,
-//! `core_blocks`, `distill`), and beside them [`io`], [`row_cache`] and `rows`.
+//! locks), `group` (the inserts of one process committed together), `upkeep` (index building,
+//! compaction, pruning), `admin` (operator views), `transfer` (export, import, re-embedding), `remote`
+//! (what object storage needs); one file per table for its schema and rows (`fixes`, `archival`,
+//! `sessions`, `core_blocks`, `distill`), and beside them [`io`], [`row_cache`] and `rows`.
 
 mod admin;
 mod archival;
@@ -33,6 +34,7 @@ mod browse;
 mod core_blocks;
 mod distill;
 mod fixes;
+mod group;
 pub mod io;
 mod open;
 mod remote;

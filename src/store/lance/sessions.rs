@@ -113,15 +113,8 @@ impl LanceStore {
             ],
         )
         .map_err(backend)?;
-        let table = self.table(super::FORGOTTEN_TABLE);
-        super::write::retry(|| {
-            let mut merge = table.merge_insert(&["id"]);
-            merge.when_not_matched_insert_all();
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(tombstone.clone())], tombstone.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
+        super::write::merge_keyed(self.table(super::FORGOTTEN_TABLE), &tombstone, super::write::Merge::InsertAbsent)
+            .await?;
         let line = format!("{}\n", crate::domain::context_line(&item.embedded_text));
         let filter = format!(
             "actor_id = {} AND session_id = {} AND turn > {} AND turn <= {}",

@@ -1,5 +1,6 @@
 //! Writes and what guards them: inserts that must not duplicate a row, under the table's [`TableLock`]
-//! (see the module docs of `store::lance`); upserts and updates keyed on `id`; deletions with what goes
+//! (see the module docs of `store::lance`; `group` gathers them into commits); keyed merge-inserts
+//! ([`merge_keyed`]); upserts and updates keyed on `id`; deletions with what goes
 //! with them (a forgotten conversation item's distilled memories, a forgotten memory's texts in distill
 //! runs); retries on Lance's commit conflicts; and what follows a committed write: new rows folded into a
 //! small table's full-text index at once ([`FTS_FOLD_MAX_ROWS`]), and background upkeep every
@@ -118,42 +119,36 @@ impl LanceStore {
         }
     }
 
-    /// Inserts the rows of `batch` whose `id` is not in `name` yet, under the table's lock (see the
-    /// module docs), retrying on commit conflicts. Returns the ids this call stored: not those another
-    /// writer stored between the check and the commit (the commit conflicts on them and skips them).
-    pub(super) async fn insert_new(
+    /// Inserts the rows of `batch` whose `id` is not in `name` yet (nor earlier in `batch`), holding the
+    /// table's `lock` until the commit (see the module docs), retrying on commit conflicts. Returns the
+    /// ids this call stored: not those another writer stored between the check and the commit (the
+    /// commit conflicts on them and skips them). Writers reach it through [`Self::insert_new`], which
+    /// groups the inserts waiting in this process into one call.
+    pub(super) async fn insert_absent(
         &self,
         name: &'static str,
         batch: RecordBatch,
+        lock: TableLock,
     ) -> Result<Vec<uuid::Uuid>, StoreError> {
-        if batch.num_rows() == 0 {
-            return Ok(Vec::new());
-        }
-        let _lock = TableLock::acquire(&self.path, name).await?;
         let ids = rows::Rows::new(&batch, name).strs("id")?;
         let mut present = self.ids_present(name, &ids).await?;
         if name == SESSION_ITEMS_TABLE {
             present.extend(self.ids_present(FORGOTTEN_TABLE, &ids).await?);
         }
+        let mut seen = std::collections::HashSet::new();
         let keep: Vec<u32> = (0..ids.len() as u32)
-            .filter(|&i| uuid::Uuid::parse_str(&ids[i as usize]).is_ok_and(|id| !present.contains(&id)))
+            .filter(|&i| {
+                uuid::Uuid::parse_str(&ids[i as usize]).is_ok_and(|id| !present.contains(&id) && seen.insert(id))
+            })
             .collect();
         if keep.is_empty() {
             return Ok(Vec::new());
         }
         let batch = arrow_select_rows(&batch, &keep)?;
         let new_ids = rows::Rows::new(&batch, name).uuids("id")?;
-        let table = self.table(name);
-        let result = retry(|| {
-            let mut merge = table.merge_insert(&["id"]);
-            merge.when_not_matched_insert_all();
-            let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
-        drop(_lock);
-        let new_ids = if result.num_inserted_rows == new_ids.len() as u64 {
+        let inserted = merge_keyed(self.table(name), &batch, Merge::InsertAbsent).await?.num_inserted_rows;
+        drop(lock);
+        let new_ids = if inserted == new_ids.len() as u64 {
             new_ids
         } else {
             // Another writer (another machine: the flock covers this one) inserted some of these ids
@@ -454,15 +449,7 @@ impl LanceStore {
 
     /// Replaces the rows of `batch` that still exist, by `id`; inserts nothing.
     pub(super) async fn update_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
-        let table = self.table(name);
-        retry(|| {
-            let mut merge = table.merge_insert(&["id"]);
-            merge.when_matched_update_all(None);
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
+        merge_keyed(self.table(name), &batch, Merge::Update(None)).await?;
         Ok(())
     }
 
@@ -475,32 +462,16 @@ impl LanceStore {
         batch: RecordBatch,
         condition: &str,
     ) -> Result<u64, StoreError> {
-        let table = self.table(name);
-        let result = retry(|| {
-            let mut merge = table.merge_insert(&["id"]);
-            merge.when_matched_update_all(Some(condition.to_string()));
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
-        if result.num_updated_rows > 0 && SEARCHABLE_TABLES.contains(&name) {
+        let updated = merge_keyed(self.table(name), &batch, Merge::Update(Some(condition))).await?.num_updated_rows;
+        if updated > 0 && SEARCHABLE_TABLES.contains(&name) {
             self.after_write(name).await;
         }
-        Ok(result.num_updated_rows)
+        Ok(updated)
     }
 
     /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).
     pub(super) async fn upsert_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
-        let table = self.table(name);
-        retry(|| {
-            let mut merge = table.merge_insert(&["id"]);
-            merge.when_matched_update_all(None).when_not_matched_insert_all();
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
+        merge_keyed(self.table(name), &batch, Merge::Upsert).await?;
         if SEARCHABLE_TABLES.contains(&name) {
             self.after_write(name).await;
         }
@@ -517,6 +488,41 @@ impl crate::store::ForgetStore for LanceStore {
 
 /// What replaces a forgotten text in a distillation run's change list.
 const FORGOTTEN: &str = "[forgotten]";
+
+/// What a merge-insert keyed on `id` does with each row of its batch.
+#[derive(Clone, Copy)]
+pub(super) enum Merge<'a> {
+    /// Insert rows whose id is absent; leave the others.
+    InsertAbsent,
+    /// Replace rows whose id is present (those whose stored row meets the SQL condition over `target.`
+    /// and `source.` columns, if one is given); insert nothing.
+    Update(Option<&'a str>),
+    /// Replace rows whose id is present, insert the others.
+    Upsert,
+}
+
+/// Commits `batch` into `table` as one merge-insert keyed on `id`, retried on commit conflicts. Two
+/// commits with an id in common conflict (the id is the table's key), so a retry sees the other
+/// writer's row: an absent row another writer inserted first is skipped, and an update's condition is
+/// evaluated on the row it left. Returns Lance's counts of inserted and updated rows.
+pub(super) async fn merge_keyed(
+    table: &lancedb::Table,
+    batch: &RecordBatch,
+    how: Merge<'_>,
+) -> Result<lancedb::table::merge::MergeResult, StoreError> {
+    retry(|| {
+        let mut merge = table.merge_insert(&["id"]);
+        match how {
+            Merge::InsertAbsent => merge.when_not_matched_insert_all(),
+            Merge::Update(condition) => merge.when_matched_update_all(condition.map(str::to_string)),
+            Merge::Upsert => merge.when_matched_update_all(None).when_not_matched_insert_all(),
+        };
+        let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
+        async move { merge.execute(Box::new(reader)).await }
+    })
+    .await
+    .map_err(backend)
+}
 
 /// Runs a write, retrying on Lance commit conflicts (another process committed first).
 pub(super) async fn retry<T, F, Fut>(mut op: F) -> lancedb::Result<T>

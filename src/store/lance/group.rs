@@ -1,0 +1,168 @@
+//! Group commit: the insert-if-absent writes of one table that wait in this process at the same time go
+//! into one Lance commit.
+//!
+//! A commit costs a manifest write on a local directory and several round trips on object storage (list
+//! the versions, write the data, conditionally PUT the manifest), so writers that each commit alone
+//! spend most of their time waiting for each other. Here a writer queues its rows and takes the table's
+//! lock ([`TableLock`]); whoever gets it finds the rows queued by everyone still waiting and commits them
+//! all at once. There is no timer: a lone writer commits at once, and a group forms only from writers
+//! that arrived while the previous commit was in flight (the "group commit" of database logs).
+//!
+//! An acknowledgement still means committed: a writer returns after the commit that holds its rows, with
+//! the ids of those rows stored by that commit (not those already present, nor those another writer of
+//! the group queued first). The commit runs in a task of its own, so a writer whose caller gives up (a
+//! cancelled request) cancels nobody else's write.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::RecordBatch;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::write::TableLock;
+use super::{LanceStore, backend, rows};
+use crate::store::StoreError;
+
+/// A write waiting for the commit that holds its rows.
+struct Waiting {
+    ticket: u64,
+    batch: RecordBatch,
+    done: oneshot::Sender<Result<Vec<Uuid>, StoreError>>,
+}
+
+type Queue = Arc<Mutex<Vec<Waiting>>>;
+
+/// The queue of one table of one store (`<db>\0<table>`), shared by every handle of this process.
+fn queue(key: String) -> Queue {
+    static QUEUES: std::sync::OnceLock<Mutex<HashMap<String, Queue>>> = std::sync::OnceLock::new();
+    let mut queues = QUEUES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    queues.entry(key).or_default().clone()
+}
+
+fn locked(queue: &Queue) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+    queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LanceStore {
+    /// Inserts the rows of `batch` whose `id` is neither in `name` nor queued before them, in one commit
+    /// with the other inserts into `name` waiting in this process (see the module docs). Returns the ids
+    /// of `batch` this commit stored. Errors: the commit's error, for every write of the group.
+    pub(super) async fn insert_new(&self, name: &'static str, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+        static TICKETS: AtomicU64 = AtomicU64::new(0);
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
+        let (done, outcome) = oneshot::channel();
+        let queue = queue(format!("{}\0{name}", self.path));
+        locked(&queue).push(Waiting { ticket, batch, done });
+        let lock = TableLock::acquire(&self.path, name).await;
+        // Still queued: nobody took these rows, so this writer commits everything queued. Otherwise a
+        // commit that holds them is under way or done, and its outcome comes on the channel.
+        let group = {
+            let mut waiting = locked(&queue);
+            let queued = waiting.iter().any(|w| w.ticket == ticket);
+            match (queued, lock) {
+                (true, Ok(lock)) => Some((std::mem::take(&mut *waiting), lock)),
+                (true, Err(e)) => {
+                    waiting.retain(|w| w.ticket != ticket);
+                    return Err(e);
+                }
+                (false, _) => None,
+            }
+        };
+        if let Some((group, lock)) = group {
+            let store = self.clone();
+            tokio::spawn(async move { store.commit_group(name, group, lock).await });
+        }
+        outcome.await.unwrap_or_else(|_| {
+            Err(StoreError::Backend(format!(
+                "the commit of an insert into {name} stopped before it reported; the rows may or may not be stored: \
+                 search for them before writing them again"
+            )))
+        })
+    }
+
+    /// Commits the rows of `group` (one merge-insert) and tells each writer which of its rows were
+    /// stored: an id queued by two writers counts for the first.
+    async fn commit_group(&self, name: &'static str, group: Vec<Waiting>, lock: TableLock) {
+        let batches: Vec<RecordBatch> = group.iter().map(|w| w.batch.clone()).collect();
+        let outcome = match arrow_select::concat::concat_batches(&batches[0].schema(), &batches) {
+            Ok(batch) => self.insert_absent(name, batch, lock).await,
+            Err(e) => Err(backend(e)),
+        };
+        if group.len() > 1 {
+            tracing::debug!(table = name, writes = group.len(), "inserts committed together");
+        }
+        match outcome {
+            Ok(stored) => {
+                let mut unclaimed: HashSet<Uuid> = stored.into_iter().collect();
+                for waiting in group {
+                    let ids = rows::Rows::new(&waiting.batch, name).uuids("id");
+                    let _ =
+                        waiting.done.send(ids.map(|ids| ids.into_iter().filter(|id| unclaimed.remove(id)).collect()));
+                }
+            }
+            Err(e) => {
+                for waiting in group {
+                    let _ = waiting.done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use crate::store::ArchivalStore;
+    use crate::store::lance::test_rows::passage;
+    use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
+
+    /// Sixteen writers at once, two of them with the same passage: fewer commits than writes, each
+    /// writer told exactly the rows it stored, the shared passage stored once and reported by one writer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_inserts_share_commits_and_each_writer_learns_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        // the first write builds the full-text index; the writes after it are the ones counted
+        store.insert_passages(&[passage("ann", "the first note")]).await.unwrap();
+        let before = store.writes.lock().unwrap()[ARCHIVAL_TABLE];
+        let texts: Vec<String> = (0..16)
+            .map(|i| {
+                if i == 15 {
+                    "note 0 of the billing service".into()
+                } else {
+                    format!("note {i} of the billing service")
+                }
+            })
+            .collect();
+        let writers = texts.iter().map(|text| {
+            let store = store.clone();
+            let row = passage("ann", text);
+            tokio::spawn(async move { (row.0.id, store.insert_passages(&[row]).await.unwrap()) })
+        });
+        let results: Vec<_> = futures::future::join_all(writers).await.into_iter().map(Result::unwrap).collect();
+
+        let commits = store.writes.lock().unwrap()[ARCHIVAL_TABLE] - before;
+        assert!(commits < 16, "16 concurrent inserts took {commits} commits: none were grouped");
+        let shared = results[0].0;
+        assert_eq!(results[15].0, shared, "writers 0 and 15 insert the same passage");
+        let reported = [&results[0], &results[15]].into_iter().filter(|(_, stored)| stored == &vec![shared]).count();
+        assert_eq!(reported, 1, "the shared passage is reported stored by exactly one writer: {results:?}");
+        for (id, stored) in &results[1..15] {
+            assert_eq!(stored, &vec![*id], "each other writer stored its own passage");
+        }
+        let ids: Vec<uuid::Uuid> = results.iter().map(|(id, _)| *id).collect();
+        let present = store.existing_passage_ids("ann", &ids).await.unwrap();
+        assert_eq!(present, ids.iter().copied().collect::<HashSet<_>>());
+        assert_eq!(
+            store.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(),
+            16,
+            "15 distinct passages and the first"
+        );
+    }
+}
