@@ -109,7 +109,11 @@ impl ArchivalMemory {
         let text = for_storage(text.trim());
         let id = passage_id(&scope.actor_id, &scope.project, &text);
         let tags = normalize_tags(tags);
-        if let Some(existing) = self.store.get_passage(&scope.actor_id, id).await? {
+        // the lookup reads the store while the model embeds: a duplicate wastes one embedding, a new
+        // passage (the common case) waits for the slower of the two instead of both
+        let (existing, vector) =
+            tokio::join!(self.store.get_passage(&scope.actor_id, id), self.embedder.embed_query(&text));
+        if let Some(existing) = existing? {
             // the same text again: nothing new is written, but new tags are kept
             let existing = if tags.iter().all(|t| existing.tags.contains(t)) {
                 existing
@@ -118,7 +122,7 @@ impl ArchivalMemory {
             };
             return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
         }
-        let vector = self.embedder.embed_query(&text).await?;
+        let vector = vector?;
         let near_duplicates = self.near_duplicates(&vector, id).await?;
         let now = Utc::now();
         let passage = Passage {

@@ -278,9 +278,16 @@ enum RecorderMessage {
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
+/// How long the tool-call recorder gathers calls before writing them: the calls of this window are
+/// embedded in one batch and stored in one commit, rather than each costing its own beside the call
+/// it records. A call's record is searchable within about this long, and a process killed with
+/// `SIGKILL` loses at most this window's records (the memories the calls stored are not affected).
+pub const RECORD_WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Records this server's tool calls as `tool` items of their session, off the request path: a call
-/// returns without waiting for the embedding and the write. [`ToolCallRecorder::flush`] waits for
-/// everything queued before it (the server calls it at shutdown).
+/// returns without waiting for the embedding and the write, and the calls of each [`RECORD_WINDOW`]
+/// are written together. [`ToolCallRecorder::flush`] ends the window and waits for everything queued
+/// before it (the server calls it at shutdown).
 #[derive(Clone)]
 pub struct ToolCallRecorder {
     tx: tokio::sync::mpsc::UnboundedSender<RecorderMessage>,
@@ -292,9 +299,13 @@ impl ToolCallRecorder {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RecorderMessage>();
         tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
+                let until = tokio::time::Instant::now() + RECORD_WINDOW;
                 let mut batch = vec![first];
-                while let Ok(more) = rx.try_recv() {
-                    batch.push(more);
+                while !matches!(batch.last(), Some(RecorderMessage::Flush(_))) {
+                    match tokio::time::timeout_at(until, rx.recv()).await {
+                        Ok(Some(more)) => batch.push(more),
+                        Ok(None) | Err(_) => break,
+                    }
                 }
                 let mut waiting = Vec::new();
                 let mut groups: Vec<(ImportTarget, Vec<NewItem>)> = Vec::new();

@@ -71,7 +71,7 @@ pub use transfer::{EXPORT_VERSION, ExportHeader, ImportReport, TableCounts, read
 pub use upkeep::{
     ANN_MIN_ROWS, MAX_VECTOR_INDEX_SEGMENTS, PRUNE_OLDER_THAN_SECS, UPKEEP_EVERY_WRITES, wait_for_upkeep,
 };
-pub use write::{FTS_FOLD_EVERY_WRITE_ROWS, FTS_FOLD_MAX_ROWS, FTS_UNINDEXED_SHARE};
+pub use write::{FTS_FLAT_MAX_ROWS, FTS_FOLD_MAX_ROWS, FTS_UNINDEXED_SHARE};
 
 /// Ids of forgotten conversation items, so a re-import (the Claude Code hook runs at every stop) does not
 /// bring them back. Holds ids only, no text.

@@ -81,7 +81,8 @@ impl LanceStore {
                 ready.insert((name, column));
                 continue;
             }
-            if table.count_rows(None).await.map_err(backend)? == 0 {
+            let rows = table.count_rows(None).await.map_err(backend)?;
+            if rows == 0 {
                 return Ok(());
             }
             // an index of this column built with another analyzer goes first (one FTS index per column)
@@ -96,9 +97,11 @@ impl LanceStore {
                     Err(e) => tracing::debug!(table = name, index = stale, "stale full-text index already gone: {e}"),
                 }
             }
+            // empty while the table is small: its rows are all scanned and scored alike (FTS_FLAT_MAX_ROWS)
             let result = table
                 .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
                 .name(fts_index_name(name, column))
+                .train(rows > super::FTS_FLAT_MAX_ROWS)
                 .execute()
                 .await;
             match result {
@@ -286,8 +289,44 @@ impl LanceStore {
         self.ensure_fts(name).await?;
         self.ensure_large_table_indexes(name).await?;
         let table = self.table(name);
-        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default()))).await.map_err(backend)?;
+        let held = self.empty_fts_indexes_of_a_small_table(name).await?;
+        let options = if held.is_empty() {
+            OptimizeOptions::default()
+        } else {
+            let others: Vec<String> = table
+                .list_indices()
+                .await
+                .map_err(backend)?
+                .into_iter()
+                .map(|ix| ix.name)
+                .filter(|ix| !held.contains(ix))
+                .collect();
+            if others.is_empty() {
+                return Ok(());
+            }
+            OptimizeOptions::default().index_names(others)
+        };
+        retry(|| table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
         Ok(())
+    }
+
+    /// The full-text indexes of `name` that stay empty: those covering no row of a table of at most
+    /// [`super::FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike.
+    async fn empty_fts_indexes_of_a_small_table(&self, name: &'static str) -> Result<Vec<String>, StoreError> {
+        let table = self.table(name);
+        if table.count_rows(None).await.map_err(backend)? > super::FTS_FLAT_MAX_ROWS {
+            return Ok(Vec::new());
+        }
+        let mut empty = Vec::new();
+        for ix in table.list_indices().await.map_err(backend)? {
+            if ix.index_type != lancedb::index::IndexType::FTS {
+                continue;
+            }
+            if table.index_stats(&ix.name).await.map_err(backend)?.is_some_and(|s| s.num_indexed_rows == 0) {
+                empty.push(ix.name);
+            }
+        }
+        Ok(empty)
     }
 
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
@@ -375,6 +414,34 @@ mod tests {
         Ok(batches.iter().map(|b| b.num_rows()).sum())
     }
 
+    /// A table of at most [`crate::store::lance::FTS_FLAT_MAX_ROWS`] rows keeps its full-text index empty through
+    /// single writes and upkeep (every row scanned and scored alike, no fold on the request path); the
+    /// write that takes it past that size folds every row in.
+    #[tokio::test]
+    async fn a_small_table_keeps_its_full_text_index_empty_until_it_grows_past_the_flat_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        for i in 0..30 {
+            store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
+        }
+        assert_eq!(fts_coverage(&store).await, (0, 30), "indexed and unindexed rows after 30 single inserts");
+        store.optimize_table(ARCHIVAL_TABLE, None, 2).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (0, 30), "after upkeep");
+        let more: Vec<_> = (30..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
+        store.insert_passages(&more).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (260, 0), "past the flat size");
+    }
+
+    /// (indexed, unindexed) rows of the archival table's full-text index.
+    async fn fts_coverage(store: &LanceStore) -> (usize, usize) {
+        let table = store.table(ARCHIVAL_TABLE);
+        let indices = table.list_indices().await.unwrap();
+        let fts: Vec<_> = indices.iter().filter(|ix| ix.index_type == lancedb::index::IndexType::FTS).collect();
+        assert_eq!(fts.len(), 1, "{indices:?}");
+        let stats = table.index_stats(&fts[0].name).await.unwrap().unwrap();
+        (stats.num_indexed_rows, stats.num_unindexed_rows)
+    }
+
     /// Upkeep while writes fold their rows into the same table's full-text index: the two are
     /// serialised ([`LanceStore::maintenance_lock`]), so no fold is retried after a commit conflict, and
     /// pruning leaves one index folder per index. A retried fold's first files belong to no version, and
@@ -384,6 +451,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         let row = |round: usize, i: usize| passage("ann", &format!("round {round}: the billing service note {i}"));
+        // past FTS_FLAT_MAX_ROWS, so that writes fold their rows into the index
+        let base: Vec<_> = (0..260).map(|i| passage("ann", &format!("an older note {i}"))).collect();
+        store.insert_passages(&base).await.unwrap();
         for round in 0..4 {
             for i in 0..10 {
                 store.insert_passages(&[row(round, i)]).await.unwrap();

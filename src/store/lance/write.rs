@@ -30,28 +30,43 @@ pub(super) const WRITE_ATTEMPTS: usize = 12;
 /// frequency of each term) and the rows it does not cover with those statistics plus the new rows'
 /// (`lance::io::exec::fts`, `residual_bm25_scorer`), so a new row sharing a rare term with an indexed
 /// one scores lower for it (the term's document frequency counts the new row on one side only). While
-/// such rows are a large share of a small table (a fresh store's index covers its first row only) a
-/// passage could rank below its neighbours for its own words.
+/// such rows are a large share of a small table a passage could rank below its neighbours for its own
+/// words.
 pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
 
-/// Tables of up to this many rows fold every new row into their full-text indexes at once, so no row of
-/// a small store is scored apart from the others (above: a new "Use pnpm not npm" ranked below an indexed
-/// "pnpm not npm use" for its own words). Cost, measured over 400 single inserts (BENCHMARKS.md,
-/// "Full-text fold"): about 20 ms per insert (p50 105–111 against 89 ms at 26–100 rows), and the index
-/// copies each fold writes (34 against 15.5 MiB) until upkeep prunes them.
-pub const FTS_FOLD_EVERY_WRITE_ROWS: usize = 250;
+/// Tables of up to this many rows keep their full-text indexes empty: every row is scanned and scored
+/// with the same statistics (the empty index's plus all rows'), so no row is scored apart from the
+/// others (with a partly filled index, a new "Use pnpm not npm" ranked below an indexed "pnpm not npm
+/// use" for its own words), and no write or upkeep pays for folding rows into an index (about 20 ms per
+/// insert when every write folded, BENCHMARKS.md "Full-text fold"). The scan costs little at this size.
+/// A table whose index already covers rows (a store that shrank, or one written by an older version)
+/// folds every new row at once instead.
+pub const FTS_FLAT_MAX_ROWS: usize = 250;
 
 /// The share of unindexed rows (against indexed ones) above which a table of more than
-/// [`FTS_FOLD_EVERY_WRITE_ROWS`] and at most [`FTS_FOLD_MAX_ROWS`] rows folds them in: 1/8, so the folds
+/// [`FTS_FLAT_MAX_ROWS`] and at most [`FTS_FOLD_MAX_ROWS`] rows folds them in: 1/8, so the folds
 /// of a growing table come at every 12.5 % of growth (about 60 for its first 1,000 rows), not at every
-/// write, since each fold writes a new copy of the index until upkeep prunes old versions.
+/// write, since each fold writes a new copy of the index until upkeep prunes old versions. The first
+/// fold, past [`FTS_FLAT_MAX_ROWS`], takes in every row.
 pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
 
+/// Whether a write to a table of `rows` rows folds the rows its full-text index does not cover
+/// (`unindexed`) into it, the index covering `indexed`: see [`FTS_FLAT_MAX_ROWS`] and
+/// [`FTS_UNINDEXED_SHARE`]. Larger tables than [`FTS_FOLD_MAX_ROWS`] leave the fold to upkeep.
+pub(super) fn fts_fold_due(rows: usize, indexed: usize, unindexed: usize) -> bool {
+    if unindexed == 0 || rows > FTS_FOLD_MAX_ROWS {
+        false
+    } else if rows <= FTS_FLAT_MAX_ROWS {
+        indexed > 0
+    } else {
+        unindexed as f64 > FTS_UNINDEXED_SHARE * indexed as f64
+    }
+}
+
 impl LanceStore {
-    /// Folds the rows not yet indexed into the full-text indexes of `name`: any of them while the table
-    /// has at most [`FTS_FOLD_EVERY_WRITE_ROWS`] rows, more than [`FTS_UNINDEXED_SHARE`] of the indexed
-    /// ones while it has at most [`FTS_FOLD_MAX_ROWS`]. Once a table is seen larger, this handle stops
-    /// checking it (no row count per write).
+    /// Folds the rows not yet indexed into the full-text indexes of `name` when [`fts_fold_due`] says
+    /// so. Once a table is seen larger than [`FTS_FOLD_MAX_ROWS`], this handle stops checking it (no
+    /// row count per write).
     async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
         if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
@@ -69,10 +84,7 @@ impl LanceStore {
                 continue;
             }
             let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? else { continue };
-            let unindexed = stats.num_unindexed_rows;
-            if (rows <= FTS_FOLD_EVERY_WRITE_ROWS && unindexed > 0)
-                || unindexed as f64 > FTS_UNINDEXED_SHARE * stats.num_indexed_rows as f64
-            {
+            if fts_fold_due(rows, stats.num_indexed_rows, stats.num_unindexed_rows) {
                 stale.push(ix.name);
             }
         }
@@ -121,7 +133,7 @@ impl LanceStore {
 
     /// Inserts the rows of `batch` whose `id` is not in `name` yet (nor earlier in `batch`), holding the
     /// table's `lock` until the commit (see the module docs), retrying on commit conflicts. Returns the
-    /// ids this call stored: not those another writer stored between the check and the commit (the
+    /// ids this call stored: not those stored before, nor those another writer stored meanwhile (the
     /// commit conflicts on them and skips them). Writers reach it through [`Self::insert_new`], which
     /// groups the inserts waiting in this process into one call.
     pub(super) async fn insert_absent(
@@ -131,10 +143,13 @@ impl LanceStore {
         lock: TableLock,
     ) -> Result<Vec<uuid::Uuid>, StoreError> {
         let ids = rows::Rows::new(&batch, name).strs("id")?;
-        let mut present = self.ids_present(name, &ids).await?;
-        if name == SESSION_ITEMS_TABLE {
-            present.extend(self.ids_present(FORGOTTEN_TABLE, &ids).await?);
-        }
+        // rows already stored are skipped by the merge-insert itself (no read before it); forgotten
+        // conversation items live in another table
+        let present = if name == SESSION_ITEMS_TABLE {
+            self.ids_present(FORGOTTEN_TABLE, &ids).await?
+        } else {
+            std::collections::HashSet::new()
+        };
         let mut seen = std::collections::HashSet::new();
         let keep: Vec<u32> = (0..ids.len() as u32)
             .filter(|&i| {
@@ -151,9 +166,9 @@ impl LanceStore {
         let new_ids = if inserted == new_ids.len() as u64 {
             new_ids
         } else {
-            // Another writer (another machine: the flock covers this one) inserted some of these ids
-            // between our check and our commit; the commit conflicted on those keys and Lance's retry
-            // skipped them. Ours are the rows stored with our `created_at`.
+            // Some of these ids were stored already, or another writer (another machine: the flock
+            // covers this one) inserted them before our commit, which then conflicted on those keys and
+            // Lance's retry skipped them. Ours are the rows stored with our `created_at`.
             self.ids_written_as(name, &batch).await?
         };
         self.after_write(name).await;
