@@ -313,20 +313,11 @@ impl LanceStore {
     /// The full-text indexes of `name` that stay empty: those covering no row of a table of at most
     /// [`super::FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike.
     async fn empty_fts_indexes_of_a_small_table(&self, name: &'static str) -> Result<Vec<String>, StoreError> {
-        let table = self.table(name);
-        if table.count_rows(None).await.map_err(backend)? > super::FTS_FLAT_MAX_ROWS {
+        if self.table(name).count_rows(None).await.map_err(backend)? > super::FTS_FLAT_MAX_ROWS {
             return Ok(Vec::new());
         }
-        let mut empty = Vec::new();
-        for ix in table.list_indices().await.map_err(backend)? {
-            if ix.index_type != lancedb::index::IndexType::FTS {
-                continue;
-            }
-            if table.index_stats(&ix.name).await.map_err(backend)?.is_some_and(|s| s.num_indexed_rows == 0) {
-                empty.push(ix.name);
-            }
-        }
-        Ok(empty)
+        let coverage = self.fts_index_coverage(name).await?;
+        Ok(coverage.into_iter().filter(|&(_, indexed, _)| indexed == 0).map(|(index, _, _)| index).collect())
     }
 
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`

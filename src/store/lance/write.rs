@@ -78,16 +78,13 @@ impl LanceStore {
             self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
             return Ok(());
         }
-        let mut stale = Vec::new();
-        for ix in table.list_indices().await.map_err(backend)? {
-            if ix.index_type != lancedb::index::IndexType::FTS {
-                continue;
-            }
-            let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? else { continue };
-            if fts_fold_due(rows, stats.num_indexed_rows, stats.num_unindexed_rows) {
-                stale.push(ix.name);
-            }
-        }
+        let stale: Vec<String> = self
+            .fts_index_coverage(name)
+            .await?
+            .into_iter()
+            .filter(|&(_, indexed, unindexed)| fts_fold_due(rows, indexed, unindexed))
+            .map(|(index, _, _)| index)
+            .collect();
         if stale.is_empty() {
             return Ok(());
         }
@@ -96,6 +93,24 @@ impl LanceStore {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    /// Each full-text index of `name`: (index name, rows it covers, rows of the table it does not).
+    pub(super) async fn fts_index_coverage(
+        &self,
+        name: &'static str,
+    ) -> Result<Vec<(String, usize, usize)>, StoreError> {
+        let table = self.table(name);
+        let mut coverage = Vec::new();
+        for ix in table.list_indices().await.map_err(backend)? {
+            if ix.index_type != lancedb::index::IndexType::FTS {
+                continue;
+            }
+            if let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? {
+                coverage.push((ix.name, stats.num_indexed_rows, stats.num_unindexed_rows));
+            }
+        }
+        Ok(coverage)
     }
 
     /// After a committed write: make sure the full-text index exists. A failure only degrades keyword
