@@ -10,7 +10,7 @@ use crate::domain::{FixRecord, fix_memory_id};
 use crate::embed::{LazyEmbedder, Workload};
 use crate::memory::fixes::embedded_text;
 use crate::store::lance::LanceStore;
-use crate::store::{FixQuery, FixStore};
+use crate::store::{FixFilter, FixQuery, FixStore, Searchable};
 
 /// Project label of smoke rows.
 pub const SMOKE_PROJECT: &str = "astra-smoke";
@@ -45,15 +45,16 @@ pub async fn store(settings: &StoreSettings) -> anyhow::Result<Uuid> {
     };
     let vector = embedder.embed_documents(vec![text]).await?.remove(0);
     store.upsert_fix(&record, &vector).await?;
-    let candidates = store
-        .fix_candidates(&FixQuery {
-            actor_id: settings.actor_id.clone(),
-            error_type: Some(error_type.to_string()),
+    let candidates = Searchable::<FixRecord>::candidates(
+        &store,
+        &FixQuery {
+            filter: FixFilter { actor_id: settings.actor_id.clone(), error_type: Some(error_type.to_string()) },
             vector: embedder.embed_query(&query).await?,
             text: query,
             limit: 50,
-        })
-        .await?;
+        },
+    )
+    .await?;
     let found = candidates.by_vector.iter().chain(&candidates.by_keyword).any(|c| c.row.memory_id == record.memory_id);
     anyhow::ensure!(found, "stored smoke fix {} but a search did not return it", record.memory_id);
     Ok(record.memory_id)

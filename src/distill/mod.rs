@@ -34,11 +34,11 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::domain::{DistillRun, Role, RunState, SessionItem};
+use crate::domain::{ConversationItem, DistillRun, Role, RunState};
 use crate::embed::LazyEmbedder;
 use crate::llm::{Client, ClientSettings, LlmError, check_usd};
 use crate::memory::redact::{escape_controls, redact};
-use crate::store::{ArchivalStore, DistillRunStore, SessionStore, StoreError};
+use crate::store::{ArchivalStore, ConversationStore, DistillRunStore, StoreError};
 use pass::{Pass, Plan};
 
 /// Characters of conversation text per extraction request at most (about 6k tokens).
@@ -110,7 +110,7 @@ pub enum DistillError {
 /// The stores a run reads and writes.
 #[derive(Clone)]
 pub struct Distiller {
-    sessions: Arc<dyn SessionStore>,
+    sessions: Arc<dyn ConversationStore>,
     archival: Arc<dyn ArchivalStore>,
     runs: Arc<dyn DistillRunStore>,
     embedder: LazyEmbedder,
@@ -129,7 +129,7 @@ impl Distiller {
     /// A distiller over one store holding the conversation items, archival memory and run records.
     pub fn new<S>(store: Arc<S>, embedder: LazyEmbedder) -> Self
     where
-        S: SessionStore + ArchivalStore + DistillRunStore + 'static,
+        S: ConversationStore + ArchivalStore + DistillRunStore + 'static,
     {
         Self { sessions: store.clone(), archival: store.clone(), runs: store, embedder }
     }
@@ -188,7 +188,7 @@ impl Distiller {
         let actor = &config.actor_id;
         let distilled: HashSet<Uuid> =
             self.close_interrupted(actor).await?.iter().flat_map(|r| r.distilled().iter().copied()).collect();
-        let items: Vec<SessionItem> = self
+        let items: Vec<ConversationItem> = self
             .sessions
             .actor_items(actor, &[Role::User, Role::Assistant], config.since)
             .await?

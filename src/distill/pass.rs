@@ -12,7 +12,7 @@ use super::prompt::{self, Action, Consolidation, Decision, Extraction, Pending};
 use super::{
     CANDIDATE_MIN_COSINE, CANDIDATES, CHUNK_CHARS, DistillConfig, DistillError, Distiller, MAX_MEMORY_CHARS, source_of,
 };
-use crate::domain::{DistillRun, Passage, SessionItem, normalize_for_dedupe, passage_id};
+use crate::domain::{ConversationItem, DistillRun, Passage, normalize_for_dedupe, passage_id};
 use crate::embed::cosine;
 use crate::llm::responses::check_completed;
 use crate::llm::{Account, Client};
@@ -56,7 +56,7 @@ impl Plan {
 struct Memory<'a> {
     kind: String,
     text: String,
-    item: &'a SessionItem,
+    item: &'a ConversationItem,
     vector: Vec<f32>,
 }
 
@@ -71,7 +71,7 @@ pub(super) struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    pub(super) async fn work(&mut self, items: &[SessionItem]) -> Result<(), DistillError> {
+    pub(super) async fn work(&mut self, items: &[ConversationItem]) -> Result<(), DistillError> {
         for chunk in chunks(items) {
             self.chunk(&chunk).await?;
             let plan = std::mem::take(&mut self.plan);
@@ -82,7 +82,7 @@ impl Pass<'_> {
     }
 
     /// Plans one chunk's changes: extraction, then consolidation in rounds.
-    async fn chunk(&mut self, chunk: &[&SessionItem]) -> Result<(), DistillError> {
+    async fn chunk(&mut self, chunk: &[&ConversationItem]) -> Result<(), DistillError> {
         let mut queue = self.extract(chunk).await?;
         // Rounds: a memory whose candidates overlap those of a memory already in this round's
         // request, or that is similar to one of them, waits for the next round, where it sees what
@@ -155,7 +155,7 @@ impl Pass<'_> {
     }
 
     /// Asks for the chunk's durable memories; keeps the usable ones, embedded.
-    async fn extract<'i>(&mut self, chunk: &[&'i SessionItem]) -> Result<Vec<Memory<'i>>, DistillError> {
+    async fn extract<'i>(&mut self, chunk: &[&'i ConversationItem]) -> Result<Vec<Memory<'i>>, DistillError> {
         let config = self.config;
         let instructions = match config.instructions.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             Some(extra) => format!("{}\n\nThe operator adds: {extra}", prompt::EXTRACT_INSTRUCTIONS),
@@ -172,7 +172,7 @@ impl Pass<'_> {
         );
         let response = self.send(&body).await?;
         let extraction: Extraction = prompt::parse_answer(&response).map_err(DistillError::Model)?;
-        let mut kept: Vec<(String, String, &SessionItem)> = Vec::new();
+        let mut kept: Vec<(String, String, &ConversationItem)> = Vec::new();
         for m in extraction.memories {
             let text = clean(&m.text);
             let item = usize::try_from(m.item).ok().and_then(|n| n.checked_sub(1)).and_then(|i| chunk.get(i));
@@ -222,7 +222,7 @@ impl Pass<'_> {
         let stored = self
             .distiller
             .archival
-            .passage_candidates(&TextQuery {
+            .candidates(&TextQuery {
                 filter: SearchFilter { actor_id: self.config.actor_id.clone(), ..Default::default() },
                 vector: vector.to_vec(),
                 text: String::new(),
@@ -436,8 +436,8 @@ impl Pass<'_> {
 
 /// The items in chunks of at most [`CHUNK_CHARS`] characters (an item longer than that is a chunk of its
 /// own), keeping their order.
-fn chunks(items: &[SessionItem]) -> Vec<Vec<&SessionItem>> {
-    let mut out: Vec<Vec<&SessionItem>> = Vec::new();
+fn chunks(items: &[ConversationItem]) -> Vec<Vec<&ConversationItem>> {
+    let mut out: Vec<Vec<&ConversationItem>> = Vec::new();
     let mut size = 0;
     for item in items {
         let chars = item.text.chars().count().min(prompt::MAX_ITEM_CHARS) + 120;

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::domain::{Passage, SessionItem};
+use crate::domain::{ConversationItem, Passage};
 
 /// Characters of one conversation item sent to the model at most (long pasted logs are cut).
 pub const MAX_ITEM_CHARS: usize = 4_000;
@@ -127,7 +127,7 @@ pub(super) struct Consolidation {
 }
 
 /// The extraction input: the items, numbered from 1, with their session, turn, role and time.
-pub fn extraction_input(items: &[&SessionItem]) -> String {
+pub fn extraction_input(items: &[&ConversationItem]) -> String {
     let items: Vec<Value> = items
         .iter()
         .enumerate()

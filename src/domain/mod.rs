@@ -152,8 +152,8 @@ pub struct Passage {
 
 /// One item of a stored conversation (the `session_items` table): MemGPT's recall storage.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SessionItem {
-    /// [`session_item_id`] of actor, session, source and source key: re-importing the same item is a no-op.
+pub struct ConversationItem {
+    /// [`conversation_item_id`] of actor, session, source and source key: re-importing the same item is a no-op.
     pub id: Uuid,
     pub actor_id: String,
     pub project: String,
@@ -262,7 +262,7 @@ pub struct DistillRun {
     /// interrupted run is known to have landed it).
     #[serde(default)]
     pub commit_at: Option<DateTime<Utc>>,
-    /// The session items it set out to read.
+    /// The conversation items it set out to read.
     pub item_ids: Vec<Uuid>,
     /// The items whose chunk's changes are committed: they count as distilled (all of `item_ids` once
     /// the run succeeded) and no later run reads them again. Empty in records written before runs
@@ -300,7 +300,7 @@ pub fn context_line(embedded_text: &str) -> String {
 
 /// Namespace of archival passage ids.
 const PASSAGE_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3b9c_0d71_5f2e_4a86_b0c4_9e17_d2a8_6f03);
-/// Namespace of session item ids.
+/// Namespace of conversation item ids.
 const SESSION_ITEM_ID_NAMESPACE: Uuid = Uuid::from_u128(0x8e24_7a90_c1d3_4b5f_a6e8_0f91_2c7d_b354);
 
 /// Text normalised for duplicate detection (docs/storage.md): lower-cased, whitespace runs collapsed to one
@@ -316,8 +316,8 @@ pub fn passage_id(actor_id: &str, project: &str, text: &str) -> Uuid {
     Uuid::new_v5(&PASSAGE_ID_NAMESPACE, name.as_bytes())
 }
 
-/// The id of a session item: UUIDv5 over actor, session, source and the item's key in its source.
-pub fn session_item_id(actor_id: &str, session_id: &str, source: &str, source_key: &str) -> Uuid {
+/// The id of a conversation item: UUIDv5 over actor, session, source and the item's key in its source.
+pub fn conversation_item_id(actor_id: &str, session_id: &str, source: &str, source_key: &str) -> Uuid {
     let name = format!("{actor_id}\u{0}{session_id}\u{0}{source}\u{0}{source_key}");
     Uuid::new_v5(&SESSION_ITEM_ID_NAMESPACE, name.as_bytes())
 }

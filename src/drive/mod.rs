@@ -16,7 +16,7 @@
 //! `instructions` of every request, so a `core_memory_*` edit takes effect on the next turn. When a
 //! chain's input passes `context_budget_tokens`, the runner asks the model for a summary (`tool_choice:
 //! "none"`), then starts a new chain seeded with that summary (core memory stays in the instructions);
-//! the evicted turns were written to the session store as they happened, so `conversation_search` finds
+//! the evicted turns were written to the conversation table as they happened, so `conversation_search` finds
 //! them (MemGPT's eviction to recall storage).
 
 pub mod demo;
@@ -461,7 +461,7 @@ async fn dispatch(host: &ToolHost, workspace: &Workspace, session: &GateState, c
     }
 }
 
-/// Writes one turn of the run into the session store (so `conversation_search` finds it later).
+/// Writes one turn of the run into the conversation table (so `conversation_search` finds it later).
 async fn record_turn(host: &ToolHost, session: &GateState, target: &ImportTarget, role: Role, text: &str) {
     let turn = session.next_turn();
     let item = NewItem {

@@ -13,7 +13,7 @@ use super::redact::{for_storage, redact};
 use super::retrieval::{Fusion, Hit, Search};
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::LazyEmbedder;
-use crate::store::{ArchivalStore, SearchFilter, TextQuery};
+use crate::store::{ArchivalStore, SearchFilter, Searchable, TextQuery};
 
 /// Default cosine at or above which a stored passage counts as a near-duplicate of a new one.
 pub const NEAR_DUPLICATE_COSINE: f32 = 0.95;
@@ -229,7 +229,7 @@ impl ArchivalMemory {
         let scope = &self.config.scope;
         let candidates = self
             .store
-            .passage_candidates(&TextQuery {
+            .candidates(&TextQuery {
                 filter: SearchFilter { actor_id: scope.actor_id.clone(), ..Default::default() },
                 vector: vector.to_vec(),
                 text: String::new(),
@@ -271,8 +271,6 @@ impl ArchivalMemory {
             text: query.clone(),
             limit: self.config.fusion.limit(request.top_k),
         };
-        let actor_id = &self.config.scope.actor_id;
-        let store = &self.store;
         let search = Search {
             name: "archival",
             embedder: &self.embedder,
@@ -282,15 +280,7 @@ impl ArchivalMemory {
             started,
         };
         search
-            .run(
-                store.passage_keyword(&text_query),
-                {
-                    let (store, query) = (Arc::clone(store), text_query.clone());
-                    move |vector| async move { store.passage_nearest(&TextQuery { vector, ..query }).await }
-                },
-                |refs: Vec<crate::store::RowRef>| async move { store.passage_rows(actor_id, &refs).await },
-                |p: &Passage| p.id,
-            )
+            .over(Arc::clone(&self.store) as Arc<dyn Searchable<Passage>>, text_query)
             .await
             // a hit's row is read after the ranking: one superseded in between is read in its new state
             .map(|hits| {

@@ -1,4 +1,4 @@
-//! Conversation history (MemGPT's recall storage): every stored session item, searchable with
+//! Conversation history (MemGPT's recall storage): every stored conversation item, searchable with
 //! `conversation_search`. Items arrive from this server's own tool calls, from imported transcripts
 //! (`sessions import`, `hook claude-code`) and from evaluations.
 //!
@@ -16,9 +16,9 @@ use chrono::{DateTime, Utc};
 use super::MemoryError;
 use super::redact::redact;
 use super::retrieval::{Fusion, Hit, Search};
-use crate::domain::{Role, SessionItem, context_line, session_item_id};
+use crate::domain::{ConversationItem, Role, context_line, conversation_item_id};
 use crate::embed::LazyEmbedder;
-use crate::store::{SearchFilter, SessionStore, TextQuery};
+use crate::store::{ConversationStore, SearchFilter, Searchable, TextQuery};
 
 /// Characters of an item's text that are stored (a pasted log or file beyond this is cut, marked `…`).
 pub const MAX_ITEM_CHARS: usize = 20_000;
@@ -81,7 +81,7 @@ pub struct ConversationSearch {
 
 /// The conversation store of a server or an import.
 pub struct ConversationMemory {
-    store: Arc<dyn SessionStore>,
+    store: Arc<dyn ConversationStore>,
     embedder: LazyEmbedder,
     fusion: Fusion,
 }
@@ -123,7 +123,7 @@ pub fn search_text(item: &NewItem, previous: &[NewItem]) -> String {
 }
 
 impl ConversationMemory {
-    pub fn new(store: Arc<dyn SessionStore>, embedder: LazyEmbedder, fusion: Fusion) -> Self {
+    pub fn new(store: Arc<dyn ConversationStore>, embedder: LazyEmbedder, fusion: Fusion) -> Self {
         Self { store, embedder, fusion }
     }
 
@@ -171,7 +171,8 @@ impl ConversationMemory {
             })
             .filter(|i| !i.text.trim().is_empty())
             .collect();
-        let id_of = |i: &NewItem| session_item_id(&target.actor_id, &target.session_id, &target.source, &i.source_key);
+        let id_of =
+            |i: &NewItem| conversation_item_id(&target.actor_id, &target.session_id, &target.source, &i.source_key);
         let read = items.len();
         // forgotten items are neither stored again nor quoted in the context of the items after them
         let all_ids: Vec<_> = items.iter().map(id_of).collect();
@@ -180,14 +181,14 @@ impl ConversationMemory {
         let ids: Vec<_> = items.iter().map(id_of).collect();
         let existing: HashSet<_> = self.store.existing_item_ids(&ids).await?;
         let mut counts = ImportCounts { read, ..Default::default() };
-        let mut pending: Vec<SessionItem> = Vec::new();
+        let mut pending: Vec<ConversationItem> = Vec::new();
         for (pos, item) in items.iter().enumerate() {
             if existing.contains(&ids[pos]) {
                 counts.already_stored += 1;
                 continue;
             }
             let previous = &items[pos.saturating_sub(CONTEXT_ITEMS)..pos];
-            pending.push(SessionItem {
+            pending.push(ConversationItem {
                 id: ids[pos],
                 actor_id: target.actor_id.clone(),
                 project: target.project.clone(),
@@ -230,7 +231,7 @@ impl ConversationMemory {
         &self,
         actor_id: &str,
         request: &ConversationSearch,
-    ) -> Result<Vec<Hit<SessionItem>>, MemoryError> {
+    ) -> Result<Vec<Hit<ConversationItem>>, MemoryError> {
         let started = std::time::Instant::now();
         let query = redact(&request.query).into_owned();
         let text_query = TextQuery {
@@ -246,7 +247,6 @@ impl ConversationMemory {
             text: query.clone(),
             limit: self.fusion.limit(request.top_k),
         };
-        let store = &self.store;
         let search = Search {
             name: "conversation",
             embedder: &self.embedder,
@@ -255,17 +255,7 @@ impl ConversationMemory {
             top_k: request.top_k,
             started,
         };
-        search
-            .run(
-                store.item_keyword(&text_query),
-                {
-                    let (store, query) = (Arc::clone(store), text_query.clone());
-                    move |vector| async move { store.item_nearest(&TextQuery { vector, ..query }).await }
-                },
-                |refs: Vec<crate::store::RowRef>| async move { store.item_rows(actor_id, &refs).await },
-                |i: &SessionItem| i.id,
-            )
-            .await
+        search.over(Arc::clone(&self.store) as Arc<dyn Searchable<ConversationItem>>, text_query).await
     }
 
     pub fn fusion(&self) -> &Fusion {

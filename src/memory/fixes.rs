@@ -16,7 +16,7 @@ use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
 use crate::domain::{FixRecord, Receipt, Scope, fix_memory_id};
 use crate::embed::LazyEmbedder;
-use crate::store::{FixQuery, FixStore};
+use crate::store::{FixFilter, FixQuery, FixStore, Searchable};
 
 /// Symptom text embedded with a fix, in characters (the model reads 256 word pieces at most).
 const MAX_SYMPTOM_CHARS: usize = 700;
@@ -121,26 +121,16 @@ impl FixMemory {
         let query = redact(query).into_owned();
         let fusion = self.fusion;
         let fix_query = FixQuery {
-            actor_id: self.config.scope.actor_id.clone(),
-            error_type: error_type.map(str::to_string),
+            filter: FixFilter {
+                actor_id: self.config.scope.actor_id.clone(),
+                error_type: error_type.map(str::to_string),
+            },
             vector: Vec::new(),
             text: query.clone(),
             limit: fusion.limit(top_k),
         };
-        let actor_id = &fix_query.actor_id;
-        let store = &self.store;
         let search = Search { name: "fixes", embedder: &self.embedder, query: &query, fusion: &fusion, top_k, started };
-        let hits = search
-            .run(
-                store.fix_keyword(&fix_query),
-                {
-                    let (store, query) = (Arc::clone(store), fix_query.clone());
-                    move |vector| async move { store.fix_nearest(&FixQuery { vector, ..query }).await }
-                },
-                |refs: Vec<crate::store::RowRef>| async move { store.fix_rows(actor_id, &refs).await },
-                |r: &FixRecord| r.memory_id,
-            )
-            .await?;
+        let hits = search.over(Arc::clone(&self.store) as Arc<dyn Searchable<FixRecord>>, fix_query).await?;
         let hits: Vec<FixHit> = hits
             .into_iter()
             .map(|hit| FixHit {

@@ -2,13 +2,17 @@
 //! rankings of one query, both filtered before ranking, fused by their scores ([`score_fusion`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use super::MemoryError;
 use super::fusion::{RankScore, Ranking, ScoreKind, score_fusion};
 use crate::embed::LazyEmbedder;
-use crate::store::{Candidates, KeywordRankings, RowRef, StageTimings, StoreError, VectorRanking};
+use crate::store::{
+    Candidates, KeywordRankings, Query, QueryFilter, RowRef, Searchable, SearchedRow, StageTimings, StoreError,
+    VectorRanking,
+};
 
 /// Default of `--min-score`: the cosine floor of matches without a keyword hit.
 pub const DEFAULT_MIN_SCORE: f32 = 0.10;
@@ -243,6 +247,26 @@ pub(crate) struct Search<'a> {
 }
 
 impl Search<'_> {
+    /// Runs the search over `table` for `query` (whose vector is filled in once the query is embedded):
+    /// [`Self::run`] with the table's three steps. What archival memory, conversation search and fix
+    /// memory each call.
+    ///
+    /// # Errors
+    /// Those of [`Self::run`].
+    pub(crate) async fn over<T: SearchedRow>(
+        self,
+        table: Arc<dyn Searchable<T>>,
+        query: Query<T::Filter>,
+    ) -> Result<Vec<Hit<T>>, MemoryError> {
+        let rank = {
+            let (table, query) = (Arc::clone(&table), query.clone());
+            move |vector| async move { table.nearest(&query.with_vector(vector)).await }
+        };
+        let (table, actor_id) = (&table, query.filter.actor_id());
+        let read = move |refs: Vec<RowRef>| async move { table.rows(actor_id, &refs).await };
+        self.run(table.keyword(&query), rank, read, T::id).await
+    }
+
     /// Runs the search. Two branches run at once:
     /// - the query's embedding (on the blocking pool; `[f32; 384]`, L2-normalized), then `rank` of it
     ///   (the vector ranking), spawned as its own task (on the server's multi-thread runtime it can run
@@ -260,7 +284,7 @@ impl Search<'_> {
     /// # Errors
     /// [`MemoryError::Embed`] when the query cannot be embedded, [`MemoryError::Store`] when a ranking or a
     /// read fails (or the vector ranking's task panics).
-    pub(crate) async fn run<T, K, Rank, RankFut, Read, ReadFut>(
+    async fn run<T, K, Rank, RankFut, Read, ReadFut>(
         self,
         keyword: K,
         rank: Rank,

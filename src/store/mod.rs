@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{CoreBlockVersion, DistillRun, FixRecord, Passage, Role, SessionItem};
+use crate::domain::{ConversationItem, CoreBlockVersion, DistillRun, FixRecord, Passage, Role};
 
 /// Store failures. Messages name the setting that fixes them where there is one.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -68,48 +68,83 @@ pub struct ImportRules {
     pub normalize_tags: fn(&[String]) -> Vec<String>,
 }
 
-/// A hybrid search request over the fixes of one actor, across all of that actor's projects.
-#[derive(Debug, Clone)]
-pub struct FixQuery {
+/// The filter of a search over the fixes of one actor, across all of that actor's projects.
+#[derive(Debug, Clone, Default)]
+pub struct FixFilter {
+    /// The only actor whose fixes are searched (trusted configuration).
     pub actor_id: String,
     /// Exact, case-insensitive pre-filter on the error type.
     pub error_type: Option<String>,
-    /// The query embedding, `[f32; 384]`, L2-normalized.
-    pub vector: Vec<f32>,
-    /// The query text for the full-text (BM25) ranking.
-    pub text: String,
-    /// Candidates to return from each ranking.
-    pub limit: usize,
 }
+
+/// A hybrid search request over fixes.
+pub type FixQuery = Query<FixFilter>;
 
 /// The `fixes` table.
 #[async_trait]
-pub trait FixStore: Send + Sync {
+pub trait FixStore: Searchable<FixRecord> {
     /// Inserts `fix` with its embedding, or replaces the row with the same `memory_id` (idempotent).
     /// Returns `true` when a new row was created. Returns only after the write is committed (durable).
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError>;
-    /// The full-text rankings of `query.text` (`query.vector` is not read).
-    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError>;
-    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
-    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
-    async fn fix_nearest(&self, query: &FixQuery) -> Result<VectorRanking, StoreError>;
-    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
-    /// vector (`[f32; 384]`).
-    async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError>;
-    /// Both rankings of a hybrid search with their rows read, one after the other.
-    async fn fix_candidates(&self, query: &FixQuery) -> Result<Candidates<FixRecord>, StoreError> {
-        let keyword = self.fix_keyword(query).await?;
-        let ranked = Candidates::join(self.fix_nearest(query).await?, keyword);
-        let refs: Vec<RowRef> = ranked.all().copied().collect();
-        let rows = self.fix_rows(&query.actor_id, &refs).await?;
-        Ok(ranked.with_rows(rows, |r| r.memory_id, &query.vector))
-    }
     /// The verified fixes of `actor_id` in `project`, the most recently confirmed first, at most `limit`.
     async fn recent_fixes(&self, actor_id: &str, project: &str, limit: usize) -> Result<Vec<FixRecord>, StoreError>;
     /// One fix of `actor_id` by id.
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError>;
+}
+
+/// A row of a searchable table: its id, and the filter its table is searched with.
+pub trait SearchedRow: Clone + Send + Sync + 'static {
+    type Filter: QueryFilter;
+    /// The row's id (what fusion and the reads match rows by).
+    fn id(&self) -> Uuid;
+}
+
+impl SearchedRow for Passage {
+    type Filter = SearchFilter;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+}
+
+impl SearchedRow for ConversationItem {
+    type Filter = SearchFilter;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+}
+
+impl SearchedRow for FixRecord {
+    type Filter = FixFilter;
+    fn id(&self) -> Uuid {
+        self.memory_id
+    }
+}
+
+/// A table a hybrid search runs over, in the three steps a search interleaves
+/// (`memory::retrieval::Search`): the full-text rankings, the vector ranking, and the reading of the
+/// rows it returns. One seam for the three searchable tables (fixes, archival passages, conversation
+/// items); each memory searches through it with one call.
+#[async_trait]
+pub trait Searchable<T: SearchedRow>: Send + Sync {
+    /// The full-text (BM25) rankings of `query.text`, one per indexed column (the vector is not read).
+    async fn keyword(&self, query: &Query<T::Filter>) -> Result<KeywordRankings, StoreError>;
+    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
+    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
+    async fn nearest(&self, query: &Query<T::Filter>) -> Result<VectorRanking, StoreError>;
+    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
+    /// vector (`[f32; 384]`).
+    async fn rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(T, Vec<f32>)>, StoreError>;
+    /// Both rankings of a hybrid search with their rows read, one after the other (the evaluation and
+    /// the smoke test read the rankings apart from fusion).
+    async fn candidates(&self, query: &Query<T::Filter>) -> Result<Candidates<T>, StoreError> {
+        let keyword = self.keyword(query).await?;
+        let ranked = Candidates::join(self.nearest(query).await?, keyword);
+        let refs: Vec<RowRef> = ranked.all().copied().collect();
+        let rows = self.rows(query.filter.actor_id(), &refs).await?;
+        Ok(ranked.with_rows(rows, T::id, &query.vector))
+    }
 }
 
 /// A row of any searchable table with the cosine similarity of its vector to the query vector and its
@@ -242,7 +277,7 @@ pub struct StageTimings {
 }
 
 /// A ranked row before its columns are read: a search ranks and fuses these, then reads only the rows
-/// it returns ([`ArchivalStore::passage_rows`] and the like).
+/// it returns ([`Searchable::rows`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RowRef {
     pub id: Uuid,
@@ -279,7 +314,7 @@ pub struct VectorRanking {
     pub ms: f64,
 }
 
-/// Filters of a search over archival passages or session items; every filter applies before ranking.
+/// Filters of a search over archival passages or conversation items; every filter applies before ranking.
 #[derive(Debug, Clone, Default)]
 pub struct SearchFilter {
     /// The only actor whose rows are searched (trusted configuration).
@@ -288,7 +323,7 @@ pub struct SearchFilter {
     pub session_ids: Option<Vec<String>>,
     /// Rows carrying any of these tags (archival only; empty: any).
     pub tags_any: Vec<String>,
-    /// Rows said by these roles (session items only; empty: any).
+    /// Rows said by these roles (conversation items only; empty: any).
     pub roles: Vec<Role>,
     /// Rows created at or after this time.
     pub start: Option<DateTime<Utc>>,
@@ -298,21 +333,49 @@ pub struct SearchFilter {
     pub include_superseded: bool,
 }
 
-/// A hybrid search request: one query embedding and one query text, with filters.
+/// A hybrid search request over archival passages or conversation items.
+pub type TextQuery = Query<SearchFilter>;
+
+/// A hybrid search request over one searchable table ([`Searchable`]): one query text, one query
+/// embedding, the table's filter `F`, applied before ranking.
 #[derive(Debug, Clone)]
-pub struct TextQuery {
-    pub filter: SearchFilter,
-    /// The query embedding, `[f32; 384]`, L2-normalized.
+pub struct Query<F> {
+    pub filter: F,
+    /// The query embedding, `[f32; 384]`, L2-normalized (empty until the query is embedded).
     pub vector: Vec<f32>,
-    /// The query text for the full-text (BM25) ranking; blank for vector-only.
+    /// The query text for the full-text (BM25) rankings; blank for vector-only.
     pub text: String,
     /// Candidates to return from each ranking.
     pub limit: usize,
 }
 
+impl<F> Query<F> {
+    /// The same request with the query's embedding.
+    pub fn with_vector(self, vector: Vec<f32>) -> Self {
+        Self { vector, ..self }
+    }
+}
+
+/// The filter of a searchable table's queries: it names the one actor whose rows are ranked and read.
+pub trait QueryFilter: Clone + Send + Sync + 'static {
+    fn actor_id(&self) -> &str;
+}
+
+impl QueryFilter for SearchFilter {
+    fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+}
+
+impl QueryFilter for FixFilter {
+    fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+}
+
 /// The `archival` table (MemGPT archival memory).
 #[async_trait]
-pub trait ArchivalStore: Send + Sync {
+pub trait ArchivalStore: Searchable<Passage> {
     /// Inserts the passages whose id is not stored yet; returns the ids that were new. Rows whose id is
     /// already present are left as they are (identical text is one row). Durable on return.
     async fn insert_passages(&self, rows: &[(Passage, Vec<f32>)]) -> Result<Vec<Uuid>, StoreError>;
@@ -327,22 +390,6 @@ pub trait ArchivalStore: Send + Sync {
     /// Adds `tags` to a stored passage (a repeated insert of its text with new tags); returns the passage
     /// as stored afterwards, `None` when it is gone.
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
-    /// The full-text rankings of `query.text` (`query.vector` is not read).
-    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
-    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
-    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
-    async fn passage_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError>;
-    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
-    /// vector (`[f32; 384]`).
-    async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError>;
-    /// Both rankings of a hybrid search with their rows read, one after the other.
-    async fn passage_candidates(&self, query: &TextQuery) -> Result<Candidates<Passage>, StoreError> {
-        let keyword = self.passage_keyword(query).await?;
-        let ranked = Candidates::join(self.passage_nearest(query).await?, keyword);
-        let refs: Vec<RowRef> = ranked.all().copied().collect();
-        let rows = self.passage_rows(&query.filter.actor_id, &refs).await?;
-        Ok(ranked.with_rows(rows, |r| r.id, &query.vector))
-    }
     /// The current (not superseded) passages of `actor_id` in `project` carrying any of `tags_any`, the
     /// newest first, at most `limit`.
     async fn recent_passages(
@@ -419,9 +466,9 @@ impl RunLock {
 
 /// The `session_items` table (MemGPT recall storage: every stored conversation item).
 #[async_trait]
-pub trait SessionStore: Send + Sync {
+pub trait ConversationStore: Searchable<ConversationItem> {
     /// Inserts the items whose id is not stored yet; returns how many were new. Durable on return.
-    async fn insert_items(&self, rows: &[(SessionItem, Vec<f32>)]) -> Result<usize, StoreError>;
+    async fn insert_items(&self, rows: &[(ConversationItem, Vec<f32>)]) -> Result<usize, StoreError>;
     /// Which of `ids` are stored already (so callers embed only new items).
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<std::collections::HashSet<Uuid>, StoreError>;
     /// Which of `ids` were forgotten (they must not be stored again, nor quoted in other items' context).
@@ -435,25 +482,9 @@ pub trait SessionStore: Send + Sync {
         actor_id: &str,
         roles: &[Role],
         since: Option<DateTime<Utc>>,
-    ) -> Result<Vec<SessionItem>, StoreError>;
+    ) -> Result<Vec<ConversationItem>, StoreError>;
     /// The highest turn stored for a session of `actor_id`, if any.
     async fn last_turn(&self, actor_id: &str, session_id: &str) -> Result<Option<i64>, StoreError>;
-    /// The full-text rankings of `query.text` (`query.vector` is not read).
-    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError>;
-    /// The vector ranking of `query.vector`, each row with its cosine ([`Candidates::join`] adds the
-    /// full-text rankings). Needs no full-text result, so a search runs it beside them.
-    async fn item_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError>;
-    /// The rows of `refs` that are still stored for `actor_id`, in the order of `refs`, each with its
-    /// vector (`[f32; 384]`).
-    async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError>;
-    /// Both rankings of a hybrid search with their rows read, one after the other.
-    async fn item_candidates(&self, query: &TextQuery) -> Result<Candidates<SessionItem>, StoreError> {
-        let keyword = self.item_keyword(query).await?;
-        let ranked = Candidates::join(self.item_nearest(query).await?, keyword);
-        let refs: Vec<RowRef> = ranked.all().copied().collect();
-        let rows = self.item_rows(&query.filter.actor_id, &refs).await?;
-        Ok(ranked.with_rows(rows, |r| r.id, &query.vector))
-    }
 }
 
 /// How a change of a core block is computed from its current version (`None`: never written): the new
@@ -579,7 +610,7 @@ pub trait BrowseStore: DistillRunStore {
         limit: usize,
     ) -> Result<Page<SessionSummary>, StoreError>;
     /// The actor's conversation item `id`.
-    async fn item(&self, actor_id: &str, id: Uuid) -> Result<Option<SessionItem>, StoreError>;
+    async fn item(&self, actor_id: &str, id: Uuid) -> Result<Option<ConversationItem>, StoreError>;
     /// The items of one session of the actor, in turn order.
     async fn session_items_page(
         &self,
@@ -587,7 +618,7 @@ pub trait BrowseStore: DistillRunStore {
         session_id: &str,
         offset: usize,
         limit: usize,
-    ) -> Result<Page<SessionItem>, StoreError>;
+    ) -> Result<Page<ConversationItem>, StoreError>;
     /// Counts per table and project and per day, and the `latest` newest rows.
     async fn census(&self, actor_id: &str, latest: usize) -> Result<Census, StoreError>;
     /// Size and shape of every table (of the whole store: every actor's rows).

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::explain::{RankingExplanation, round4};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
-use crate::domain::{Passage, Role, SessionItem};
+use crate::domain::{ConversationItem, Passage, Role};
 use crate::memory::injection::{instruction_flags, warning_line};
 use crate::memory::{
     ArchivalMemory, Block, ConversationMemory, ConversationSearch, CoreMemory, GateState, Hit, PassageSearch,
@@ -582,7 +582,7 @@ pub(super) async fn archival_search(archival: &ArchivalMemory, args: JsonObject)
 }
 
 /// A conversation item hit as `conversation_search` reports it, at 1-based `rank`.
-pub fn conversation_citation(rank: usize, hit: &Hit<SessionItem>) -> ConversationCitation {
+pub fn conversation_citation(rank: usize, hit: &Hit<ConversationItem>) -> ConversationCitation {
     let i = &hit.row;
     ConversationCitation {
         rank: rank as u32,

@@ -37,10 +37,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::McpServer;
 use super::limits::{ConnHandle, Connections, HttpLimits, LimitedListener, keep_until_sent, track};
 use super::shutdown::{Shutdown, drain_after, signal_received};
 use super::stdio::InFlightIds;
+use super::{McpServer, json_error};
 use crate::domain::Scope;
 use crate::tools::Hosts;
 
@@ -387,11 +387,6 @@ async fn parse_error(request: Request, body_timeout: Duration) -> Result<(Reques
     }
     let posted = message.as_ref().map(Posted::of).unwrap_or_default();
     Ok((Request::from_parts(parts, axum::body::Body::from(bytes)), posted))
-}
-
-pub(super) fn json_error(status: StatusCode, message: &str) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
-    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
 }
 
 /// Request headers a browser may send cross-origin, and response headers it may read (CORS).

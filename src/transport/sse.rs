@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::McpServer;
-use super::http::json_error;
+use super::json_error;
 use super::shutdown::{Phase, Shutdown};
 use crate::domain::Scope;
 use crate::tools::Hosts;

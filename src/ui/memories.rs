@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::site::{ListQuery, Params, Ui, change, failed, not_found, one_line, page, pager, time, urlencode, visit};
-use crate::domain::{FixRecord, Passage, SessionItem};
+use crate::domain::{ConversationItem, FixRecord, Passage};
 use crate::memory::injection::instruction_flags;
 use crate::tools::Memories;
 
@@ -72,7 +72,7 @@ fn passage_view(p: &Passage) -> Value {
     })
 }
 
-fn item_view(i: &SessionItem) -> Value {
+fn item_view(i: &ConversationItem) -> Value {
     json!({
         "id": i.id.to_string(),
         "created_at": time(i.created_at),

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use astra_mcp::domain::{FixRecord, Receipt, fix_memory_id};
+use astra_mcp::domain::{FixRecord, Passage, Receipt, fix_memory_id};
 use astra_mcp::store::lance::LanceStore;
-use astra_mcp::store::{Candidates, FixQuery, FixStore, StoreError};
+use astra_mcp::store::{Candidates, FixFilter, FixQuery, FixStore, Searchable, StoreError};
 use chrono::{TimeZone, Utc};
 
 use crate::support::embedder;
@@ -46,8 +46,7 @@ async fn put(store: &LanceStore, r: &FixRecord) -> bool {
 
 async fn query(actor: &str, text: &str, error_type: Option<&str>) -> FixQuery {
     FixQuery {
-        actor_id: actor.into(),
-        error_type: error_type.map(str::to_string),
+        filter: FixFilter { actor_id: actor.into(), error_type: error_type.map(str::to_string) },
         vector: embedder().embed_query(text).await.unwrap(),
         text: text.into(),
         limit: 10,
@@ -64,7 +63,10 @@ async fn rows_round_trip_and_upsert_by_id() {
     let back = store.get_fix("ann", r.memory_id).await.unwrap().expect("stored row");
     assert_eq!(back, r);
     assert_eq!(store.get_fix("bob", r.memory_id).await.unwrap(), None, "another actor cannot read it");
-    let found = store.fix_candidates(&query("ann", "comma separated env whitespace", None).await).await.unwrap();
+    let found =
+        Searchable::<FixRecord>::candidates(&store, &query("ann", "comma separated env whitespace", None).await)
+            .await
+            .unwrap();
     assert_eq!(found.by_vector.len(), 1, "one row, not two, after the upsert");
     assert!(found.by_vector[0].cosine > 0.3, "cosine {}", found.by_vector[0].cosine);
 }
@@ -77,11 +79,11 @@ async fn filters_apply_before_ranking() {
     put(&store, &record("ann", "beta", "close the file handle before rename", "PermissionError")).await;
     put(&store, &record("bob", "alpha", "fix the borrow of a moved vector", "E0502")).await;
     let q = query("ann", "cannot borrow as mutable because it is also borrowed as immutable", Some("e0502")).await;
-    let found = store.fix_candidates(&q).await.unwrap();
+    let found = Searchable::<FixRecord>::candidates(&store, &q).await.unwrap();
     assert_eq!(found.by_vector.len(), 1, "error_type filter is exact and case-insensitive, actor filter holds");
     assert_eq!(found.by_vector[0].row.actor_id, "ann");
     assert_eq!(found.by_vector[0].row.error_type, "E0502");
-    let keyword = store.fix_candidates(&query("ann", "E0502", None).await).await.unwrap();
+    let keyword = Searchable::<FixRecord>::candidates(&store, &query("ann", "E0502", None).await).await.unwrap();
     assert_eq!(keyword.by_keyword.len(), 1, "the full-text ranking finds the error code");
     assert_eq!(keyword.by_keyword[0].row.error_type, "E0502");
 }
@@ -139,7 +141,8 @@ async fn keyword_search_finds_rows_added_after_the_index_was_built() {
     put(&store, &record("ann", "alpha", "first fix builds the full-text index", "ValueError")).await;
     let later = record("ann", "alpha", "quux_frobnicator overflowed its ring buffer", "OverflowError");
     put(&store, &later).await;
-    let found = store.fix_candidates(&query("ann", "quux_frobnicator", None).await).await.unwrap();
+    let found =
+        Searchable::<FixRecord>::candidates(&store, &query("ann", "quux_frobnicator", None).await).await.unwrap();
     let ids: Vec<_> = found.by_keyword.iter().map(|c| c.row.memory_id).collect();
     assert_eq!(ids, vec![later.memory_id], "a row written after the index was built must be keyword-searchable");
 }
@@ -298,15 +301,15 @@ fn text_query(actor: &str, vector: Vec<f32>, text: &str) -> astra_mcp::store::Te
 
 #[tokio::test]
 async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
-    use astra_mcp::store::{ArchivalStore, ForgetStore};
+    use astra_mcp::store::ForgetStore;
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
     let texts =
         ["rotate the signing key before the audit", "the signing key lives in vault", "audit log retention is 90 days"];
     let stored = passages(&store, "ann", &texts).await;
     let q = text_query("ann", embedder().embed_query("signing key").await.unwrap(), "signing key");
-    let keyword = store.passage_keyword(&q).await.unwrap();
-    let ranked = Candidates::join(store.passage_nearest(&q).await.unwrap(), keyword);
+    let keyword = Searchable::<Passage>::keyword(&store, &q).await.unwrap();
+    let ranked = Candidates::join(Searchable::<Passage>::nearest(&store, &q).await.unwrap(), keyword);
     assert_eq!(ranked.by_vector.len(), 3);
     assert_eq!(ranked.by_keyword.len(), 2, "two texts hold the words");
     let refs: Vec<_> = ranked.all().copied().collect();
@@ -314,17 +317,19 @@ async fn a_search_reads_its_rows_after_a_compaction_and_drops_forgotten_ones() {
     // row addresses the ranking read now point elsewhere or nowhere
     store.forget("ann", stored[1].id).await.unwrap();
     store.optimize(chrono::Duration::zero()).await.unwrap();
-    let rows = store.passage_rows("ann", &refs).await.unwrap();
+    let rows = Searchable::<Passage>::rows(&store, "ann", &refs).await.unwrap();
     let got: Vec<_> = rows.iter().map(|(p, _)| p.id).collect();
     let want: Vec<_> = refs.iter().map(|r| r.id).filter(|id| *id != stored[1].id).collect();
     assert_eq!(got, want, "every row still stored, by id, in ranking order; the forgotten one dropped");
     assert!(rows.iter().all(|(p, v)| p.actor_id == "ann" && v.len() == 384));
-    assert!(store.passage_rows("bob", &refs).await.unwrap().is_empty(), "another actor reads none of them");
+    assert!(
+        Searchable::<Passage>::rows(&store, "bob", &refs).await.unwrap().is_empty(),
+        "another actor reads none of them"
+    );
 }
 
 #[tokio::test]
 async fn another_actors_rows_crowding_the_top_do_not_empty_a_search() {
-    use astra_mcp::store::ArchivalStore;
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
     // 60 rows of bob's are all nearer to the query, and match its words, than ann's one row
@@ -334,7 +339,7 @@ async fn another_actors_rows_crowding_the_top_do_not_empty_a_search() {
     let mine = passages(&store, "ann", &["billing reports are sent on mondays"]).await;
     let text = "deploy the billing service with the canary flag";
     let q = text_query("ann", embedder().embed_query(text).await.unwrap(), text);
-    let found = store.passage_candidates(&q).await.unwrap();
+    let found = Searchable::<Passage>::candidates(&store, &q).await.unwrap();
     let ids =
         |s: &[astra_mcp::store::Scored<astra_mcp::domain::Passage>]| s.iter().map(|c| c.row.id).collect::<Vec<_>>();
     assert_eq!(ids(&found.by_vector), vec![mine[0].id], "the filter is applied before ranking when after is short");
@@ -360,25 +365,27 @@ async fn a_test_name_finds_the_fix_of_the_identifier_it_embeds_not_its_look_alik
     for r in [&lock, &cache, &high, &low] {
         put(&store, r).await;
     }
-    let k = store
-        .fix_keyword(&query("ann", "tests/test_client.py::test_slow_server_lock_ttl: TimeoutError", None).await)
-        .await
-        .unwrap();
+    let k = Searchable::<FixRecord>::keyword(
+        &store,
+        &query("ann", "tests/test_client.py::test_slow_server_lock_ttl: TimeoutError", None).await,
+    )
+    .await
+    .unwrap();
     // both hold `timeout error` (their error type); only one holds `lock ttl`
     let scored: Vec<(uuid::Uuid, f32)> = k.rankings[1].iter().map(|s| (s.row.id, s.score)).collect();
     assert_eq!(scored[0].0, lock.memory_id, "`lock ttl` first: {scored:?}");
     assert!(scored.iter().skip(1).all(|(_, score)| *score < scored[0].1), "and alone first: {scored:?}");
-    let k = store
-        .fix_keyword(
-            &query("ann", "tests/test_consumer.py::test_emails_high_message_not_lost: AssertionError", None).await,
-        )
-        .await
-        .unwrap();
+    let k = Searchable::<FixRecord>::keyword(
+        &store,
+        &query("ann", "tests/test_consumer.py::test_emails_high_message_not_lost: AssertionError", None).await,
+    )
+    .await
+    .unwrap();
     let scored: Vec<(uuid::Uuid, f32)> = k.rankings[1].iter().map(|s| (s.row.id, s.score)).collect();
     assert_eq!(scored[0].0, high.memory_id, "`emails high` first: {scored:?}");
     let low_score = scored.iter().find(|(id, _)| *id == low.memory_id).map(|(_, score)| *score);
     assert!(low_score.is_none_or(|s| s < scored[0].1), "`emails-low` holds no `emails high`: {scored:?}");
-    let k = store.fix_keyword(&query("ann", "read timed out", None).await).await.unwrap();
+    let k = Searchable::<FixRecord>::keyword(&store, &query("ann", "read timed out", None).await).await.unwrap();
     assert!(k.rankings[1].is_empty(), "a query without identifiers has no identifier ranking");
 }
 
@@ -398,7 +405,7 @@ async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_ol
     let ranks = |c: &astra_mcp::store::KeywordRankings| -> Vec<(uuid::Uuid, usize)> {
         c.rankings[0].iter().map(|s| (s.row.id, s.rank)).collect()
     };
-    let keyword = store.fix_keyword(&query("ann", "retry_limits", None).await).await.unwrap();
+    let keyword = Searchable::<FixRecord>::keyword(&store, &query("ann", "retry_limits", None).await).await.unwrap();
     assert_eq!(ranks(&keyword)[0], (many.memory_id, 1), "the exact identifier first: {:?}", ranks(&keyword));
     assert!(ranks(&keyword).iter().all(|(id, rank)| *id != one.memory_id || *rank > 1), "no tie with its look-alike");
     drop(store);
@@ -421,7 +428,7 @@ async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_ol
     let conn = lancedb::connect(path).execute().await.unwrap();
     let fixes = conn.open_table("fixes").execute().await.unwrap();
     assert_eq!(names(fixes.list_indices().await.unwrap()), vec!["embedded_text_code_pos_idx".to_string()]);
-    let keyword = reopened.fix_keyword(&query("ann", "retry_limits", None).await).await.unwrap();
+    let keyword = Searchable::<FixRecord>::keyword(&reopened, &query("ann", "retry_limits", None).await).await.unwrap();
     assert_eq!(ranks(&keyword)[0], (many.memory_id, 1), "rebuilt: {:?}", ranks(&keyword));
     assert!(ranks(&keyword).iter().all(|(id, rank)| *id != one.memory_id || *rank > 1));
 }

@@ -448,7 +448,7 @@ async fn a_forgotten_conversation_item_leaves_no_trace_and_is_not_reimported() {
     let after: ConversationSearchOutput = structured(&call(&host, &s, "conversation_search", q).await);
     assert!(after.results.iter().all(|r| !r.keyword_hit), "no keyword match is left anywhere: {after:?}");
     for key in ["c", "d"] {
-        let neighbour = astra_mcp::domain::session_item_id("ann", "chat", "test", key).to_string();
+        let neighbour = astra_mcp::domain::conversation_item_id("ann", "chat", "test", key).to_string();
         let (_, row) = store.show_row(&neighbour, Some("ann")).await.unwrap().unwrap();
         assert!(!row["search_text"].as_str().unwrap().contains("quokka"), "{row}");
     }
@@ -517,13 +517,13 @@ async fn a_forgotten_item_stays_out_of_the_context_of_later_items_and_of_exports
         ImportTarget { actor_id: "ann".into(), project: "p".into(), session_id: "live".into(), source: "test".into() };
     let mut items = vec![item("a", 0, Role::User, "hello", 4), item("b", 1, Role::User, "my pin is ZEBRAQUASAR77", 4)];
     conv.import(&target, &items).await.unwrap();
-    let b = astra_mcp::domain::session_item_id("ann", "live", "test", "b");
+    let b = astra_mcp::domain::conversation_item_id("ann", "live", "test", "b");
     assert_eq!(store.delete_row("ann", &b.to_string()).await.unwrap(), Some("session_items"));
     // the session goes on: the hook imports the grown transcript
     items.push(item("c", 2, Role::Assistant, "ok", 4));
     let counts = conv.import(&target, &items).await.unwrap();
     assert_eq!(counts.added, 1);
-    let c = astra_mcp::domain::session_item_id("ann", "live", "test", "c");
+    let c = astra_mcp::domain::conversation_item_id("ann", "live", "test", "c");
     let (_, row) = store.show_row(&c.to_string(), None).await.unwrap().unwrap();
     assert!(!row["search_text"].as_str().unwrap().contains("ZEBRA"), "{row}");
 

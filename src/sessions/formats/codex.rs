@@ -50,29 +50,3 @@ pub(super) fn codex_line(object: &Map<String, Value>, state: &mut FileState) -> 
     // Legacy bare `ResponseItem`.
     LineItems { pieces: response_item_pieces(object, Dialect::Codex), ..LineItems::default() }
 }
-
-/// Texts Codex puts in user-role messages that the user did not type (AGENTS.md, environment context,
-/// skills, shell commands, image wrappers…), from `codex-rs/protocol/src/instruction_markers.rs` and the
-/// contextual-message checks of `codex-rs/core`. Compared ASCII case-insensitively at the start.
-const CODEX_CONTEXT_PREFIXES: &[&str] = &[
-    "# AGENTS.md instructions for ",
-    "<INSTRUCTIONS>",
-    "<user_instructions>",
-    "<environment_context>",
-    "<collaboration_mode>",
-    "<turn_aborted>",
-    "<context_update>",
-    "<skill",
-    "<user_shell_command>",
-    "<subagent_notification",
-    "<image>",
-    "</image>",
-    "<image name=",
-];
-
-pub(super) fn is_codex_context(text: &str) -> bool {
-    let text = text.trim_start();
-    CODEX_CONTEXT_PREFIXES
-        .iter()
-        .any(|prefix| text.get(..prefix.len()).is_some_and(|start| start.eq_ignore_ascii_case(prefix)))
-}

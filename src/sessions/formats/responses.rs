@@ -4,7 +4,6 @@
 use serde_json::{Map, Value};
 
 use super::Role;
-use super::codex::is_codex_context;
 use super::text::{arguments_text, canonical_json, content_text, str_field, tool_call_text, tool_result_text};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -89,4 +88,30 @@ fn message_pieces(item: &Map<String, Value>, dialect: Dialect) -> Vec<(Role, Str
         texts.retain(|text| !is_codex_context(text));
     }
     if texts.is_empty() { Vec::new() } else { vec![(role, texts.join("\n"))] }
+}
+
+/// Texts Codex puts in user-role messages that the user did not type (AGENTS.md, environment context,
+/// skills, shell commands, image wrappers…), from `codex-rs/protocol/src/instruction_markers.rs` and the
+/// contextual-message checks of `codex-rs/core`. Compared ASCII case-insensitively at the start.
+const CODEX_CONTEXT_PREFIXES: &[&str] = &[
+    "# AGENTS.md instructions for ",
+    "<INSTRUCTIONS>",
+    "<user_instructions>",
+    "<environment_context>",
+    "<collaboration_mode>",
+    "<turn_aborted>",
+    "<context_update>",
+    "<skill",
+    "<user_shell_command>",
+    "<subagent_notification",
+    "<image>",
+    "</image>",
+    "<image name=",
+];
+
+fn is_codex_context(text: &str) -> bool {
+    let text = text.trim_start();
+    CODEX_CONTEXT_PREFIXES
+        .iter()
+        .any(|prefix| text.get(..prefix.len()).is_some_and(|start| start.eq_ignore_ascii_case(prefix)))
 }

@@ -9,7 +9,7 @@ use super::rows::{self, Rows};
 use super::sql::{search_filter, sql_literal};
 use super::{LanceStore, backend};
 use crate::domain::Passage;
-use crate::store::{AppliedPassages, ArchivalStore, KeywordRankings, RowRef, StoreError, TextQuery, VectorRanking};
+use crate::store::{AppliedPassages, ArchivalStore, SearchFilter, StoreError};
 
 /// Name of the archival memory table.
 pub const ARCHIVAL_TABLE: &str = "archival";
@@ -97,16 +97,16 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>
     Ok(out)
 }
 
-impl super::search::SearchedRow for Passage {
+impl super::search::TableRow for Passage {
     const TABLE: &'static str = ARCHIVAL_TABLE;
-    fn id(&self) -> Uuid {
-        self.id
-    }
     fn actor_id(&self) -> &str {
         &self.actor_id
     }
     fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError> {
         from_batch(batch)
+    }
+    fn filter(filter: &SearchFilter) -> super::sql::Filter {
+        search_filter(filter, true, false)
     }
 }
 
@@ -164,9 +164,9 @@ impl ArchivalStore for LanceStore {
         // Read, merge, then write only if the row is still as read (its `updated_at`): a writer on another
         // machine that added tags meanwhile makes the write match nothing, and the merge starts again from
         // its row. The flock spares the writers of one machine that round.
-        let _lock = super::write::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
-        for attempt in 1..=super::write::WRITE_ATTEMPTS {
+        for attempt in 1..=super::commit::WRITE_ATTEMPTS {
             let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
             let Some((mut passage, vector)) =
                 batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
@@ -195,7 +195,7 @@ impl ArchivalStore for LanceStore {
         }
         Err(StoreError::Backend(format!(
             "passage {id} kept changing while its tags were merged ({} attempts): try again",
-            super::write::WRITE_ATTEMPTS
+            super::commit::WRITE_ATTEMPTS
         )))
     }
 
@@ -209,7 +209,7 @@ impl ArchivalStore for LanceStore {
             return Ok(AppliedPassages::default());
         }
         // Read, merge and write under the table's lock, so no tag added meanwhile is lost.
-        let _lock = super::write::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
         let ids: Vec<String> =
             new.iter().map(|(p, _)| p.id.to_string()).chain(changed.iter().map(|(p, _)| p.id.to_string())).collect();
         let mut stored: HashMap<Uuid, (Passage, Vec<f32>)> = HashMap::new();
@@ -270,19 +270,5 @@ impl ArchivalStore for LanceStore {
         let filter =
             format!("actor_id = {} AND updated_at = {}", sql_literal(actor_id), super::sql::timestamp_literal(at));
         Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
-    }
-
-    async fn passage_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.text, query.limit)
-            .await
-    }
-
-    async fn passage_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError> {
-        self.vector_ranking(ARCHIVAL_TABLE, &search_filter(&query.filter, true, false), &query.vector, query.limit)
-            .await
-    }
-
-    async fn passage_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(Passage, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(actor_id, refs).await
     }
 }

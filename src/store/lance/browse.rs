@@ -11,12 +11,10 @@ use uuid::Uuid;
 
 use super::admin::{listed_rows, main_text_column};
 use super::rows::Rows;
-use super::search::SearchedRow;
+use super::search::TableRow;
 use super::sql::{in_list, sql_literal};
-use super::{
-    ARCHIVAL_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, SESSION_ITEMS_TABLE, TABLES, backend, collect,
-};
-use crate::domain::{FixRecord, Passage, SessionItem};
+use super::{ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
+use crate::domain::{ConversationItem, FixRecord, Passage};
 use crate::store::{BrowseStore, Census, ListedRow, Page, SessionSummary, StoreError, TableStats};
 
 /// The order of a listing.
@@ -34,7 +32,7 @@ fn actor_sql(actor_id: &str) -> String {
 
 impl LanceStore {
     /// The `filter`ed rows of `T`'s table in `order`, `limit` of them from `offset`.
-    async fn page_of<T: SearchedRow>(
+    async fn page_of<T: TableRow>(
         &self,
         filter: &str,
         order: Order,
@@ -69,7 +67,7 @@ impl LanceStore {
     }
 
     /// The rows of `T`'s table with these ids (and matching `filter`), in the order of `ids`.
-    async fn rows_by_id<T: SearchedRow>(&self, filter: &str, ids: &[Uuid]) -> Result<Vec<T>, StoreError> {
+    async fn rows_by_id<T: TableRow>(&self, filter: &str, ids: &[Uuid]) -> Result<Vec<T>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -84,7 +82,7 @@ impl LanceStore {
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
-    async fn one<T: SearchedRow>(&self, actor_id: &str, id: Uuid) -> Result<Option<T>, StoreError> {
+    async fn one<T: TableRow>(&self, actor_id: &str, id: Uuid) -> Result<Option<T>, StoreError> {
         Ok(self.rows_by_id::<T>(&actor_sql(actor_id), &[id]).await?.pop())
     }
 
@@ -173,14 +171,14 @@ impl BrowseStore for LanceStore {
         offset: usize,
         limit: usize,
     ) -> Result<Page<SessionSummary>, StoreError> {
-        let query = self.table(SESSION_ITEMS_TABLE).query().only_if(actor_sql(actor_id)).select(Select::columns(&[
+        let query = self.table(CONVERSATION_TABLE).query().only_if(actor_sql(actor_id)).select(Select::columns(&[
             "session_id",
             "project",
             "created_at",
         ]));
         let mut sessions: HashMap<String, SessionSummary> = HashMap::new();
         for batch in collect(&query).await.map_err(backend)? {
-            let r = Rows::new(&batch, SESSION_ITEMS_TABLE);
+            let r = Rows::new(&batch, CONVERSATION_TABLE);
             let (ids, projects, created) = (r.strs("session_id")?, r.strs("project")?, r.times("created_at")?);
             for i in 0..r.len() {
                 let s = sessions.entry(ids[i].clone()).or_insert_with(|| SessionSummary {
@@ -201,7 +199,7 @@ impl BrowseStore for LanceStore {
         Ok(Page { rows: all.into_iter().skip(offset).take(limit).collect(), total })
     }
 
-    async fn item(&self, actor_id: &str, id: Uuid) -> Result<Option<SessionItem>, StoreError> {
+    async fn item(&self, actor_id: &str, id: Uuid) -> Result<Option<ConversationItem>, StoreError> {
         self.one(actor_id, id).await
     }
 
@@ -211,7 +209,7 @@ impl BrowseStore for LanceStore {
         session_id: &str,
         offset: usize,
         limit: usize,
-    ) -> Result<Page<SessionItem>, StoreError> {
+    ) -> Result<Page<ConversationItem>, StoreError> {
         let filter = format!("{} AND session_id = {}", actor_sql(actor_id), sql_literal(session_id));
         self.page_of(&filter, Order::Turns, offset, limit).await
     }
@@ -233,7 +231,7 @@ impl BrowseStore for LanceStore {
         newest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
         newest.truncate(latest);
         let mut listed = Vec::new();
-        for table in [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_ITEMS_TABLE] {
+        for table in [FIXES_TABLE, ARCHIVAL_TABLE, CONVERSATION_TABLE] {
             let ids: Vec<Uuid> = newest.iter().filter(|n| n.1 == table).map(|n| n.2).collect();
             listed.extend(self.listed(table, actor_id, &ids).await?);
         }

@@ -107,9 +107,9 @@ impl CoreBlockStore for LanceStore {
         // The flock serialises the writers of one machine; across machines, two writers of the same next
         // version conflict at commit (the version's id is the table's key), and the one that finds the
         // version taken reads the block again and applies its edit to the newer value.
-        let _lock = super::write::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
         let table = self.table(CORE_BLOCKS_TABLE);
-        for attempt in 1..=super::write::WRITE_ATTEMPTS {
+        for attempt in 1..=super::commit::WRITE_ATTEMPTS {
             let latest = self.history_from(table, &template.actor_id, &template.project, &template.section).await?;
             let current = latest.last();
             let value = match edit(current) {
@@ -123,7 +123,8 @@ impl CoreBlockStore for LanceStore {
                 ..template.clone()
             };
             let batch = to_batch(std::slice::from_ref(&next))?;
-            if super::write::merge_keyed(table, &batch, super::write::Merge::InsertAbsent).await?.num_inserted_rows == 1
+            if super::commit::merge_keyed(table, &batch, super::commit::Merge::InsertAbsent).await?.num_inserted_rows
+                == 1
             {
                 return Ok(Ok(next));
             }
@@ -133,7 +134,7 @@ impl CoreBlockStore for LanceStore {
         Err(StoreError::Backend(format!(
             "core block `{}` kept changing under this edit ({} attempts): try again",
             template.section,
-            super::write::WRITE_ATTEMPTS
+            super::commit::WRITE_ATTEMPTS
         )))
     }
 

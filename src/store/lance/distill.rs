@@ -72,7 +72,7 @@ impl DistillRunStore for LanceStore {
         Ok(runs)
     }
 
-    /// On a local directory `<db>/distill-<sha256(actor)[..16]>.lock` ([`super::write::TableLock`]); on
+    /// On a local directory `<db>/distill-<sha256(actor)[..16]>.lock` ([`super::commit::TableLock`]); on
     /// object storage a lease object of that name ([`super::remote::try_lease`]).
     async fn try_lock_runs(&self, actor_id: &str) -> Result<Option<RunLock>, StoreError> {
         use sha2::{Digest, Sha256};
@@ -81,7 +81,7 @@ impl DistillRunStore for LanceStore {
         if self.path.contains("://") {
             return super::remote::try_lease(&self.path, &name).await;
         }
-        let lock = super::write::TableLock::try_acquire(&self.path, &name)?;
+        let lock = super::commit::TableLock::try_acquire(&self.path, &name)?;
         Ok(lock.map(RunLock::new))
     }
 }

@@ -16,12 +16,12 @@ use chrono::{DateTime, Utc};
 use lancedb::query::QueryBase;
 use uuid::Uuid;
 
+use super::commit::retry;
 use super::sql::sql_literal;
-use super::write::retry;
 use super::{LanceStore, backend, collect};
 use crate::domain::{FixRecord, Receipt};
 use crate::embed::DIMENSION;
-use crate::store::{FixQuery, FixStore, KeywordRankings, RowRef, StoreError, VectorRanking};
+use crate::store::{FixFilter, FixStore, StoreError};
 
 /// Name of the table of confirmed fixes.
 pub const FIXES_TABLE: &str = "fixes";
@@ -194,21 +194,21 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     Ok(out)
 }
 
-impl super::search::SearchedRow for FixRecord {
+impl super::search::TableRow for FixRecord {
     const TABLE: &'static str = FIXES_TABLE;
-    fn id(&self) -> Uuid {
-        self.memory_id
-    }
     fn actor_id(&self) -> &str {
         &self.actor_id
     }
     fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError> {
         from_batch(batch)
     }
+    fn filter(filter: &FixFilter) -> super::sql::Filter {
+        fix_filter(filter)
+    }
 }
 
 /// The filter of a search: the actor's fixes, of the error type when given.
-fn fix_filter(query: &FixQuery) -> super::sql::Filter {
+fn fix_filter(query: &FixFilter) -> super::sql::Filter {
     let mut sql = format!("actor_id = {}", sql_literal(&query.actor_id));
     if let Some(error_type) = &query.error_type {
         sql.push_str(&format!(" AND error_type_key = {}", sql_literal(&error_type_key(error_type))));
@@ -227,23 +227,11 @@ impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
         let batch = to_batch(fix, vector)?;
         // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
-        let lock = super::write::TableLock::acquire(self.path(), FIXES_TABLE).await?;
-        let result = super::write::merge_keyed(&self.fixes, &batch, super::write::Merge::Upsert).await?;
+        let lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let result = super::commit::merge_keyed(&self.fixes, &batch, super::commit::Merge::Upsert).await?;
         drop(lock);
         self.after_write(FIXES_TABLE).await;
         Ok(result.num_inserted_rows > 0)
-    }
-
-    async fn fix_keyword(&self, query: &FixQuery) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(FIXES_TABLE, &fix_filter(query), &query.text, query.limit).await
-    }
-
-    async fn fix_nearest(&self, query: &FixQuery) -> Result<VectorRanking, StoreError> {
-        self.vector_ranking(FIXES_TABLE, &fix_filter(query), &query.vector, query.limit).await
-    }
-
-    async fn fix_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(actor_id, refs).await
     }
 
     async fn recent_fixes(&self, actor_id: &str, project: &str, limit: usize) -> Result<Vec<FixRecord>, StoreError> {
@@ -267,7 +255,7 @@ impl FixStore for LanceStore {
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
-        let _lock = super::write::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
         let result = retry(|| self.fixes.delete(filter.as_str())).await.map_err(backend)?;
         Ok(result.num_deleted_rows > 0)
     }

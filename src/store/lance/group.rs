@@ -21,7 +21,7 @@ use arrow_array::RecordBatch;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::write::TableLock;
+use super::commit::TableLock;
 use super::{LanceStore, backend, rows};
 use crate::store::StoreError;
 

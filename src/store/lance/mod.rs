@@ -1,5 +1,5 @@
 //! The LanceDB backend (docs/storage.md): one directory, local or a prefix of an object store, holding
-//! the `fixes`, `archival`, `session_items` and `core_blocks` tables and a small `meta` table with the
+//! the `fixes`, `archival`, conversation (`session_items`) and `core_blocks` tables and a small `meta` table with the
 //! store's format version and the embedding model's id and dimension. The only module that imports
 //! lancedb or arrow.
 //!
@@ -18,22 +18,28 @@
 //! when the writers share nothing but an object store. Tag merges write only if the row is still as
 //! read, and a distill run holds a lease object on object storage. On a local directory the same
 //! writes also run under an exclusive `flock(2)` on `<db>/<table>.lock`
-//! ([`TableLock`](write::TableLock)), which spares the writers of one machine those conflicts; nothing
+//! ([`TableLock`](commit::TableLock)), which spares the writers of one machine those conflicts; nothing
 //! depends on it for correctness. docs/storage.md lists what each write guarantees where.
 //!
-//! One file per job: `open` (opening, the `meta` checks, the full-text indexes found at open), `sql`
-//! (filters and literals), `search` (rankings and the reading of ranked rows), `write` (writes, retries,
-//! locks), `group` (the inserts of one process committed together), `upkeep` (index building,
+//! One file per job: `open` (opening, the `meta` checks, the full-text indexes found at open), `fts`
+//! (which columns each table indexes for BM25, and which indexes are stale), `sql`
+//! (filters and literals), `search` (rankings and the reading of ranked rows, for every searchable
+//! table through one implementation of `store::Searchable`), `commit` (retried commits, keyed merges,
+//! locks), `write` (the writes built on them: inserts, updates, deletions, what follows a write),
+//! `group` (the inserts of one process committed together), `upkeep` (index building,
 //! compaction, pruning), `admin` (operator views), `transfer` (export, import, re-embedding), `remote`
 //! (what object storage needs); one file per table for its schema and rows (`fixes`, `archival`,
-//! `sessions`, `core_blocks`, `distill`), and beside them [`io`], [`row_cache`] and `rows`.
+//! `conversation`, `core_blocks`, `distill`), and beside them [`io`], [`row_cache`] and `rows`.
 
 mod admin;
 mod archival;
 mod browse;
+mod commit;
+mod conversation;
 mod core_blocks;
 mod distill;
 mod fixes;
+mod fts;
 mod group;
 pub mod io;
 mod open;
@@ -41,7 +47,6 @@ mod remote;
 pub mod row_cache;
 mod rows;
 mod search;
-mod sessions;
 mod sql;
 mod transfer;
 mod upkeep;
@@ -61,12 +66,12 @@ use super::StoreError;
 pub use crate::store::{ListedRow, TableStats};
 pub use admin::preview;
 pub use archival::ARCHIVAL_TABLE;
+pub use conversation::CONVERSATION_TABLE;
 pub use core_blocks::CORE_BLOCKS_TABLE;
 pub use distill::DISTILL_RUNS_TABLE;
 pub use fixes::FIXES_TABLE;
 pub use open::OpenOptions;
 pub use search::{ANN_EF, ANN_EF_MAX, ANN_REFINE_FACTOR, ANN_ROWS_PER_EF, ann_ef};
-pub use sessions::SESSION_ITEMS_TABLE;
 pub use transfer::{EXPORT_VERSION, ExportHeader, ImportReport, TableCounts, read_export_header};
 pub use upkeep::{
     ANN_MIN_ROWS, MAX_VECTOR_INDEX_SEGMENTS, PRUNE_OLDER_THAN_SECS, UPKEEP_EVERY_WRITES, wait_for_upkeep,
@@ -78,9 +83,9 @@ pub use write::{FTS_FLAT_MAX_ROWS, FTS_FOLD_MAX_ROWS, FTS_UNINDEXED_SHARE};
 pub const FORGOTTEN_TABLE: &str = "forgotten";
 
 /// The tables that hold memories, in export order.
-pub const TABLES: [&str; 4] = [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_ITEMS_TABLE, CORE_BLOCKS_TABLE];
+pub const TABLES: [&str; 4] = [FIXES_TABLE, ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE];
 /// The tables searched by embedding and full text (`core_blocks` is read whole).
-pub const SEARCHABLE_TABLES: [&str; 3] = [FIXES_TABLE, ARCHIVAL_TABLE, SESSION_ITEMS_TABLE];
+pub const SEARCHABLE_TABLES: [&str; 3] = [FIXES_TABLE, ARCHIVAL_TABLE, CONVERSATION_TABLE];
 
 /// Format version of the tables this binary writes (bumped on incompatible schema changes).
 pub const FORMAT_VERSION: &str = "1";
@@ -130,7 +135,7 @@ impl LanceStore {
         match name {
             FIXES_TABLE => &self.fixes,
             ARCHIVAL_TABLE => &self.archival,
-            SESSION_ITEMS_TABLE => &self.session_items,
+            CONVERSATION_TABLE => &self.session_items,
             CORE_BLOCKS_TABLE => &self.core_blocks,
             FORGOTTEN_TABLE => &self.forgotten,
             DISTILL_RUNS_TABLE => &self.distill_runs,
@@ -143,7 +148,7 @@ impl LanceStore {
         match name {
             FIXES_TABLE => &self.row_caches.fixes,
             ARCHIVAL_TABLE => &self.row_caches.archival,
-            SESSION_ITEMS_TABLE => &self.row_caches.session_items,
+            CONVERSATION_TABLE => &self.row_caches.session_items,
             other => unreachable!("no row cache for {other}"),
         }
     }

@@ -11,11 +11,12 @@ use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use lancedb::{Connection, Table};
 
-use super::write::{WRITE_ATTEMPTS, retry};
+use super::commit::{WRITE_ATTEMPTS, retry};
+use super::fts::{fts_columns, has_fts_index, has_stale_fts_index};
 use super::{
-    ARCHIVAL_TABLE, CORE_BLOCKS_TABLE, DISTILL_RUNS_TABLE, FIXES_TABLE, FORGOTTEN_TABLE, FORMAT_VERSION, LanceStore,
-    META_TABLE, READ_CONSISTENCY, SEARCHABLE_TABLES, SESSION_ITEMS_TABLE, archival, backend, collect, core_blocks,
-    distill, fixes, io, remote, row_cache, rows, sessions,
+    ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, DISTILL_RUNS_TABLE, FIXES_TABLE, FORGOTTEN_TABLE,
+    FORMAT_VERSION, LanceStore, META_TABLE, READ_CONSISTENCY, SEARCHABLE_TABLES, archival, backend, collect,
+    conversation, core_blocks, distill, fixes, io, remote, row_cache, rows,
 };
 use crate::embed::{DIMENSION, MODEL_ID};
 use crate::store::StoreError;
@@ -125,10 +126,11 @@ impl LanceStore {
         let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
         let archival = open_or_create(&conn, ARCHIVAL_TABLE, archival::schema()).await.map_err(|e| open_err(&e))?;
         let session_items =
-            open_or_create(&conn, SESSION_ITEMS_TABLE, sessions::schema()).await.map_err(|e| open_err(&e))?;
+            open_or_create(&conn, CONVERSATION_TABLE, conversation::schema()).await.map_err(|e| open_err(&e))?;
         let core_blocks =
             open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
-        let forgotten = open_or_create(&conn, FORGOTTEN_TABLE, forgotten_schema()).await.map_err(|e| open_err(&e))?;
+        let forgotten =
+            open_or_create(&conn, FORGOTTEN_TABLE, conversation::forgotten_schema()).await.map_err(|e| open_err(&e))?;
         let distill_runs =
             open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
         if !local {
@@ -136,7 +138,7 @@ impl LanceStore {
                 (META_TABLE, &meta),
                 (FIXES_TABLE, &fixes),
                 (ARCHIVAL_TABLE, &archival),
-                (SESSION_ITEMS_TABLE, &session_items),
+                (CONVERSATION_TABLE, &session_items),
                 (CORE_BLOCKS_TABLE, &core_blocks),
                 (FORGOTTEN_TABLE, &forgotten),
                 (DISTILL_RUNS_TABLE, &distill_runs),
@@ -192,48 +194,6 @@ async fn row_cache_capacity(table: &Table, rows: usize) -> usize {
     if stable { 0 } else { rows }
 }
 
-/// The name of the full-text index of `name.column`: Lance's default (`{column}_idx`), but for the fixes
-/// table's code-analysed index with positions `{column}_code_pos_idx`, so that an index built by an
-/// earlier version (with the text analyzer, or without positions) is told apart and rebuilt
-/// ([`LanceStore::open`]).
-pub(super) fn fts_index_name(name: &str, column: &str) -> String {
-    if name == FIXES_TABLE { format!("{column}_code_pos_idx") } else { format!("{column}_idx") }
-}
-
-/// Has `table` (named `name`) this version's full-text index of `column` ([`fts_index_name`])?
-pub(super) async fn has_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
-    let wanted = fts_index_name(name, column);
-    Ok(table
-        .list_indices()
-        .await?
-        .iter()
-        .any(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.name == wanted))
-}
-
-/// The full-text indexes of `column` in `table` (named `name`) other than this version's: built with
-/// another analyzer.
-pub(super) async fn stale_fts_indexes(table: &Table, name: &str, column: &str) -> lancedb::Result<Vec<String>> {
-    let wanted = fts_index_name(name, column);
-    Ok(table
-        .list_indices()
-        .await?
-        .into_iter()
-        .filter(|ix| ix.index_type == lancedb::index::IndexType::FTS && ix.columns.iter().any(|c| c == column))
-        .filter(|ix| ix.name != wanted)
-        .map(|ix| ix.name)
-        .collect())
-}
-
-async fn has_stale_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
-    Ok(!stale_fts_indexes(table, name, column).await?.is_empty())
-}
-
-/// The columns a table's full-text indexes cover: for conversation items `search_text` (the item in its
-/// context) and `embedded_text` (the item alone); `embedded_text` elsewhere.
-pub(super) fn fts_columns(name: &str) -> &'static [&'static str] {
-    if name == SESSION_ITEMS_TABLE { &["search_text", "embedded_text"] } else { &["embedded_text"] }
-}
-
 /// Opens `name`, creating it empty when absent. Creation is not retried by Lance on a commit conflict,
 /// so a concurrent creator's "already exists" sends us back to opening it.
 async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lancedb::Result<Table> {
@@ -254,14 +214,6 @@ async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lan
         }
     }
     Err(last.unwrap_or_else(|| lancedb::Error::Runtime { message: format!("could not open or create {name}") }))
-}
-
-pub(super) fn forgotten_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        rows::key_field("id"),
-        Field::new("actor_id", DataType::Utf8, false),
-        Field::new("forgotten_at", rows::timestamp_type(), false),
-    ]))
 }
 
 pub(super) fn meta_schema() -> SchemaRef {
@@ -327,8 +279,9 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::{LanceStore, OpenOptions};
+    use crate::domain::Passage;
     use crate::store::lance::test_rows::passage;
-    use crate::store::{ArchivalStore, SearchFilter, TextQuery};
+    use crate::store::{ArchivalStore, SearchFilter, Searchable, TextQuery};
 
     /// Lance caches a manifest per commit and index files per index update, each under its own key, so
     /// under its default sizes (7 GiB in all) the caches of a store taking writes and searches grow with
@@ -347,8 +300,8 @@ mod tests {
                 store.insert_passages(&[(row, vector.clone())]).await.unwrap();
                 let filter = SearchFilter { actor_id: "ann".into(), ..Default::default() };
                 let query = TextQuery { filter, vector, text: format!("note {i} billing"), limit: 5 };
-                store.passage_keyword(&query).await.unwrap();
-                store.passage_nearest(&query).await.unwrap();
+                Searchable::<Passage>::keyword(&store, &query).await.unwrap();
+                Searchable::<Passage>::nearest(&store, &query).await.unwrap();
             }
             let bytes = store.cache_bytes();
             eprintln!("cache_mib {cache_mib}: {bytes} bytes cached");

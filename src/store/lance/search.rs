@@ -3,7 +3,8 @@
 //! — as row references, and the reading of rows by those references. A ranking under a broad filter runs
 //! unfiltered and its rows are read by address, through the [`row_cache`], and checked here
 //! ([`LanceStore::rank_then_filter`]); any doubt sends it back to Lance's prefilter. The rows a search
-//! returns are read whole only at the end ([`SearchedRow`]).
+//! returns are read whole only at the end ([`TableRow`]). The three searchable tables share this code
+//! through one implementation of the store's [`Searchable`] seam.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,11 +13,11 @@ use arrow_array::RecordBatch;
 use lancedb::index::scalar::{BooleanQuery, FtsQuery, FullTextSearchQuery, MatchQuery, Occur, PhraseQuery};
 use lancedb::query::ExecutableQuery;
 
-use super::open::{fts_columns, has_fts_index};
+use super::fts::{fts_columns, has_fts_index};
 use super::rows::{self, Rows};
 use super::sql::{Broad, Filter, in_list, sql_literal};
 use super::{ARCHIVAL_TABLE, FIXES_TABLE, LanceStore, backend, collect, row_cache};
-use crate::store::StoreError;
+use crate::store::{KeywordRankings, Query, RowRef, Searchable, SearchedRow, StoreError, VectorRanking};
 
 /// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits, and to
 /// one per [`ANN_ROWS_PER_EF`] rows of the table for large tables ([`ann_ef`]).
@@ -136,13 +137,13 @@ impl LanceStore {
     /// [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
     /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
     /// search. The rankings run one after the other.
-    pub(super) async fn keyword_rankings(
+    async fn keyword_rankings(
         &self,
         name: &'static str,
         filter: &Filter,
         text: &str,
         limit: usize,
-    ) -> Result<crate::store::KeywordRankings, StoreError> {
+    ) -> Result<KeywordRankings, StoreError> {
         let started = std::time::Instant::now();
         if filter.broad.is_some() {
             // the rankings below read through the row cache: check it is still this table's (a failure
@@ -178,7 +179,7 @@ impl LanceStore {
             }
             rankings.push(refs);
         }
-        Ok(crate::store::KeywordRankings { rankings, ms: ms_since(started) })
+        Ok(KeywordRankings { rankings, ms: ms_since(started) })
     }
 
     /// The BM25 ranking of `name.column` for `query`, at most `limit` rows: unfiltered, then checked
@@ -191,7 +192,7 @@ impl LanceStore {
         filter: &Filter,
         query: FtsQuery,
         limit: usize,
-    ) -> Result<Vec<crate::store::Scored<crate::store::RowRef>>, StoreError> {
+    ) -> Result<Vec<crate::store::Scored<RowRef>>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let query = FullTextSearchQuery::new_query(query.with_column(column.to_string()));
         let fts = self.table(name).query().full_text_search(query).limit(limit);
@@ -211,13 +212,13 @@ impl LanceStore {
 
     /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
     /// their cosine.
-    pub(super) async fn vector_ranking(
+    async fn vector_ranking(
         &self,
         name: &'static str,
         filter: &Filter,
         vector: &[f32],
         limit: usize,
-    ) -> Result<crate::store::VectorRanking, StoreError> {
+    ) -> Result<VectorRanking, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
@@ -233,14 +234,14 @@ impl LanceStore {
         let by_vector = match ranked {
             // re-ranked by the exact cosine of the stored vectors, as Lance's refine step would
             Some(ranked) => {
-                let mut scored: Vec<(crate::store::RowRef, Option<f32>)> =
+                let mut scored: Vec<(RowRef, Option<f32>)> =
                     ranked.into_iter().map(|r| (r.row, r.vector.map(|v| crate::embed::cosine(vector, &v)))).collect();
                 scored.sort_by(|a, b| b.1.unwrap_or(f32::NAN).total_cmp(&a.1.unwrap_or(f32::NAN)));
                 by_score(scored, |cosine| cosine)
             }
             None => {
                 let nearest = self
-                    .nearest(name, vector, limit)
+                    .nearest_query(name, vector, limit)
                     .await?
                     .select(Select::columns(&["id", "_distance"]))
                     .with_row_id();
@@ -254,16 +255,16 @@ impl LanceStore {
                 by_score(refs, |cosine| cosine)
             }
         };
-        Ok(crate::store::VectorRanking { ranked: by_vector, ms: ms_since(started) })
+        Ok(VectorRanking { ranked: by_vector, ms: ms_since(started) })
     }
 
     /// The rows of `refs` in `T`'s table that are still stored for `actor_id`, in the order of `refs`.
     /// Read by row address (`_rowid`), then, for any ref whose address now holds another row or none (a
     /// compaction or deletion in between), by id.
-    pub(super) async fn rows_by_ref<T: SearchedRow>(
+    pub(super) async fn rows_by_ref<T: TableRow>(
         &self,
         actor_id: &str,
-        refs: &[crate::store::RowRef],
+        refs: &[RowRef],
     ) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
         use futures::TryStreamExt;
         use lancedb::query::ExecutableQuery;
@@ -306,7 +307,7 @@ impl LanceStore {
 
     /// The `limit` rows of `name` nearest to `vector` by cosine, with the ANN settings of every search
     /// ([`ann_ef`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
-    async fn nearest(
+    async fn nearest_query(
         &self,
         name: &'static str,
         vector: &[f32],
@@ -315,7 +316,7 @@ impl LanceStore {
         Ok(self.nearest_approx(name, vector, limit).await?.0.refine_factor(ANN_REFINE_FACTOR))
     }
 
-    /// [`Self::nearest`] without the refine step: through the vector index, the rows come in the order
+    /// [`Self::nearest_query`] without the refine step: through the vector index, the rows come in the order
     /// of their quantised distances, which the caller corrects from the stored vectors. With the table's
     /// row count.
     async fn nearest_approx(
@@ -421,7 +422,7 @@ impl LanceStore {
             // a row no longer at its address, or one the filter leaves out: rank again with the filter
             let Some(row) = row.filter(|r| filter.passes(&r.actor_id, r.superseded)) else { return Ok(None) };
             let vector = if vectors { row.vector } else { None };
-            ranked.push(Ranked { row: crate::store::RowRef { id: row.id, row_id: address }, vector, score: None });
+            ranked.push(Ranked { row: RowRef { id: row.id, row_id: address }, vector, score: None });
         }
         Ok(Some(ranked))
     }
@@ -498,7 +499,7 @@ impl LanceStore {
     ) -> Result<Vec<String>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let mut query = self
-            .nearest(name, vector, k)
+            .nearest_query(name, vector, k)
             .await?
             .only_if(format!("actor_id = {}", sql_literal(actor)))
             .select(Select::columns(&["id", "_distance"]));
@@ -522,22 +523,39 @@ where
     collect(&query.only_if(&filter.sql)).await
 }
 
-/// The row type of a searchable table, as its searches read it.
-pub(super) trait SearchedRow: Sized + Send {
+/// The row type of a searchable table as this backend stores it: its table, its rows' owner, how its
+/// columns decode, and the SQL filter of its searches.
+pub(super) trait TableRow: SearchedRow {
     /// The table it is stored in.
     const TABLE: &'static str;
-    /// Its id (the `id` column).
-    fn id(&self) -> uuid::Uuid;
     /// The actor it belongs to (the `actor_id` column).
     fn actor_id(&self) -> &str;
     /// Every row of `batch` (all columns of the table) with its vector (`[f32; 384]`).
     fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError>;
+    /// The SQL of `filter`, which every ranking of a search applies.
+    fn filter(filter: &Self::Filter) -> Filter;
+}
+
+/// The one implementation of the search seam: each table differs only by its [`TableRow`].
+#[async_trait::async_trait]
+impl<T: TableRow> Searchable<T> for LanceStore {
+    async fn keyword(&self, query: &Query<T::Filter>) -> Result<KeywordRankings, StoreError> {
+        self.keyword_rankings(T::TABLE, &T::filter(&query.filter), &query.text, query.limit).await
+    }
+
+    async fn nearest(&self, query: &Query<T::Filter>) -> Result<VectorRanking, StoreError> {
+        self.vector_ranking(T::TABLE, &T::filter(&query.filter), &query.vector, query.limit).await
+    }
+
+    async fn rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
+        self.rows_by_ref(actor_id, refs).await
+    }
 }
 
 /// One row of a ranking read by [`LanceStore::rank_then_filter`]: where it is, its stored vector
 /// (`[f32; 384]`, L2-normalized) when asked for, and the ranking's score (`_distance` or `_score`).
 struct Ranked {
-    row: crate::store::RowRef,
+    row: RowRef,
     vector: Option<Arc<[f32]>>,
     score: Option<f32>,
 }
@@ -546,9 +564,9 @@ struct Ranked {
 /// ties sharing one ([`competition_ranks`](crate::store::competition_ranks)); `cosine(score)` gives the
 /// cosine where the score is one (NaN for BM25). A missing score is NaN, which ties with nothing.
 fn by_score(
-    ranking: impl IntoIterator<Item = (crate::store::RowRef, Option<f32>)>,
+    ranking: impl IntoIterator<Item = (RowRef, Option<f32>)>,
     cosine: impl Fn(f32) -> f32,
-) -> Vec<crate::store::Scored<crate::store::RowRef>> {
+) -> Vec<crate::store::Scored<RowRef>> {
     let (refs, scores): (Vec<_>, Vec<f32>) =
         ranking.into_iter().map(|(row, score)| (row, score.unwrap_or(f32::NAN))).unzip();
     let ranks = crate::store::competition_ranks(scores.iter().copied());
@@ -579,14 +597,14 @@ fn row_addresses(batch: &RecordBatch, table: &'static str) -> Result<Vec<u64>, S
 }
 
 /// The `(id, _rowid)` of each row of `batch`, with its ranking score ([`ranking_scores`]).
-fn row_refs(batch: &RecordBatch, table: &'static str) -> Result<Vec<(crate::store::RowRef, Option<f32>)>, StoreError> {
+fn row_refs(batch: &RecordBatch, table: &'static str) -> Result<Vec<(RowRef, Option<f32>)>, StoreError> {
     let ids = rows::Rows::new(batch, table).uuids("id")?;
     let row_ids = row_addresses(batch, table)?;
     Ok(ids
         .into_iter()
         .zip(row_ids)
         .zip(ranking_scores(batch))
-        .map(|((id, row_id), score)| (crate::store::RowRef { id, row_id }, score))
+        .map(|((id, row_id), score)| (RowRef { id, row_id }, score))
         .collect())
 }
 

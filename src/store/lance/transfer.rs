@@ -15,9 +15,9 @@ use lancedb::query::{QueryBase, Select};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::commit::retry;
 use super::rows::{self, Rows};
 use super::sql::{actor_filter, in_list, sql_literal};
-use super::write::retry;
 use super::{LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect};
 use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
 use crate::store::{ImportRules, StoreError};
@@ -286,7 +286,7 @@ impl LanceStore {
                 forgotten.entry(actor).or_default().push(id);
             }
         }
-        let table = self.table(super::SESSION_ITEMS_TABLE);
+        let table = self.table(super::CONVERSATION_TABLE);
         for (actor, ids) in &forgotten {
             for chunk in ids.chunks(500) {
                 let ids = in_list("id", chunk.iter().map(String::as_str));

@@ -6,8 +6,8 @@
 
 use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 
-use super::open::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
-use super::write::retry;
+use super::commit::retry;
+use super::fts::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
 use super::{FIXES_TABLE, LanceStore, SEARCHABLE_TABLES, TABLES, backend};
 use crate::store::StoreError;
 
@@ -366,7 +366,7 @@ impl LanceStore {
 pub(super) fn scalar_index_columns(name: &str) -> &'static [(&'static str, bool)] {
     match name {
         super::ARCHIVAL_TABLE => &[("actor_id", true), ("superseded_by", false)],
-        super::FIXES_TABLE | super::SESSION_ITEMS_TABLE => &[("actor_id", true)],
+        super::FIXES_TABLE | super::CONVERSATION_TABLE => &[("actor_id", true)],
         _ => &[],
     }
 }

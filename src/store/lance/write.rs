@@ -1,28 +1,21 @@
-//! Writes and what guards them: inserts that must not duplicate a row, under the table's [`TableLock`]
-//! (see the module docs of `store::lance`; `group` gathers them into commits); keyed merge-inserts
-//! ([`merge_keyed`]); upserts and updates keyed on `id`; deletions with what goes
-//! with them (a forgotten conversation item's distilled memories, a forgotten memory's texts in distill
-//! runs); retries on Lance's commit conflicts; and what follows a committed write: new rows folded into a
-//! small table's full-text index at once ([`FTS_FOLD_MAX_ROWS`]), and background upkeep every
+//! Writes, on the commits of `commit`: inserts that must not duplicate a row, under the table's
+//! [`TableLock`] (see the module docs of `store::lance`; `group` gathers them into commits); upserts and
+//! updates keyed on `id` ([`merge_keyed`]); deletions with what goes with them (a forgotten
+//! conversation item's distilled memories, a forgotten memory's texts in distill runs); and what follows
+//! a committed write: the full-text index of a small table kept empty ([`FTS_FLAT_MAX_ROWS`]) or new
+//! rows folded into a larger one's at once ([`FTS_FOLD_MAX_ROWS`]), and background upkeep every
 //! [`UPKEEP_EVERY_WRITES`] writes to a table.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use arrow_array::{RecordBatch, RecordBatchIterator};
+use arrow_array::RecordBatch;
 use serde_json::Value;
 
+use super::commit::{Merge, TableLock, merge_keyed, retry};
 use super::sql::{in_list, sql_literal};
 use super::upkeep::{self, UPKEEP_EVERY_WRITES, upkeep_tasks};
 use super::{
-    CORE_BLOCKS_TABLE, FORGOTTEN_TABLE, LanceStore, SEARCHABLE_TABLES, SESSION_ITEMS_TABLE, backend, collect, rows,
+    CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FORGOTTEN_TABLE, LanceStore, SEARCHABLE_TABLES, backend, collect, rows,
 };
 use crate::store::StoreError;
-
-/// Attempts for a write that meets a commit conflict or a concurrent table creation (backoff doubles
-/// from 20 ms to 640 ms: about 4.5 s in all, enough to outlast a concurrent compaction or re-embedding).
-pub(super) const WRITE_ATTEMPTS: usize = 12;
 
 /// Tables of up to this many rows fold new rows into their full-text indexes as soon as the rows the
 /// index does not cover exceed [`FTS_UNINDEXED_SHARE`] of those it does; larger ones leave it to upkeep.
@@ -160,7 +153,7 @@ impl LanceStore {
         let ids = rows::Rows::new(&batch, name).strs("id")?;
         // rows already stored are skipped by the merge-insert itself (no read before it); forgotten
         // conversation items live in another table
-        let present = if name == SESSION_ITEMS_TABLE {
+        let present = if name == CONVERSATION_TABLE {
             self.ids_present(FORGOTTEN_TABLE, &ids).await?
         } else {
             std::collections::HashSet::new()
@@ -257,90 +250,7 @@ fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch
     RecordBatch::try_new(batch.schema(), columns).map_err(backend)
 }
 
-/// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
-/// `<db>/<table>.lock` (other processes), both released when dropped. The flock is a no-op for
-/// object-store URIs. Held only around one insert-if-absent, read-modify-write or fix upsert; and, taken
-/// without waiting ([`Self::try_acquire`]), for a whole distillation run of one actor
-/// (`<db>/distill-<sha256(actor)[..16]>.lock`).
-///
-/// The in-process mutex comes first so that at most one task per table and process waits in `flock`:
-/// each waiter there occupies a thread of Tokio's blocking pool (512 threads), which Lance's own file
-/// I/O needs too. Without it, 512 concurrent inserts filled the pool and the holder of the lock could
-/// never finish its write (a deadlock seen with 600 concurrent archival inserts).
-pub(super) struct TableLock {
-    #[allow(dead_code, reason = "held for its descriptor: closing it releases the lock")]
-    file: Option<std::fs::File>,
-    #[allow(dead_code, reason = "held: dropping it lets the next task of this process in")]
-    local: tokio::sync::OwnedMutexGuard<()>,
-}
-
-/// The in-process half of [`TableLock`], one mutex per lock file.
-fn local_lock(key: String) -> Arc<tokio::sync::Mutex<()>> {
-    static LOCKS: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
-        std::sync::OnceLock::new();
-    let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    locks.entry(key).or_default().clone()
-}
-
-impl TableLock {
-    pub(super) async fn acquire(db: &str, table: &str) -> Result<Self, StoreError> {
-        let local = local_lock(format!("{db}\0{table}")).lock_owned().await;
-        if db.contains("://") {
-            return Ok(Self { file: None, local });
-        }
-        let path = std::path::Path::new(db).join(format!("{table}.lock"));
-        let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-            use std::os::fd::AsRawFd;
-            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
-            // SAFETY: flock on a descriptor we own; blocks this pool thread until the lock is ours.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(file)
-        })
-        .await
-        .map_err(backend)?
-        .map_err(|e| StoreError::Backend(format!("locking {table} for a write: {e}")))?;
-        Ok(Self { file: Some(file), local })
-    }
-
-    /// [`Self::acquire`] without waiting: `None` while another task or process holds the lock.
-    pub(super) fn try_acquire(db: &str, name: &str) -> Result<Option<Self>, StoreError> {
-        let Ok(local) = local_lock(format!("{db}\0{name}")).try_lock_owned() else { return Ok(None) };
-        if db.contains("://") {
-            return Ok(Some(Self { file: None, local }));
-        }
-        let path = std::path::Path::new(db).join(format!("{name}.lock"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| StoreError::Backend(format!("cannot open the lock {}: {e}", path.display())))?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                return Ok(None);
-            }
-            return Err(StoreError::Backend(format!("cannot lock {}: {e}", path.display())));
-        }
-        Ok(Some(Self { file: Some(file), local }))
-    }
-}
-
 impl LanceStore {
-    /// Serialises index maintenance of table `name` within this process: the fold a write runs
-    /// ([`Self::fold_into_fts_while_small`]) and upkeep ([`Self::optimize_table`],
-    /// [`Self::fold_new_rows_into_indexes`]). Two of them at once conflict at commit; the loser is
-    /// retried, and the index files its first attempt wrote are referenced by no version, so Lance's
-    /// cleanup keeps them for 7 days as possibly in progress (`lance::dataset::cleanup`,
-    /// `UNVERIFIED_THRESHOLD_DAYS`). Other processes on the same store are not serialised by it.
-    pub(super) async fn maintenance_lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        local_lock(format!("{}\0{name}\0maintenance", self.path)).lock_owned().await
-    }
-
     /// Deletes the memory `id` of `actor` from whichever table holds it (a core block id purges that
     /// one version from the block's history), and with it from that table's vector and full-text indexes (Lance marks the row deleted; every query skips it,
     /// and `optimize` removes it from the files). Returns the table, `None` when no such row exists.
@@ -348,11 +258,11 @@ impl LanceStore {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
         for name in SEARCHABLE_TABLES {
             let table = self.table(name);
-            if name == super::SESSION_ITEMS_TABLE {
+            if name == super::CONVERSATION_TABLE {
                 let rows_found = self.select(name, &filter, Some(1)).await?;
                 let Some(item) = rows_found
                     .iter()
-                    .map(super::sessions::from_batch)
+                    .map(super::conversation::from_batch)
                     .next()
                     .transpose()?
                     .and_then(|v| v.into_iter().next())
@@ -386,13 +296,13 @@ impl LanceStore {
         Ok(())
     }
 
-    /// After the session item `item` was forgotten: deletes every archival memory `distill` derived from
+    /// After the conversation item `item` was forgotten: deletes every archival memory `distill` derived from
     /// it, as `memory_forget` deletes a memory (its runs' changes scrubbed, memories it superseded current
     /// again), and replaces with `[forgotten]` the texts of every run change that quotes the item. A memory
     /// is derived from the item when its provenance (session and turn) is the item, or when a run added,
     /// rewrote or superseded a memory with it (a memory later restated from another item goes too: it
     /// was first written from this one).
-    async fn forget_distilled_from(&self, item: &crate::domain::SessionItem) -> Result<(), StoreError> {
+    async fn forget_distilled_from(&self, item: &crate::domain::ConversationItem) -> Result<(), StoreError> {
         use crate::store::DistillRunStore;
         let actor = item.actor_id.as_str();
         let cites = |change: &Value| change["session_id"] == item.session_id.as_str() && change["turn"] == item.turn;
@@ -518,96 +428,3 @@ impl crate::store::ForgetStore for LanceStore {
 
 /// What replaces a forgotten text in a distillation run's change list.
 const FORGOTTEN: &str = "[forgotten]";
-
-/// What a merge-insert keyed on `id` does with each row of its batch.
-#[derive(Clone, Copy)]
-pub(super) enum Merge<'a> {
-    /// Insert rows whose id is absent; leave the others.
-    InsertAbsent,
-    /// Replace rows whose id is present (those whose stored row meets the SQL condition over `target.`
-    /// and `source.` columns, if one is given); insert nothing.
-    Update(Option<&'a str>),
-    /// Replace rows whose id is present, insert the others.
-    Upsert,
-}
-
-/// Commits `batch` into `table` as one merge-insert keyed on `id`, retried on commit conflicts. Two
-/// commits with an id in common conflict (the id is the table's key), so a retry sees the other
-/// writer's row: an absent row another writer inserted first is skipped, and an update's condition is
-/// evaluated on the row it left. Returns Lance's counts of inserted and updated rows.
-pub(super) async fn merge_keyed(
-    table: &lancedb::Table,
-    batch: &RecordBatch,
-    how: Merge<'_>,
-) -> Result<lancedb::table::merge::MergeResult, StoreError> {
-    retry(|| {
-        let mut merge = table.merge_insert(&["id"]);
-        match how {
-            Merge::InsertAbsent => merge.when_not_matched_insert_all(),
-            Merge::Update(condition) => merge.when_matched_update_all(condition.map(str::to_string)),
-            Merge::Upsert => merge.when_matched_update_all(None).when_not_matched_insert_all(),
-        };
-        let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-        async move { merge.execute(Box::new(reader)).await }
-    })
-    .await
-    .map_err(backend)
-}
-
-/// Runs a write, retrying on Lance commit conflicts (another process committed first).
-pub(super) async fn retry<T, F, Fut>(mut op: F) -> lancedb::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = lancedb::Result<T>>,
-{
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) if attempt + 1 < WRITE_ATTEMPTS && is_conflict(&e) => {
-                attempt += 1;
-                tracing::debug!(attempt, "commit conflict, retrying: {e}");
-                tokio::time::sleep(Duration::from_millis(10 * (1 << attempt.min(6)))).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn is_conflict(e: &lancedb::Error) -> bool {
-    let text = e.to_string().to_lowercase();
-    text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::TableLock;
-
-    /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the
-    /// lock (as Lance's file I/O does): all of them must get through, none may starve the holder.
-    #[test]
-    fn lock_waiters_never_starve_the_holder_of_blocking_threads() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .max_blocking_threads(4)
-            .enable_all()
-            .build()
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().to_str().unwrap().to_string();
-        let done = runtime.block_on(async move {
-            let writers = (0..32).map(|_| {
-                let db = db.clone();
-                tokio::spawn(async move {
-                    let _lock = TableLock::acquire(&db, "archival").await.unwrap();
-                    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await.unwrap();
-                })
-            });
-            let all = futures::future::join_all(writers);
-            tokio::time::timeout(Duration::from_secs(30), all).await.map(|r| r.len())
-        });
-        assert_eq!(done, Ok(32), "the writers deadlocked");
-    }
-}

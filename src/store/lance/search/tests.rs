@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::domain::Passage;
 use crate::store::lance::test_rows::passage;
 use crate::store::{ArchivalStore, ForgetStore};
 
@@ -125,12 +126,12 @@ async fn a_current_only_search_never_returns_a_row_superseded_after_its_address_
     let old_b = addresses(&store, ARCHIVAL_TABLE).await[&b];
     let cache = store.row_cache(ARCHIVAL_TABLE);
 
-    let first = store.passage_nearest(&nearest_to(&rows[1].1, 10, false)).await.unwrap();
+    let first = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[1].1, 10, false)).await.unwrap();
     assert_eq!(first.ranked.iter().map(|s| s.row.id).collect::<Vec<_>>()[..1], [b], "b is nearest to itself");
     assert_eq!(first.ranked.len(), 3);
     assert!((first.ranked[0].cosine - 1.0).abs() < 1e-6, "the cosine of b's stored vector");
     let reads = cache.reads();
-    let again = store.passage_nearest(&nearest_to(&rows[1].1, 10, false)).await.unwrap();
+    let again = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[1].1, 10, false)).await.unwrap();
     assert_eq!(ranked(&again), ranked(&first), "the same ranking from the cache");
     assert_eq!(cache.reads(), reads, "and no read of the table for it");
 
@@ -138,10 +139,10 @@ async fn a_current_only_search_never_returns_a_row_superseded_after_its_address_
     superseded.superseded_by = Some(a);
     store.apply_passages(&[], &[(superseded, None)]).await.unwrap();
     assert!(cache.get(&[old_b], true)[0].as_ref().is_some_and(|r| !r.superseded), "cached as current");
-    let current = store.passage_nearest(&nearest_to(&rows[1].1, 10, false)).await.unwrap();
+    let current = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[1].1, 10, false)).await.unwrap();
     assert!(!current.ranked.iter().any(|s| s.row.id == b), "superseded b is left out: {:?}", ranked(&current));
     assert_eq!(current.ranked.len(), 2);
-    let all = store.passage_nearest(&nearest_to(&rows[1].1, 10, true)).await.unwrap();
+    let all = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[1].1, 10, true)).await.unwrap();
     assert_eq!(all.ranked[0].row.id, b, "asked for, b is found at its new address");
     assert_ne!(all.ranked[0].row.row_id, old_b);
 }
@@ -155,7 +156,7 @@ async fn a_small_table_is_read_into_the_row_cache_after_its_first_search() {
     let rows: Vec<_> = (0..300).map(|i| passage("ann", &"x".repeat(1 + i))).collect();
     store.insert_passages(&rows).await.unwrap();
     let cache = store.row_cache(ARCHIVAL_TABLE);
-    let first = store.passage_nearest(&nearest_to(&rows[7].1, 10, false)).await.unwrap();
+    let first = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[7].1, 10, false)).await.unwrap();
     assert_eq!(first.ranked[0].row.id, rows[7].0.id);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while cache.len() < rows.len() {
@@ -163,7 +164,7 @@ async fn a_small_table_is_read_into_the_row_cache_after_its_first_search() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let reads = cache.reads();
-    let other = store.passage_nearest(&nearest_to(&rows[250].1, 50, false)).await.unwrap();
+    let other = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[250].1, 50, false)).await.unwrap();
     assert_eq!(other.ranked.len(), 50);
     assert_eq!(other.ranked[0].row.id, rows[250].0.id);
     assert_eq!(cache.reads(), reads, "50 candidates, none read from the table");
@@ -185,7 +186,7 @@ async fn a_directory_replaced_under_an_open_store_is_not_answered_from_its_old_r
     for chunk in old.chunks(5) {
         store.insert_passages(chunk).await.unwrap();
     }
-    let before = store.passage_nearest(&nearest_to(&old[3].1, 5, false)).await.unwrap();
+    let before = Searchable::<Passage>::nearest(&store, &nearest_to(&old[3].1, 5, false)).await.unwrap();
     assert_eq!(before.ranked[0].row.id, old[3].0.id);
     let at = before.ranked[0].row.row_id;
     assert_eq!(store.row_cache(ARCHIVAL_TABLE).get(&[at], true)[0].as_ref().map(|r| r.id), Some(old[3].0.id));
@@ -195,7 +196,7 @@ async fn a_directory_replaced_under_an_open_store_is_not_answered_from_its_old_r
     // Lance's metadata cache remembers each manifest's size by path, and the new table's manifests
     // differ in size from the old ones of the same numbers (a merge-insert's transaction records its
     // keys): the read may fail on the stale size. It must not answer from the old rows.
-    let after = match store.passage_nearest(&nearest_to(&new[3].1, 5, false)).await {
+    let after = match Searchable::<Passage>::nearest(&store, &nearest_to(&new[3].1, 5, false)).await {
         Ok(after) => after,
         Err(e) => {
             assert!(e.to_string().contains("unexpected EOF"), "{e}");

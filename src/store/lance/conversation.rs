@@ -1,4 +1,6 @@
-//! The `session_items` table: every stored conversation item (recall storage).
+//! The conversation table: every stored conversation item (MemGPT recall storage). On disk it is named
+//! `session_items` (each item belongs to one session of an agent), as stores written by earlier
+//! versions name it.
 
 use std::collections::HashSet;
 
@@ -10,11 +12,11 @@ use uuid::Uuid;
 use super::rows::{self, Rows};
 use super::sql::{filter_sql, search_filter, sql_literal};
 use super::{LanceStore, backend};
-use crate::domain::{Role, SessionItem};
-use crate::store::{KeywordRankings, RowRef, SessionStore, StoreError, TextQuery, VectorRanking};
+use crate::domain::{ConversationItem, Role};
+use crate::store::{ConversationStore, SearchFilter, StoreError};
 
-/// Name of the conversation item table.
-pub const SESSION_ITEMS_TABLE: &str = "session_items";
+/// Name of the conversation table on disk.
+pub const CONVERSATION_TABLE: &str = "session_items";
 
 /// Arrow schema of `session_items`.
 pub(super) fn schema() -> SchemaRef {
@@ -32,7 +34,7 @@ pub(super) fn schema() -> SchemaRef {
     ])
 }
 
-pub(super) fn to_batch(rows_in: &[(SessionItem, Vec<f32>)]) -> Result<RecordBatch, StoreError> {
+pub(super) fn to_batch(rows_in: &[(ConversationItem, Vec<f32>)]) -> Result<RecordBatch, StoreError> {
     let it = || rows_in.iter().map(|(r, _)| r);
     let ids: Vec<String> = it().map(|r| r.id.to_string()).collect();
     RecordBatch::try_new(
@@ -58,8 +60,8 @@ pub(super) fn to_batch(rows_in: &[(SessionItem, Vec<f32>)]) -> Result<RecordBatc
 }
 
 /// Decodes every row of `batch` with its stored vector.
-pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError> {
-    let r = Rows::new(batch, SESSION_ITEMS_TABLE);
+pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(ConversationItem, Vec<f32>)>, StoreError> {
+    let r = Rows::new(batch, CONVERSATION_TABLE);
     let (ids, actors, projects, sessions, turns) =
         (r.uuids("id")?, r.strs("actor_id")?, r.strs("project")?, r.strs("session_id")?, r.opt_ints("turn")?);
     let (roles, sources, keys, texts) = (r.strs("role")?, r.strs("source")?, r.strs("source_key")?, r.strs("text")?);
@@ -73,12 +75,12 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(SessionItem, Vec<f3
     let mut out = Vec::with_capacity(r.len());
     for i in 0..r.len() {
         let role = Role::parse(&roles[i]).ok_or_else(|| StoreError::Corrupt {
-            table: SESSION_ITEMS_TABLE,
+            table: CONVERSATION_TABLE,
             column: "role",
             message: format!("unknown role `{}`", roles[i]),
         })?;
         out.push((
-            SessionItem {
+            ConversationItem {
                 id: ids[i],
                 actor_id: actors[i].clone(),
                 project: projects[i].clone(),
@@ -99,13 +101,23 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(SessionItem, Vec<f3
     Ok(out)
 }
 
+/// Arrow schema of the `forgotten` table: the ids of forgotten conversation items, which an import
+/// must not store again.
+pub(super) fn forgotten_schema() -> SchemaRef {
+    std::sync::Arc::new(arrow_schema::Schema::new(vec![
+        rows::key_field("id"),
+        Field::new("actor_id", DataType::Utf8, false),
+        Field::new("forgotten_at", rows::timestamp_type(), false),
+    ]))
+}
+
 impl LanceStore {
     /// After `item` was deleted: records its id as forgotten (a re-import skips it) and removes its line
     /// from the search text of the items after it in its session, so its words no longer match there.
-    pub(super) async fn forget_item(&self, item: &SessionItem) -> Result<(), StoreError> {
+    pub(super) async fn forget_item(&self, item: &ConversationItem) -> Result<(), StoreError> {
         let now = chrono::Utc::now();
         let tombstone = RecordBatch::try_new(
-            super::open::forgotten_schema(),
+            forgotten_schema(),
             vec![
                 rows::strings([item.id.to_string().as_str()]),
                 rows::strings([item.actor_id.as_str()]),
@@ -113,7 +125,7 @@ impl LanceStore {
             ],
         )
         .map_err(backend)?;
-        super::write::merge_keyed(self.table(super::FORGOTTEN_TABLE), &tombstone, super::write::Merge::InsertAbsent)
+        super::commit::merge_keyed(self.table(super::FORGOTTEN_TABLE), &tombstone, super::commit::Merge::InsertAbsent)
             .await?;
         let line = format!("{}\n", crate::domain::context_line(&item.embedded_text));
         let filter = format!(
@@ -124,7 +136,7 @@ impl LanceStore {
             item.turn + crate::domain::CONTEXT_ITEMS as i64
         );
         let mut changed = Vec::new();
-        for batch in self.select(SESSION_ITEMS_TABLE, &filter, None).await? {
+        for batch in self.select(CONVERSATION_TABLE, &filter, None).await? {
             for (mut row, vector) in from_batch(&batch)? {
                 if row.search_text.contains(&line) {
                     row.search_text = row.search_text.replacen(&line, "", 1);
@@ -133,34 +145,34 @@ impl LanceStore {
             }
         }
         if !changed.is_empty() {
-            self.upsert_batch(SESSION_ITEMS_TABLE, to_batch(&changed)?).await?;
+            self.upsert_batch(CONVERSATION_TABLE, to_batch(&changed)?).await?;
         }
         Ok(())
     }
 }
 
-impl super::search::SearchedRow for SessionItem {
-    const TABLE: &'static str = SESSION_ITEMS_TABLE;
-    fn id(&self) -> Uuid {
-        self.id
-    }
+impl super::search::TableRow for ConversationItem {
+    const TABLE: &'static str = CONVERSATION_TABLE;
     fn actor_id(&self) -> &str {
         &self.actor_id
     }
     fn decode(batch: &RecordBatch) -> Result<Vec<(Self, Vec<f32>)>, StoreError> {
         from_batch(batch)
     }
+    fn filter(filter: &SearchFilter) -> super::sql::Filter {
+        search_filter(filter, false, true)
+    }
 }
 
 #[async_trait]
-impl SessionStore for LanceStore {
-    async fn insert_items(&self, rows_in: &[(SessionItem, Vec<f32>)]) -> Result<usize, StoreError> {
-        Ok(self.insert_new(SESSION_ITEMS_TABLE, to_batch(rows_in)?).await?.len())
+impl ConversationStore for LanceStore {
+    async fn insert_items(&self, rows_in: &[(ConversationItem, Vec<f32>)]) -> Result<usize, StoreError> {
+        Ok(self.insert_new(CONVERSATION_TABLE, to_batch(rows_in)?).await?.len())
     }
 
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(SESSION_ITEMS_TABLE, &ids).await
+        self.ids_present(CONVERSATION_TABLE, &ids).await
     }
 
     async fn forgotten_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
@@ -170,7 +182,7 @@ impl SessionStore for LanceStore {
 
     async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError> {
         let filter = format!("session_id = {}", sql_literal(session_id));
-        let batches = self.select(SESSION_ITEMS_TABLE, &filter, Some(1)).await?;
+        let batches = self.select(CONVERSATION_TABLE, &filter, Some(1)).await?;
         Ok(batches
             .iter()
             .map(from_batch)
@@ -185,15 +197,15 @@ impl SessionStore for LanceStore {
         actor_id: &str,
         roles: &[Role],
         since: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Result<Vec<SessionItem>, StoreError> {
+    ) -> Result<Vec<ConversationItem>, StoreError> {
         let filter = crate::store::SearchFilter {
             actor_id: actor_id.to_string(),
             roles: roles.to_vec(),
             start: since,
             ..Default::default()
         };
-        let batches = self.select(SESSION_ITEMS_TABLE, &filter_sql(&filter, false, true), None).await?;
-        let mut items: Vec<SessionItem> = batches
+        let batches = self.select(CONVERSATION_TABLE, &filter_sql(&filter, false, true), None).await?;
+        let mut items: Vec<ConversationItem> = batches
             .iter()
             .map(from_batch)
             .collect::<Result<Vec<_>, _>>()?
@@ -209,28 +221,14 @@ impl SessionStore for LanceStore {
         use futures::TryStreamExt;
         use lancedb::query::{ExecutableQuery, QueryBase, Select};
         let filter = format!("actor_id = {} AND session_id = {}", sql_literal(actor_id), sql_literal(session_id));
-        let query = self.table(SESSION_ITEMS_TABLE).query().only_if(filter).select(Select::columns(&["turn"]));
+        let query = self.table(CONVERSATION_TABLE).query().only_if(filter).select(Select::columns(&["turn"]));
         let batches: Vec<RecordBatch> = query.execute().await.map_err(backend)?.try_collect().await.map_err(backend)?;
         let mut last = None;
         for batch in &batches {
-            for t in Rows::new(batch, SESSION_ITEMS_TABLE).opt_ints("turn")?.into_iter().flatten() {
+            for t in Rows::new(batch, CONVERSATION_TABLE).opt_ints("turn")?.into_iter().flatten() {
                 last = Some(last.map_or(t, |l: i64| l.max(t)));
             }
         }
         Ok(last)
-    }
-
-    async fn item_keyword(&self, query: &TextQuery) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(SESSION_ITEMS_TABLE, &search_filter(&query.filter, false, true), &query.text, query.limit)
-            .await
-    }
-
-    async fn item_nearest(&self, query: &TextQuery) -> Result<VectorRanking, StoreError> {
-        self.vector_ranking(SESSION_ITEMS_TABLE, &search_filter(&query.filter, false, true), &query.vector, query.limit)
-            .await
-    }
-
-    async fn item_rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(SessionItem, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(actor_id, refs).await
     }
 }
