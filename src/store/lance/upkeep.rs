@@ -119,6 +119,28 @@ impl LanceStore {
         Ok(())
     }
 
+    /// Rebuilds the full-text index `index` of `name` empty, as [`Self::ensure_fts`] builds it for a
+    /// table of at most [`super::FTS_FLAT_MAX_ROWS`] rows: its rows are then all scanned and scored alike.
+    /// For an index that covers rows of such a table (a store written by an earlier version, or one
+    /// that shrank). An index name of no column of `name` is left alone.
+    pub(super) async fn empty_fts_index(&self, name: &'static str, index: &str) -> Result<(), StoreError> {
+        let Some(&column) = fts_columns(name).iter().find(|&&column| fts_index_name(name, column) == index) else {
+            return Ok(());
+        };
+        let table = self.table(name);
+        retry(|| {
+            table
+                .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
+                .name(index.to_string())
+                .train(false)
+                .execute()
+        })
+        .await
+        .map_err(backend)?;
+        tracing::info!(table = name, index, "full-text index of a small table emptied: its rows are scanned");
+        Ok(())
+    }
+
     /// Builds every full-text index a table with rows lacks (a store written by an older version, or
     /// before an index was added).
     pub async fn ensure_indexes(&self) -> Result<(), StoreError> {
@@ -421,6 +443,25 @@ mod tests {
         let more: Vec<_> = (30..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         store.insert_passages(&more).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (260, 0), "past the flat size");
+    }
+
+    /// A small table whose full-text index covers its rows (as an earlier version left it, folding at
+    /// every write) gets the index rebuilt empty at its next write, and keeps it empty after.
+    #[tokio::test]
+    async fn a_small_table_s_index_that_covers_rows_is_emptied_at_the_next_write() {
+        use lancedb::table::{OptimizeAction, OptimizeOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        for i in 0..20 {
+            store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
+        }
+        // what an earlier version's per-write fold left: every row in the index
+        store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (20, 0), "the rows folded in, as an earlier version did");
+        store.insert_passages(&[passage("ann", "note 20 of the billing service")]).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (0, 21), "emptied at the next write");
+        store.insert_passages(&[passage("ann", "note 21 of the billing service")]).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (0, 22), "and left empty");
     }
 
     /// (indexed, unindexed) rows of the archival table's full-text index.

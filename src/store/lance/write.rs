@@ -32,8 +32,8 @@ pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
 /// others (with a partly filled index, a new "Use pnpm not npm" ranked below an indexed "pnpm not npm
 /// use" for its own words), and no write or upkeep pays for folding rows into an index (about 20 ms per
 /// insert when every write folded, BENCHMARKS.md "Full-text fold"). The scan costs little at this size.
-/// A table whose index already covers rows (a store that shrank, or one written by an older version)
-/// folds every new row at once instead.
+/// An index that covers rows of such a table (a store that shrank, or one written by an earlier
+/// version) is rebuilt empty at the table's next write.
 pub const FTS_FLAT_MAX_ROWS: usize = 250;
 
 /// The share of unindexed rows (against indexed ones) above which a table of more than
@@ -44,13 +44,12 @@ pub const FTS_FLAT_MAX_ROWS: usize = 250;
 pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
 
 /// Whether a write to a table of `rows` rows folds the rows its full-text index does not cover
-/// (`unindexed`) into it, the index covering `indexed`: see [`FTS_FLAT_MAX_ROWS`] and
-/// [`FTS_UNINDEXED_SHARE`]. Larger tables than [`FTS_FOLD_MAX_ROWS`] leave the fold to upkeep.
+/// (`unindexed`) into it, the index covering `indexed`: see [`FTS_FLAT_MAX_ROWS`] (never while the
+/// table is that small) and [`FTS_UNINDEXED_SHARE`]. Larger tables than [`FTS_FOLD_MAX_ROWS`] leave the
+/// fold to upkeep.
 pub(super) fn fts_fold_due(rows: usize, indexed: usize, unindexed: usize) -> bool {
-    if unindexed == 0 || rows > FTS_FOLD_MAX_ROWS {
+    if unindexed == 0 || rows <= FTS_FLAT_MAX_ROWS || rows > FTS_FOLD_MAX_ROWS {
         false
-    } else if rows <= FTS_FLAT_MAX_ROWS {
-        indexed > 0
     } else {
         unindexed as f64 > FTS_UNINDEXED_SHARE * indexed as f64
     }
@@ -58,8 +57,9 @@ pub(super) fn fts_fold_due(rows: usize, indexed: usize, unindexed: usize) -> boo
 
 impl LanceStore {
     /// Folds the rows not yet indexed into the full-text indexes of `name` when [`fts_fold_due`] says
-    /// so. Once a table is seen larger than [`FTS_FOLD_MAX_ROWS`], this handle stops checking it (no
-    /// row count per write).
+    /// so; in a table of at most [`FTS_FLAT_MAX_ROWS`] rows, rebuilds empty an index that covers rows.
+    /// Once a table is seen larger than [`FTS_FOLD_MAX_ROWS`], this handle stops checking it (no row
+    /// count per write).
     async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
         if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
@@ -71,9 +71,17 @@ impl LanceStore {
             self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
             return Ok(());
         }
-        let stale: Vec<String> = self
-            .fts_index_coverage(name)
-            .await?
+        let coverage = self.fts_index_coverage(name).await?;
+        if rows <= FTS_FLAT_MAX_ROWS {
+            for (index, indexed, _) in coverage {
+                if indexed > 0 {
+                    let _maintenance = self.maintenance_lock(name).await;
+                    self.empty_fts_index(name, &index).await?;
+                }
+            }
+            return Ok(());
+        }
+        let stale: Vec<String> = coverage
             .into_iter()
             .filter(|&(_, indexed, unindexed)| fts_fold_due(rows, indexed, unindexed))
             .map(|(index, _, _)| index)
