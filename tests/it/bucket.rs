@@ -43,7 +43,8 @@ fn is_refused(e: &object_store::Error) -> bool {
 }
 
 /// The test server refuses the second of two conditional PUTs of one key, also when 16 arrive at
-/// once (s3s-fs alone checks before it writes, not atomically); in its ignoring mode it accepts both.
+/// once (s3s-fs alone checks before it writes, not atomically), and a PUT `If-Match` an ETag the
+/// object no longer has; in its ignoring mode it accepts both creates.
 #[tokio::test]
 async fn the_test_s3_server_refuses_the_second_of_two_conditional_puts_of_one_key() {
     let s3 = S3Server::start();
@@ -66,6 +67,17 @@ async fn the_test_s3_server_refuses_the_second_of_two_conditional_puts_of_one_ke
     assert!(results.iter().filter_map(|r| r.as_ref().err()).all(is_refused), "{results:?}");
     let stored = client.get(&race).await.unwrap().bytes().await.unwrap();
     assert_eq!(stored.as_ref(), format!("writer {}", winners[0]).as_bytes());
+
+    // If-Match (what a distill run's lease is taken over with): a write conditional on the version
+    // read is accepted, and refused once the object has changed since
+    let read = client.get(&key).await.unwrap().meta;
+    let at = object_store::UpdateVersion { e_tag: read.e_tag, version: read.version };
+    let update =
+        |at: &object_store::UpdateVersion| PutOptions { mode: PutMode::Update(at.clone()), ..PutOptions::default() };
+    client.put_opts(&key, PutPayload::from_static(b"third"), update(&at)).await.unwrap();
+    let stale = client.put_opts(&key, PutPayload::from_static(b"fourth"), update(&at)).await.unwrap_err();
+    assert!(is_refused(&stale), "{stale}");
+    assert_eq!(client.get(&key).await.unwrap().bytes().await.unwrap().as_ref(), b"third");
 
     let ignoring = S3Server::start_ignoring_conditional_writes();
     let client = ignoring.client();

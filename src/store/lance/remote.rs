@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use lancedb::Table;
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use crate::store::StoreError;
 
@@ -56,7 +56,7 @@ pub(super) async fn probe_conditional_writes(uri: &str) -> Result<(), StoreError
         tracing::warn!(probe = %probe, "could not delete the conditional-write probe: {e}");
     }
     match second {
-        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(()),
+        Err(e) if is_refused(&e) => Ok(()),
         Ok(_) => Err(StoreError::UnsafeObjectStore { path: uri.to_string() }),
         Err(e) => Err(open_err(format!(
             "the object store answered a conditional write (If-None-Match: *) with an error, so Lance cannot \
@@ -92,70 +92,195 @@ pub(super) async fn check_keyed(uri: &str, name: &str, table: &Table) -> Result<
 pub const RUN_LEASE: Duration = Duration::from_secs(10 * 60);
 
 /// The lease of one actor's distill runs on object storage: the object
-/// `<prefix>/_astra-mcp/locks/<name>.json`, created with `If-None-Match: *` so that of two machines
-/// starting a run at once one gets it. It records when it expires; a lease found expired (its holder
-/// died) is deleted and taken. Renewed while held; deleted by [`crate::store::RunLock::release`].
-///
-/// Takeover of an expired lease is a delete then a conditional create, so two machines finding the
-/// same expired lease cannot both take it; a holder that stalled past the expiry (not renewed in
-/// [`RUN_LEASE`]) can find its lease taken, and says so in its log.
+/// `<prefix>/_astra-mcp/locks/<name>.json`, taken by [`take_lease`] so that of two machines starting a
+/// run at once one gets it. Renewed while held, each renewal conditional on the version this holder
+/// wrote last, so a holder whose lease was taken over (it stalled past [`RUN_LEASE`]) stops renewing,
+/// says so in its log, and leaves the new holder's lease in place; deleted by
+/// [`crate::store::RunLock::release`].
 pub(super) async fn try_lease(uri: &str, name: &str) -> Result<Option<crate::store::RunLock>, StoreError> {
     let backend = |e: object_store::Error| StoreError::Backend(format!("distill run lease {name}: {e}"));
     let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri).await.map_err(super::backend)?;
     let store = store.inner.clone();
     let key = base.join("_astra-mcp").join("locks").join(format!("{name}.json"));
     let holder = uuid::Uuid::new_v4().to_string();
-    let body = |holder: &str| {
-        let expires = chrono::Utc::now() + RUN_LEASE;
-        PutPayload::from(serde_json::json!({"holder": holder, "expires_at": expires.to_rfc3339()}).to_string())
-    };
-    let create = || PutOptions { mode: PutMode::Create, ..PutOptions::default() };
-    let mut taken = store.put_opts(&key, body(&holder), create()).await;
-    if matches!(taken, Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. })) {
-        let expired = match store.get(&key).await {
-            Ok(found) => {
-                let bytes = found.bytes().await.map_err(backend)?;
-                let lease: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-                lease["expires_at"]
-                    .as_str()
-                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                    .is_none_or(|t| t < chrono::Utc::now())
-            }
-            // released between our two requests
-            Err(object_store::Error::NotFound { .. }) => true,
-            Err(e) => return Err(backend(e)),
-        };
-        if !expired {
-            return Ok(None);
-        }
-        tracing::warn!(lease = %key, "taking over an expired distill run lease (its holder stopped renewing it)");
-        match store.delete(&key).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(backend(e)),
-        }
-        taken = store.put_opts(&key, body(&holder), create()).await;
-    }
-    match taken {
-        Ok(_) => {}
-        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => return Ok(None),
-        Err(e) => return Err(backend(e)),
-    }
+    let Some(version) = take_lease(store.as_ref(), &key, &holder).await.map_err(backend)? else { return Ok(None) };
+    // the version this holder wrote last; `None` once another holder took the lease over
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Some(version)));
     let renewal = {
-        let (store, key, holder) = (store.clone(), key.clone(), holder.clone());
+        let (store, key, holder, held) = (store.clone(), key.clone(), holder.clone(), held.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(RUN_LEASE / 3).await;
-                if let Err(e) = store.put(&key, body(&holder)).await {
-                    tracing::warn!(lease = %key, "could not renew the distill run lease: {e}");
+                let Some(version) = held.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
+                let renew = PutOptions { mode: PutMode::Update(version), ..PutOptions::default() };
+                match store.put_opts(&key, lease_body(&holder), renew).await {
+                    Ok(put) => *held.lock().unwrap_or_else(|p| p.into_inner()) = Some(put.into()),
+                    Err(e) if is_refused(&e) => {
+                        tracing::warn!(
+                            lease = %key,
+                            "the distill run lease was taken over by another machine (this run did not renew it \
+                             within {} s): runs of this actor are no longer excluded",
+                            RUN_LEASE.as_secs()
+                        );
+                        *held.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                        return;
+                    }
+                    Err(e) => tracing::warn!(lease = %key, "could not renew the distill run lease: {e}"),
                 }
             }
         })
     };
     let release = async move {
         renewal.abort();
+        if held.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            return; // another holder's lease now
+        }
         if let Err(e) = store.delete(&key).await {
             tracing::warn!(lease = %key, "could not release the distill run lease (it expires by itself): {e}");
         }
     };
     Ok(Some(crate::store::RunLock::with_release(Box::pin(release))))
+}
+
+/// Takes the lease object `key` for `holder`: creates it (`If-None-Match: *`), or, when the one there
+/// has expired (its holder died), replaces it on condition that it is still the version read
+/// ([`replace_lease`]). Of several machines that find the same expired lease, one replaces it and the
+/// others are refused. Returns the version written; `None` when another holder has the lease.
+///
+/// # Errors
+/// The object store's, but for the refusals of a conditional write.
+async fn take_lease(
+    store: &dyn ObjectStore,
+    key: &object_store::path::Path,
+    holder: &str,
+) -> object_store::Result<Option<UpdateVersion>> {
+    let create = || async {
+        match store
+            .put_opts(key, lease_body(holder), PutOptions { mode: PutMode::Create, ..PutOptions::default() })
+            .await
+        {
+            Ok(put) => Ok(Some(put.into())),
+            Err(e) if is_refused(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    if let Some(version) = create().await? {
+        return Ok(Some(version));
+    }
+    match read_lease(store, key).await? {
+        Lease::Live => Ok(None),
+        // released between the two requests
+        Lease::Gone => create().await,
+        Lease::Expired(version) => replace_lease(store, key, holder, version).await,
+    }
+}
+
+/// A lease object as read.
+enum Lease {
+    /// None there.
+    Gone,
+    /// Held until a time to come.
+    Live,
+    /// Past its expiry (or unreadable), at this version.
+    Expired(UpdateVersion),
+}
+
+async fn read_lease(store: &dyn ObjectStore, key: &object_store::path::Path) -> object_store::Result<Lease> {
+    let found = match store.get(key).await {
+        Ok(found) => found,
+        Err(object_store::Error::NotFound { .. }) => return Ok(Lease::Gone),
+        Err(e) => return Err(e),
+    };
+    let version = UpdateVersion { e_tag: found.meta.e_tag.clone(), version: found.meta.version.clone() };
+    let lease: serde_json::Value = serde_json::from_slice(&found.bytes().await?).unwrap_or_default();
+    let expired = lease["expires_at"]
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_none_or(|t| t < chrono::Utc::now());
+    Ok(if expired { Lease::Expired(version) } else { Lease::Live })
+}
+
+/// Replaces the expired lease `key` read at `version` with one of `holder`, on condition that it is
+/// still that version (`If-Match` its ETag): `None` when another machine replaced or renewed it first.
+async fn replace_lease(
+    store: &dyn ObjectStore,
+    key: &object_store::path::Path,
+    holder: &str,
+    version: UpdateVersion,
+) -> object_store::Result<Option<UpdateVersion>> {
+    let replace = PutOptions { mode: PutMode::Update(version), ..PutOptions::default() };
+    match store.put_opts(key, lease_body(holder), replace).await {
+        Ok(put) => {
+            tracing::warn!(lease = %key, "took over an expired distill run lease (its holder stopped renewing it)");
+            Ok(Some(put.into()))
+        }
+        Err(e) if is_refused(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The body of a lease held by `holder`: who, and until when (now + [`RUN_LEASE`]).
+fn lease_body(holder: &str) -> PutPayload {
+    let expires = chrono::Utc::now() + RUN_LEASE;
+    PutPayload::from(serde_json::json!({"holder": holder, "expires_at": expires.to_rfc3339()}).to_string())
+}
+
+/// A conditional write refused: the object exists (`If-None-Match: *`) or is not the version named
+/// (`If-Match`).
+fn is_refused(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The lease's conditional writes on object_store's in-memory store, which checks `If-None-Match`
+    //! and `If-Match` as S3 does (tests/it/bucket.rs runs distill on the S3 test server).
+
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    fn key() -> object_store::path::Path {
+        object_store::path::Path::from("db/_astra-mcp/locks/distill-0123456789abcdef.json")
+    }
+
+    /// Writes a lease of `holder` that expires at `expires_at` (in the past: its holder died).
+    async fn plant(store: &InMemory, holder: &str, expires_at: chrono::DateTime<chrono::Utc>) {
+        let body = serde_json::json!({"holder": holder, "expires_at": expires_at.to_rfc3339()}).to_string();
+        store.put(&key(), PutPayload::from(body)).await.unwrap();
+    }
+
+    async fn holder(store: &InMemory) -> String {
+        let bytes = store.get(&key()).await.unwrap().bytes().await.unwrap();
+        serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()["holder"].as_str().unwrap().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_held_lease_is_refused_and_an_expired_one_is_taken() {
+        let store = InMemory::new();
+        assert!(take_lease(&store, &key(), "a").await.unwrap().is_some(), "no lease yet: created");
+        assert!(take_lease(&store, &key(), "b").await.unwrap().is_none(), "a holds it");
+        assert_eq!(holder(&store).await, "a");
+        plant(&store, "dead", chrono::Utc::now() - chrono::Duration::seconds(1)).await;
+        assert!(take_lease(&store, &key(), "c").await.unwrap().is_some(), "expired: taken over");
+        assert_eq!(holder(&store).await, "c");
+        assert!(take_lease(&store, &key(), "d").await.unwrap().is_none(), "c holds it until it expires");
+    }
+
+    /// Two machines read the same expired lease, then both replace it: the second replacement is
+    /// refused, since the lease is no longer the version it read (a delete then a create would let
+    /// the second delete the first one's new lease and take it too).
+    #[tokio::test]
+    async fn of_two_machines_that_found_the_same_expired_lease_one_takes_it() {
+        let store = InMemory::new();
+        plant(&store, "dead", chrono::Utc::now() - chrono::Duration::seconds(1)).await;
+        let (Lease::Expired(first), Lease::Expired(second)) =
+            (read_lease(&store, &key()).await.unwrap(), read_lease(&store, &key()).await.unwrap())
+        else {
+            panic!("both read the lease as expired");
+        };
+        assert!(replace_lease(&store, &key(), "a", first).await.unwrap().is_some(), "the first takes it");
+        assert!(replace_lease(&store, &key(), "b", second).await.unwrap().is_none(), "the second is refused");
+        assert_eq!(holder(&store).await, "a");
+    }
 }
