@@ -1,8 +1,9 @@
 //! Upkeep (docs/storage.md): the indexes built and kept current — full-text once a table has rows, vector
 //! and scalar ones once it has [`ANN_MIN_ROWS`] — new rows folded into them, vector index segments
 //! merged, small fragments compacted and old versions pruned. `memory optimize` runs it on every table;
-//! a store handle runs it in the background on a table every [`UPKEEP_EVERY_WRITES`] writes to it, and
-//! an exiting process waits for that ([`wait_for_upkeep`]).
+//! a store handle runs it in the background on a table every [`UPKEEP_EVERY_WRITES`] writes to it (and
+//! at its first write to a table of more than [`UPKEEP_FRAGMENTS`] fragments), and an exiting process
+//! waits for that ([`wait_for_upkeep`]).
 
 use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 
@@ -14,6 +15,13 @@ use crate::store::StoreError;
 /// Background upkeep (compaction, index refresh, pruning; docs/storage.md) runs on a table after this many
 /// writes to it through one store handle.
 pub const UPKEEP_EVERY_WRITES: usize = 100;
+
+/// A store handle's first write to a table runs upkeep at once when the table has more fragments than
+/// this. Each commit adds a fragment, and processes that write fewer than [`UPKEEP_EVERY_WRITES`] times
+/// (short sessions, hooks, operator commands) never reach that count: without this, their fragments
+/// pile up, and every search and every read after an object store outage visits one more file per
+/// fragment (about 200 sessions' worth on a bucket held calls for minutes once it came back).
+pub const UPKEEP_FRAGMENTS: usize = 32;
 
 /// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
 /// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 6–11 ms at 10k rows of 384
@@ -42,6 +50,14 @@ pub(super) fn upkeep_tasks() -> &'static std::sync::Mutex<tokio::task::JoinSet<(
 pub async fn wait_for_upkeep() {
     let mut tasks = std::mem::take(&mut *upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner()));
     while tasks.join_next().await.is_some() {}
+}
+
+impl LanceStore {
+    /// Fragments of the latest version of `name`, from its manifest (no data is read).
+    pub(super) async fn fragments(&self, name: &'static str) -> Result<usize, StoreError> {
+        let Some(dataset) = self.table(name).dataset() else { return Ok(0) };
+        Ok(dataset.get().await.map_err(backend)?.manifest().fragments.len())
+    }
 }
 
 /// The full-text index settings of table `name`.
@@ -395,6 +411,7 @@ pub(super) fn scalar_index_columns(name: &str) -> &'static [(&'static str, bool)
 
 #[cfg(test)]
 mod tests {
+    use super::wait_for_upkeep;
     use crate::store::ArchivalStore;
     use crate::store::lance::test_rows::passage;
     use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
@@ -462,6 +479,26 @@ mod tests {
         assert_eq!(fts_coverage(&store).await, (0, 21), "emptied at the next write");
         store.insert_passages(&[passage("ann", "note 21 of the billing service")]).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 22), "and left empty");
+    }
+
+    /// A process that writes a few times (a hook, a short session) never reaches
+    /// UPKEEP_EVERY_WRITES; its first write to a table of many fragments runs upkeep instead.
+    #[tokio::test]
+    async fn a_first_write_to_a_table_of_many_fragments_compacts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap();
+        let earlier = LanceStore::open(path).await.unwrap();
+        for i in 0..40 {
+            earlier.insert_passages(&[passage("ann", &format!("note {i} of an earlier session"))]).await.unwrap();
+        }
+        wait_for_upkeep().await;
+        assert_eq!(earlier.fragments(ARCHIVAL_TABLE).await.unwrap(), 40, "one fragment per insert, no upkeep yet");
+        drop(earlier);
+        let next = LanceStore::open(path).await.unwrap();
+        next.insert_passages(&[passage("ann", "the first note of the next session")]).await.unwrap();
+        wait_for_upkeep().await;
+        assert_eq!(next.fragments(ARCHIVAL_TABLE).await.unwrap(), 1, "compacted at the first write");
+        assert_eq!(next.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(), 41);
     }
 
     /// (indexed, unindexed) rows of the archival table's full-text index.

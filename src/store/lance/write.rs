@@ -128,7 +128,9 @@ impl LanceStore {
             *n += 1;
             *n
         };
-        if n.is_multiple_of(UPKEEP_EVERY_WRITES) {
+        let many_fragments =
+            || async { self.fragments(name).await.is_ok_and(|fragments| fragments > upkeep::UPKEEP_FRAGMENTS) };
+        if n.is_multiple_of(UPKEEP_EVERY_WRITES) || (n == 1 && many_fragments().await) {
             let store = self.clone();
             let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
             while tasks.try_join_next().is_some() {}
