@@ -318,6 +318,15 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
                 "{tool} cannot run: {e}. This is a server setup problem the user must fix; nothing was stored."
             ))
         }
+        // the store did not complete a read or a commit (unreachable, I/O): worth a retry
+        ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
+            tracing::error!(tool, "{e}");
+            ToolOutput::error(format!(
+                "{tool} failed: the memory store did not complete the operation, and nothing was stored by this \
+                 call. Call it again in a moment; if it keeps failing, tell the user the memory store cannot be \
+                 reached (the server's log has the cause). Cause: {e}"
+            ))
+        }
         ToolError::Memory(e) => {
             tracing::error!(tool, "{e}");
             ToolOutput::error(format!("astra-mcp internal error in {tool}: {e}. Nothing was stored by this call."))
@@ -363,5 +372,25 @@ mod tests {
             assert_eq!(tool.recorded(), !read_only, "{}", tool.name());
         }
         assert_eq!(Tool::from_name("search_codebase"), None);
+    }
+
+    /// A store that did not complete a read or a commit (a bucket out of reach) is told to the model as
+    /// a failure to retry, not as an internal error; the cause comes last.
+    #[test]
+    fn a_store_failure_reads_as_one_to_retry_with_its_cause_last() {
+        let cause = "lance error: LanceError(IO): Generic S3 error: error sending request";
+        let failed = MemoryError::Store(crate::store::StoreError::Backend(cause.into()));
+        let out = failure_output("archival_memory_insert", ToolError::Memory(failed));
+        assert!(out.is_error);
+        assert!(
+            out.text.starts_with(
+                "archival_memory_insert failed: the memory store did not complete the operation, and nothing was \
+                 stored by this call. Call it again in a moment"
+            ),
+            "{}",
+            out.text
+        );
+        assert!(out.text.ends_with(&format!("Cause: memory store operation failed: {cause}")), "{}", out.text);
+        assert!(!out.text.contains("internal error"), "{}", out.text);
     }
 }
