@@ -133,6 +133,25 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
             assert!(stderr.contains(part), "{endpoint}: no `{part}` in {stderr}");
         }
     }
+    // plain HTTP without AWS_ALLOW_HTTP, which object_store refuses with only "builder error"
+    let out =
+        machine(&honouring, home.path(), &db).args(["memory", "stats"]).env_remove("AWS_ALLOW_HTTP").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is plain http://") && stderr.contains("AWS_ALLOW_HTTP=true"), "{stderr}");
+    // no credentials anywhere (no keys, a HOME without ~/.aws, no instance metadata): one plain sentence,
+    // not the credential chain's debug dump
+    let out = machine(&honouring, home.path(), &db)
+        .args(["memory", "stats"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no AWS credentials were found: set AWS_ACCESS_KEY_ID"), "{stderr}");
+    assert!(!stderr.contains(".cargo/registry"), "{stderr}");
     let stats =
         ok(machine(&honouring, home.path(), &honouring.uri("team")).args(["memory", "stats"]).output().unwrap());
     assert!(stats.contains("archival"), "{stats}");

@@ -39,18 +39,25 @@ pub(super) async fn probe_conditional_writes(uri: &str) -> Result<(), StoreError
                     "{var}={endpoint:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:9000)"
                 )));
             }
+            // object_store refuses plain HTTP then with no more than "builder error"
+            if endpoint.starts_with("http://") && !is_truthy(std::env::var("AWS_ALLOW_HTTP").ok().as_deref()) {
+                return Err(open_err(format!(
+                    "{var}={endpoint:?} is plain http://, which the S3 client refuses unless AWS_ALLOW_HTTP=true \
+                     (or use the server's https:// endpoint)"
+                )));
+            }
         }
     }
     let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri)
         .await
-        .map_err(|e| open_err(format!("cannot reach the object store: {e}")))?;
+        .map_err(|e| open_err(format!("cannot reach the object store: {}", describe(&e))))?;
     let probe = base.join("_astra-mcp").join(format!("conditional-write-probe-{}", uuid::Uuid::new_v4()));
     let create = || PutOptions { mode: PutMode::Create, ..PutOptions::default() };
     store
         .inner
         .put_opts(&probe, PutPayload::from_static(b"first"), create())
         .await
-        .map_err(|e| open_err(format!("cannot write to the object store: {e}")))?;
+        .map_err(|e| open_err(format!("cannot write to the object store: {}", describe(&e))))?;
     let second = store.inner.put_opts(&probe, PutPayload::from_static(b"second"), create()).await;
     if let Err(e) = store.inner.delete(&probe).await {
         tracing::warn!(probe = %probe, "could not delete the conditional-write probe: {e}");
@@ -62,6 +69,24 @@ pub(super) async fn probe_conditional_writes(uri: &str) -> Result<(), StoreError
             "the object store answered a conditional write (If-None-Match: *) with an error, so Lance cannot \
              commit to it: {e}"
         ))),
+    }
+}
+
+/// Whether an environment value is "true" as object_store reads its boolean settings.
+fn is_truthy(value: Option<&str>) -> bool {
+    value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes" | "y"))
+}
+
+/// An object store error as a user reads it: a failed lookup of credentials (the AWS chain's debug
+/// dump) says which settings give them.
+fn describe(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    if text.contains("FailedToLoadToken") || text.contains("CredentialsNotLoaded") || text.contains("no credentials") {
+        "no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run where \
+         an instance role gives them"
+            .to_string()
+    } else {
+        text
     }
 }
 
