@@ -139,7 +139,7 @@ impl LanceStore {
     /// table of at most [`super::FTS_FLAT_MAX_ROWS`] rows: its rows are then all scanned and scored alike.
     /// For an index that covers rows of such a table (a store written by an earlier version, or one
     /// that shrank). An index name of no column of `name` is left alone.
-    pub(super) async fn empty_fts_index(&self, name: &'static str, index: &str) -> Result<(), StoreError> {
+    async fn empty_fts_index(&self, name: &'static str, index: &str) -> Result<(), StoreError> {
         let Some(&column) = fts_columns(name).iter().find(|&&column| fts_index_name(name, column) == index) else {
             return Ok(());
         };
@@ -348,14 +348,25 @@ impl LanceStore {
         Ok(())
     }
 
-    /// The full-text indexes of `name` that stay empty: those covering no row of a table of at most
-    /// [`super::FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike.
-    async fn empty_fts_indexes_of_a_small_table(&self, name: &'static str) -> Result<Vec<String>, StoreError> {
+    /// The full-text indexes of `name` that stay empty: every one of a table of at most
+    /// [`super::FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike. One that covers
+    /// rows (as an earlier version left it) is rebuilt empty first ([`Self::empty_fts_index`]). Call it
+    /// under the table's [`Self::maintenance_lock`].
+    pub(super) async fn empty_fts_indexes_of_a_small_table(
+        &self,
+        name: &'static str,
+    ) -> Result<Vec<String>, StoreError> {
         if self.table(name).count_rows(None).await.map_err(backend)? > super::FTS_FLAT_MAX_ROWS {
             return Ok(Vec::new());
         }
-        let coverage = self.fts_index_coverage(name).await?;
-        Ok(coverage.into_iter().filter(|&(_, indexed, _)| indexed == 0).map(|(index, _, _)| index).collect())
+        let mut held = Vec::new();
+        for (index, indexed, _) in self.fts_index_coverage(name).await? {
+            if indexed > 0 {
+                self.empty_fts_index(name, &index).await?;
+            }
+            held.push(index);
+        }
+        Ok(held)
     }
 
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
@@ -463,7 +474,8 @@ mod tests {
     }
 
     /// A small table whose full-text index covers its rows (as an earlier version left it, folding at
-    /// every write) gets the index rebuilt empty at its next write, and keeps it empty after.
+    /// every write) gets the index rebuilt empty at its next write, and keeps it empty after; upkeep
+    /// empties it too.
     #[tokio::test]
     async fn a_small_table_s_index_that_covers_rows_is_emptied_at_the_next_write() {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
@@ -479,6 +491,11 @@ mod tests {
         assert_eq!(fts_coverage(&store).await, (0, 21), "emptied at the next write");
         store.insert_passages(&[passage("ann", "note 21 of the billing service")]).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 22), "and left empty");
+        // upkeep does the same, rather than folding the rows in
+        store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (22, 0));
+        store.optimize_table(ARCHIVAL_TABLE, None, 2).await.unwrap();
+        assert_eq!(fts_coverage(&store).await, (0, 22), "emptied by upkeep");
     }
 
     /// A process that writes a few times (a hook, a short session) never reaches

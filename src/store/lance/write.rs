@@ -73,11 +73,9 @@ impl LanceStore {
         }
         let coverage = self.fts_index_coverage(name).await?;
         if rows <= FTS_FLAT_MAX_ROWS {
-            for (index, indexed, _) in coverage {
-                if indexed > 0 {
-                    let _maintenance = self.maintenance_lock(name).await;
-                    self.empty_fts_index(name, &index).await?;
-                }
+            if coverage.iter().any(|&(_, indexed, _)| indexed > 0) {
+                let _maintenance = self.maintenance_lock(name).await;
+                self.empty_fts_indexes_of_a_small_table(name).await?;
             }
             return Ok(());
         }
