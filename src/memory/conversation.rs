@@ -97,9 +97,21 @@ fn label(item: &NewItem) -> String {
     item.speaker.clone().unwrap_or_else(|| item.role.as_str().to_string())
 }
 
-/// The text an item is embedded with: `speaker: text` (the role stands in for a speaker).
-pub fn embedded_text(item: &NewItem) -> String {
+/// An item as one line of a conversation: `speaker: text` (the role stands in for a speaker).
+fn spoken(item: &NewItem) -> String {
     format!("{}: {}", label(item), clip(item.text.trim(), ITEM_CHARS))
+}
+
+/// The text an item is embedded with: [`spoken`] without UUIDs. A UUID is about 25 word pieces of
+/// noise to the model (a record of a call that stored a memory, "Stored passage 3f2a…", is mostly its
+/// id), and the full-text index still finds the item by it ([`search_text`] keeps it). Records of one
+/// tool's calls then share one embedded text, which an import embeds once ([`ConversationMemory::import`]).
+pub fn embedded_text(item: &NewItem) -> String {
+    static UUID: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\s?\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+            .expect("a valid pattern")
+    });
+    UUID.replace_all(&spoken(item), "").into_owned()
 }
 
 /// The text the full-text index sees: `[date] ` then the items of `previous` (oldest first, at most
@@ -115,10 +127,10 @@ pub fn search_text(item: &NewItem, previous: &[NewItem]) -> String {
         .unwrap_or_default();
     let mut out = date;
     for p in &previous[previous.len().saturating_sub(CONTEXT_ITEMS)..] {
-        out.push_str(&context_line(&embedded_text(p)));
+        out.push_str(&context_line(&spoken(p)));
         out.push('\n');
     }
-    out.push_str(&embedded_text(item));
+    out.push_str(&spoken(item));
     out
 }
 
@@ -213,17 +225,15 @@ impl ConversationMemory {
         Ok(counts)
     }
 
-    /// Embeds texts in order of length (less padding per batch), returning vectors in input order.
+    /// Embeds each distinct text once, in order of length (less padding per batch), returning a vector
+    /// per text in input order.
     async fn embed_by_length(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, MemoryError> {
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
-        let sorted: Vec<String> = order.iter().map(|&i| texts[i].clone()).collect();
-        let vectors = self.embedder.embed_documents(sorted).await?;
-        let mut out = vec![Vec::new(); texts.len()];
-        for (v, &i) in vectors.into_iter().zip(&order) {
-            out[i] = v;
-        }
-        Ok(out)
+        let mut distinct: Vec<&str> = texts.iter().map(String::as_str).collect();
+        distinct.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+        distinct.dedup();
+        let vectors = self.embedder.embed_documents(distinct.iter().map(|t| t.to_string()).collect()).await?;
+        let by_text: std::collections::HashMap<&str, &Vec<f32>> = distinct.into_iter().zip(&vectors).collect();
+        Ok(texts.iter().map(|t| by_text[t.as_str()].clone()).collect())
     }
 
     /// Hybrid search over the actor's stored conversation items, filters before ranking.

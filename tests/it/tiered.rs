@@ -419,6 +419,85 @@ async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls
     assert!(!mine[0].text.contains("2 GiB"), "the passage text itself is not copied into the record");
 }
 
+/// The real model, counting the texts it is given.
+struct Counting {
+    model: Arc<dyn astra_mcp::embed::Embedder>,
+    texts: std::sync::atomic::AtomicUsize,
+}
+
+impl astra_mcp::embed::Embedder for Counting {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, astra_mcp::embed::EmbedError> {
+        self.texts.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.model.embed_documents(texts)
+    }
+}
+
+/// Records of calls that stored memories differ only by the stored id: they are embedded once, without
+/// the id, and each still found by its id through the full-text index.
+#[tokio::test]
+async fn items_that_differ_only_by_uuids_are_embedded_once_and_found_by_them() {
+    use astra_mcp::domain::ConversationItem;
+    use astra_mcp::store::{Query, Searchable};
+    let db = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let counting = Arc::new(Counting { model: embedder().get().await.unwrap(), texts: Default::default() });
+    let conv = ConversationMemory::new(
+        Arc::new(store.clone()),
+        astra_mcp::embed::LazyEmbedder::ready(counting.clone()),
+        Fusion::conversation(),
+    );
+    let target =
+        ImportTarget { actor_id: "ann".into(), project: "p".into(), session_id: "s".into(), source: "mcp".into() };
+    let ids = [
+        "3f2a9c1e-0b7d-5e21-9a4c-7d1e2f3a4b5c",
+        "8c1d2e3f-4a5b-5c6d-8e7f-9a0b1c2d3e4f",
+        "0a1b2c3d-4e5f-5a6b-9c7d-8e9f0a1b2c3d",
+    ];
+    let mut items: Vec<NewItem> = ids
+        .iter()
+        .enumerate()
+        .map(|(turn, id)| {
+            item(
+                &format!("call:{turn}"),
+                turn as i64,
+                Role::Tool,
+                &format!("tool call archival_memory_insert (ok): Stored passage {id} in archival memory (project p)."),
+                3,
+            )
+        })
+        .collect();
+    items.push(item("call:3", 3, Role::Tool, "tool call run_tests (error): 2 failed, KeyError: 'user_id'", 3));
+    assert_eq!(conv.import(&target, &items).await.unwrap().added, 4);
+    assert_eq!(counting.texts.load(std::sync::atomic::Ordering::SeqCst), 2, "three records share one embedding");
+
+    let masked = "tool: tool call archival_memory_insert (ok): Stored passage in archival memory (project p).";
+    let expected = counting.model.embed_documents(&[masked.to_string()]).unwrap().remove(0);
+    let query = Query {
+        filter: astra_mcp::store::SearchFilter { actor_id: "ann".into(), ..Default::default() },
+        vector: expected.clone(),
+        text: String::new(),
+        limit: 10,
+    };
+    let ranked = Searchable::<ConversationItem>::nearest(&store, &query).await.unwrap().ranked;
+    let refs: Vec<_> = ranked.iter().map(|s| s.row).collect();
+    let rows = Searchable::<ConversationItem>::rows(&store, "ann", &refs).await.unwrap();
+    assert_eq!(rows.len(), 4);
+    for (row, vector) in &rows {
+        if row.text.contains("Stored passage") {
+            assert_eq!(vector, &expected, "a record's vector is its text's without the id: {}", row.text);
+            assert_eq!(row.embedded_text, masked);
+        } else {
+            assert_ne!(vector, &expected);
+        }
+    }
+
+    let found = conv
+        .search("ann", &astra_mcp::memory::ConversationSearch { query: ids[1].into(), top_k: 3, ..Default::default() })
+        .await
+        .unwrap();
+    assert!(found[0].row.text.contains(ids[1]), "the id still finds its record first: {found:?}");
+}
+
 #[tokio::test]
 async fn a_forgotten_conversation_item_leaves_no_trace_and_is_not_reimported() {
     let db = tempfile::tempdir().unwrap();
