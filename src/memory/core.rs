@@ -192,11 +192,16 @@ impl CoreMemory {
         Ok(self.store.block_history(&self.scope.actor_id, &self.block_project(spec), section).await?)
     }
 
-    /// Appends `text` on a new line (secrets redacted), within the block's limit.
+    /// Appends `text` on a new line (secrets redacted), within the block's limit. A block that already
+    /// ends with that line is left as it is: a call repeated after an answer was lost (a failure the
+    /// model is told to retry) does not write the line twice.
     pub async fn append(&self, session_id: &str, section: &str, text: &str) -> Result<Block, MemoryError> {
         let text = for_storage(text.trim());
         let limit = self.spec("core_memory_append", section)?.limit;
         self.change(session_id, "core_memory_append", section, "append", &|current: &str| {
+            if current == text || current.ends_with(&format!("\n{text}")) {
+                return Ok(current.to_string());
+            }
             let value = if current.is_empty() { text.clone() } else { format!("{current}\n{text}") };
             within_limit("core_memory_append", section, current, &value, limit)?;
             Ok(value)

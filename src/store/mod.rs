@@ -503,7 +503,8 @@ pub trait CoreBlockStore: Send + Sync {
     ) -> Result<Option<CoreBlockVersion>, StoreError>;
     /// Applies `edit` to the latest version and writes the result as the next version, atomically with
     /// respect to every other writer of the store (read, edit and write happen under one lock on the
-    /// block's store). `Ok(Err(message))` when `edit` refused. Durable on return.
+    /// block's store). `Ok(Err(message))` when `edit` refused. An edit that leaves the value as it is writes
+    /// nothing and returns the latest version. Durable on return.
     async fn update_block(
         &self,
         template: &CoreBlockVersion,

@@ -322,8 +322,8 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
         ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
             tracing::error!(tool, "{e}");
             ToolOutput::error(format!(
-                "{tool} failed: the memory store did not complete the operation, and nothing was stored by this \
-                 call. Call it again in a moment; if it keeps failing, tell the user the memory store cannot be \
+                "{tool} failed: the memory store did not complete the operation. Call it again in a moment (a \
+                 memory stored twice is kept once); if it keeps failing, tell the user the memory store cannot be \
                  reached (the server's log has the cause). Cause: {e}"
             ))
         }
@@ -384,8 +384,8 @@ mod tests {
         assert!(out.is_error);
         assert!(
             out.text.starts_with(
-                "archival_memory_insert failed: the memory store did not complete the operation, and nothing was \
-                 stored by this call. Call it again in a moment"
+                "archival_memory_insert failed: the memory store did not complete the operation. Call it again in \
+                 a moment (a memory stored twice is kept once)"
             ),
             "{}",
             out.text

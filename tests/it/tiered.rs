@@ -27,6 +27,16 @@ async fn core_blocks_enforce_limits_quote_near_misses_and_keep_history() {
     let block: CoreBlockOutput = structured(&out);
     assert_eq!((block.version, block.value.as_str(), block.limit), (1, "Name: Ann. Prefers tabs.", 2000));
     call(&host, &s, "core_memory_append", json!({"section": "human", "text": "Runs tests with pytest -q."})).await;
+    // the same line again (a retry after a lost answer): the block already ends with it, nothing is written
+    let again: CoreBlockOutput = structured(
+        &call(&host, &s, "core_memory_append", json!({"section": "human", "text": " Runs tests with pytest -q. "}))
+            .await,
+    );
+    assert_eq!(
+        (again.version, again.value.as_str()),
+        (2, "Name: Ann. Prefers tabs.\nRuns tests with pytest -q."),
+        "no second copy, no new version"
+    );
 
     // over the limit: refused with sizes, nothing cut
     let long = "x".repeat(61);

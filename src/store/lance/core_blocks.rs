@@ -116,6 +116,10 @@ impl CoreBlockStore for LanceStore {
                 Ok(value) => value,
                 Err(refusal) => return Ok(Err(refusal)),
             };
+            if let Some(current) = current.filter(|c| c.value == value) {
+                // nothing changes: no new version
+                return Ok(Ok(current.clone()));
+            }
             let next = CoreBlockVersion {
                 version: current.map_or(0, |c| c.version) + 1,
                 value,
