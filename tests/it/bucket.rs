@@ -213,12 +213,22 @@ async fn a_store_moves_from_a_local_directory_to_the_bucket_and_back_unchanged()
         .output()
         .unwrap());
     let bucket = s3.uri("moved");
-    ok(machine(&s3, home.path(), &bucket).args(["memory", "import"]).arg(&first).output().unwrap());
-    ok(machine(&s3, home.path(), &bucket)
+    // the first process on a new prefix says it created a store there (a mistyped prefix is not an error)
+    let created = machine(&s3, home.path(), &bucket).args(["memory", "import"]).arg(&first).output().unwrap();
+    let stderr = String::from_utf8_lossy(&created.stderr).into_owned();
+    ok(created);
+    assert!(
+        stderr.contains("no store was at this address: created a new, empty one") && stderr.contains(&bucket),
+        "{stderr}"
+    );
+    let exported = machine(&s3, home.path(), &bucket)
         .args(["memory", "export", "--all-actors", "--out"])
         .arg(&second)
         .output()
-        .unwrap());
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&exported.stderr).into_owned();
+    ok(exported);
+    assert!(!stderr.contains("created a new"), "the store exists now: {stderr}");
     let back = local.path().join("back");
     ok(machine(&s3, home.path(), back.to_str().unwrap()).args(["memory", "import"]).arg(&second).output().unwrap());
     ok(machine(&s3, home.path(), back.to_str().unwrap())

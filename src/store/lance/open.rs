@@ -254,6 +254,16 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
         })
         .await
         .map_err(backend)?;
+        if path.contains("://") {
+            // a mistyped bucket or prefix opens as a new store, not as an error
+            tracing::warn!(
+                store = path,
+                "no store was at this address: created a new, empty one (if you meant an existing store, check the \
+                 bucket and prefix)"
+            );
+        } else {
+            tracing::info!(store = path, "created a new, empty store");
+        }
         return Ok(());
     }
     let version = found.get("format_version").map(String::as_str).unwrap_or("none");
