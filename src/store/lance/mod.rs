@@ -74,8 +74,8 @@ pub use open::OpenOptions;
 pub use search::{ANN_EF, ANN_EF_MAX, ANN_REFINE_FACTOR, ANN_ROWS_PER_EF, ann_ef};
 pub use transfer::{EXPORT_VERSION, ExportHeader, ImportReport, TableCounts, read_export_header};
 pub use upkeep::{
-    ANN_MIN_ROWS, MAX_VECTOR_INDEX_SEGMENTS, PRUNE_OLDER_THAN_SECS, UPKEEP_EVERY_WRITES, UPKEEP_FRAGMENTS,
-    wait_for_upkeep,
+    ANN_MIN_ROWS, COMPACT_EVERY_WRITES, MAX_VECTOR_INDEX_SEGMENTS, PRUNE_OLDER_THAN_SECS, UPKEEP_EVERY_WRITES,
+    UPKEEP_FRAGMENTS, wait_for_upkeep,
 };
 pub use write::{FTS_FLAT_MAX_ROWS, FTS_FOLD_MAX_ROWS, FTS_UNINDEXED_SHARE};
 

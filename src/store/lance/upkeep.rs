@@ -16,6 +16,14 @@ use crate::store::StoreError;
 /// writes to it through one store handle.
 pub const UPKEEP_EVERY_WRITES: usize = 100;
 
+/// Between two upkeeps, a store handle compacts a table's newest fragments (one per commit, none covered
+/// by an index yet) into one every this many writes to it. Every read of a table (the id lookup, the
+/// near-duplicate search and the merge-insert of each insert, every search) visits each fragment: a lone
+/// writer's insert took 38 ms just after an upkeep and 57 ms 80–99 writes later (BENCHMARKS.md,
+/// "Compaction between upkeeps"). Only unindexed fragments are rewritten (Lance compacts fragments an
+/// index covers apart from the ones it does not), so this costs about as many rows as were written.
+pub const COMPACT_EVERY_WRITES: usize = 20;
+
 /// A store handle's first write to a table runs upkeep at once when the table has more fragments than
 /// this. Each commit adds a fragment, and processes that write fewer than [`UPKEEP_EVERY_WRITES`] times
 /// (short sessions, hooks, operator commands) never reach that count: without this, their fragments
@@ -371,6 +379,27 @@ impl LanceStore {
 
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
     /// segments ([`Self::merge_vector_index_segments`]), plus removal of versions older than `prune`.
+    /// Compaction alone, as [`Self::optimize_table`] runs it: between two upkeeps, only the fragments
+    /// no index covers yet are joined ([`COMPACT_EVERY_WRITES`]).
+    pub(super) async fn compact_table(&self, name: &'static str) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance_lock(name).await;
+        self.compact_locked(name).await
+    }
+
+    async fn compact_locked(&self, name: &'static str) -> Result<(), StoreError> {
+        let table = self.table(name);
+        retry(|| {
+            table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
+        })
+        .await
+        .map_err(backend)?;
+        if SEARCHABLE_TABLES.contains(&name) {
+            // the compacted rows have new addresses; the next search fills the cache again
+            self.row_cache(name).clear();
+        }
+        Ok(())
+    }
+
     pub(super) async fn optimize_table(
         &self,
         name: &'static str,
@@ -385,15 +414,7 @@ impl LanceStore {
             self.fold_new_rows_into_indexes_locked(name).await?;
             self.merge_vector_index_segments(name, max_segments).await?;
         }
-        retry(|| {
-            table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
-        })
-        .await
-        .map_err(backend)?;
-        if SEARCHABLE_TABLES.contains(&name) {
-            // the compacted rows have new addresses; the next search fills the cache again
-            self.row_cache(name).clear();
-        }
+        self.compact_locked(name).await?;
         if let Some(older_than) = prune {
             retry(|| {
                 table.optimize(OptimizeAction::Prune {
@@ -426,6 +447,24 @@ mod tests {
     use crate::store::ArchivalStore;
     use crate::store::lance::test_rows::passage;
     use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
+
+    /// Between upkeeps, every [`super::COMPACT_EVERY_WRITES`] writes of one handle join the table's newest
+    /// fragments: one commit per insert leaves one fragment each, and every read visits them all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_newest_fragments_are_joined_between_upkeeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let writes = super::COMPACT_EVERY_WRITES;
+        for i in 0..writes - 1 {
+            store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
+        }
+        wait_for_upkeep().await;
+        assert_eq!(store.fragments(ARCHIVAL_TABLE).await.unwrap(), writes - 1, "one fragment per commit so far");
+        store.insert_passages(&[passage("ann", "the last note of the billing service")]).await.unwrap();
+        wait_for_upkeep().await;
+        assert_eq!(store.fragments(ARCHIVAL_TABLE).await.unwrap(), 1, "joined at the {writes}th write");
+        assert_eq!(store.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(), writes, "no row lost");
+    }
 
     /// A read of a version whose files upkeep pruned fails with an error [`collect`] reads as a missing
     /// file (so a server's read that lost that race runs again on the latest version), while a read of
@@ -484,6 +523,7 @@ mod tests {
         for i in 0..20 {
             store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
         }
+        wait_for_upkeep().await; // the compaction of the 20th write
         // what an earlier version's per-write fold left: every row in the index
         store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (20, 0), "the rows folded in, as an earlier version did");
@@ -499,18 +539,22 @@ mod tests {
     }
 
     /// A process that writes a few times (a hook, a short session) never reaches
-    /// UPKEEP_EVERY_WRITES; its first write to a table of many fragments runs upkeep instead.
+    /// UPKEEP_EVERY_WRITES nor COMPACT_EVERY_WRITES; its first write to a table of many fragments runs
+    /// upkeep instead.
     #[tokio::test]
     async fn a_first_write_to_a_table_of_many_fragments_compacts_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_str().unwrap();
-        let earlier = LanceStore::open(path).await.unwrap();
-        for i in 0..40 {
-            earlier.insert_passages(&[passage("ann", &format!("note {i} of an earlier session"))]).await.unwrap();
+        for session in 0..4 {
+            let earlier = LanceStore::open(path).await.unwrap();
+            for i in 0..10 {
+                let text = format!("note {i} of earlier session {session}");
+                earlier.insert_passages(&[passage("ann", &text)]).await.unwrap();
+            }
+            wait_for_upkeep().await;
+            let fragments = earlier.fragments(ARCHIVAL_TABLE).await.unwrap();
+            assert_eq!(fragments, 10 * (session + 1), "one fragment per insert, no upkeep yet");
         }
-        wait_for_upkeep().await;
-        assert_eq!(earlier.fragments(ARCHIVAL_TABLE).await.unwrap(), 40, "one fragment per insert, no upkeep yet");
-        drop(earlier);
         let next = LanceStore::open(path).await.unwrap();
         next.insert_passages(&[passage("ann", "the first note of the next session")]).await.unwrap();
         wait_for_upkeep().await;

@@ -3,8 +3,9 @@
 //! updates keyed on `id` ([`merge_keyed`]); deletions with what goes with them (a forgotten
 //! conversation item's distilled memories, a forgotten memory's texts in distill runs); and what follows
 //! a committed write: the full-text index of a small table kept empty ([`FTS_FLAT_MAX_ROWS`]) or new
-//! rows folded into a larger one's at once ([`FTS_FOLD_MAX_ROWS`]), and background upkeep every
-//! [`UPKEEP_EVERY_WRITES`] writes to a table.
+//! rows folded into a larger one's at once ([`FTS_FOLD_MAX_ROWS`]), background upkeep every
+//! [`UPKEEP_EVERY_WRITES`] writes to a table, and compaction of its newest fragments in between
+//! ([`upkeep::COMPACT_EVERY_WRITES`]).
 
 use arrow_array::RecordBatch;
 use serde_json::Value;
@@ -128,19 +129,24 @@ impl LanceStore {
         };
         let many_fragments =
             || async { self.fragments(name).await.is_ok_and(|fragments| fragments > upkeep::UPKEEP_FRAGMENTS) };
-        if n.is_multiple_of(UPKEEP_EVERY_WRITES) || (n == 1 && many_fragments().await) {
+        let upkeep = n.is_multiple_of(UPKEEP_EVERY_WRITES) || (n == 1 && many_fragments().await);
+        if upkeep || n.is_multiple_of(upkeep::COMPACT_EVERY_WRITES) {
             let store = self.clone();
             let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
             while tasks.try_join_next().is_some() {}
             tasks.spawn(async move {
-                if let Err(e) = store
-                    .optimize_table(
-                        name,
-                        Some(chrono::Duration::seconds(upkeep::PRUNE_OLDER_THAN_SECS)),
-                        upkeep::MAX_VECTOR_INDEX_SEGMENTS,
-                    )
-                    .await
-                {
+                let done = if upkeep {
+                    store
+                        .optimize_table(
+                            name,
+                            Some(chrono::Duration::seconds(upkeep::PRUNE_OLDER_THAN_SECS)),
+                            upkeep::MAX_VECTOR_INDEX_SEGMENTS,
+                        )
+                        .await
+                } else {
+                    store.compact_table(name).await
+                };
+                if let Err(e) = done {
                     tracing::warn!(table = name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
                 }
             });
