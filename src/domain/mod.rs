@@ -298,6 +298,18 @@ pub fn context_line(embedded_text: &str) -> String {
     embedded_text.chars().take(label_chars + CONTEXT_CHARS).collect()
 }
 
+/// The text a conversation item's vector is computed from: its embedded text without UUIDs. A UUID is
+/// about 25 word pieces of noise to the model (the record of a call that stored a memory, "Stored passage
+/// 3f2a…", is mostly its id), while the full-text indexes, which see the embedded text whole, find the
+/// item by it. Records of one tool's calls then share one vector text, embedded once per import.
+pub fn conversation_vector_text(embedded_text: &str) -> std::borrow::Cow<'_, str> {
+    static UUID: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\s?\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+            .expect("a valid pattern")
+    });
+    UUID.replace_all(embedded_text, "")
+}
+
 /// Namespace of archival passage ids.
 const PASSAGE_ID_NAMESPACE: Uuid = Uuid::from_u128(0x3b9c_0d71_5f2e_4a86_b0c4_9e17_d2a8_6f03);
 /// Namespace of conversation item ids.

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use super::MemoryError;
 use super::redact::redact;
 use super::retrieval::{Fusion, Hit, Search};
-use crate::domain::{ConversationItem, Role, context_line, conversation_item_id};
+use crate::domain::{ConversationItem, Role, context_line, conversation_item_id, conversation_vector_text};
 use crate::embed::LazyEmbedder;
 use crate::store::{ConversationStore, SearchFilter, Searchable, TextQuery};
 
@@ -97,21 +97,10 @@ fn label(item: &NewItem) -> String {
     item.speaker.clone().unwrap_or_else(|| item.role.as_str().to_string())
 }
 
-/// An item as one line of a conversation: `speaker: text` (the role stands in for a speaker).
-fn spoken(item: &NewItem) -> String {
-    format!("{}: {}", label(item), clip(item.text.trim(), ITEM_CHARS))
-}
-
-/// The text an item is embedded with: [`spoken`] without UUIDs. A UUID is about 25 word pieces of
-/// noise to the model (a record of a call that stored a memory, "Stored passage 3f2a…", is mostly its
-/// id), and the full-text index still finds the item by it ([`search_text`] keeps it). Records of one
-/// tool's calls then share one embedded text, which an import embeds once ([`ConversationMemory::import`]).
+/// The text an item is embedded with: `speaker: text` (the role stands in for a speaker), without UUIDs
+/// for the model ([`conversation_vector_text`]).
 pub fn embedded_text(item: &NewItem) -> String {
-    static UUID: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\s?\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-            .expect("a valid pattern")
-    });
-    UUID.replace_all(&spoken(item), "").into_owned()
+    format!("{}: {}", label(item), clip(item.text.trim(), ITEM_CHARS))
 }
 
 /// The text the full-text index sees: `[date] ` then the items of `previous` (oldest first, at most
@@ -127,10 +116,10 @@ pub fn search_text(item: &NewItem, previous: &[NewItem]) -> String {
         .unwrap_or_default();
     let mut out = date;
     for p in &previous[previous.len().saturating_sub(CONTEXT_ITEMS)..] {
-        out.push_str(&context_line(&spoken(p)));
+        out.push_str(&context_line(&embedded_text(p)));
         out.push('\n');
     }
-    out.push_str(&spoken(item));
+    out.push_str(&embedded_text(item));
     out
 }
 
@@ -217,7 +206,8 @@ impl ConversationMemory {
             });
         }
         for chunk in pending.chunks(IMPORT_BATCH) {
-            let vectors = self.embed_by_length(chunk.iter().map(|i| i.embedded_text.clone()).collect()).await?;
+            let texts = chunk.iter().map(|i| conversation_vector_text(&i.embedded_text).into_owned()).collect();
+            let vectors = self.embed_by_length(texts).await?;
             let rows: Vec<_> = chunk.iter().cloned().zip(vectors).collect();
             counts.added += self.store.insert_items(&rows).await?;
         }

@@ -210,6 +210,7 @@ impl CoreMemory {
     }
 
     /// Replaces the one exact occurrence of `old_text` with `new_text` (which may be empty: a deletion).
+    /// A block where `old_text` occurs only inside `new_text` is left as it is (the replacement is made).
     pub async fn replace(
         &self,
         session_id: &str,
@@ -222,6 +223,14 @@ impl CoreMemory {
         let limit = self.spec(TOOL, section)?.limit;
         self.change(session_id, TOOL, section, "replace", &|current: &str| {
             let count = current.matches(old_text).count();
+            // made already (a call repeated after its answer was lost): every occurrence of `old_text` is
+            // inside one of `new_text`, and replacing again would grow the block ("v2" → "v2 v2")
+            if !old_text.is_empty() && count > 0 && new_text.contains(old_text) {
+                let inside = current.matches(new_text.as_str()).count() * new_text.matches(old_text).count();
+                if inside == count {
+                    return Ok(current.to_string());
+                }
+            }
             match count {
                 0 => Err(match closest_passage(current, old_text) {
                     Some(close) => format!(

@@ -321,10 +321,13 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
         // the store did not complete a read or a commit (unreachable, I/O): worth a retry
         ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
             tracing::error!(tool, "{e}");
+            // a write whose answer was lost may have been stored: repeating it is safe all the same
+            let writes = Tool::from_name(tool).is_some_and(Tool::recorded);
+            let again = if writes { " (a memory stored twice is kept once)" } else { "" };
             ToolOutput::error(format!(
-                "{tool} failed: the memory store did not complete the operation. Call it again in a moment (a \
-                 memory stored twice is kept once); if it keeps failing, tell the user the memory store cannot be \
-                 reached (the server's log has the cause). Cause: {e}"
+                "{tool} failed: the memory store did not complete the operation. Call it again in a moment{again}; \
+                 if it keeps failing, tell the user the memory store cannot be reached (the server's log has the \
+                 cause). Cause: {e}"
             ))
         }
         ToolError::Memory(e) => {
@@ -391,6 +394,9 @@ mod tests {
             out.text
         );
         assert!(out.text.ends_with(&format!("Cause: memory store operation failed: {cause}")), "{}", out.text);
+        let failed = MemoryError::Store(crate::store::StoreError::Backend(cause.into()));
+        let read = failure_output("archival_memory_search", ToolError::Memory(failed));
+        assert!(read.text.contains("Call it again in a moment; if it keeps failing"), "{}", read.text);
         assert!(!out.text.contains("internal error"), "{}", out.text);
     }
 }

@@ -429,6 +429,37 @@ async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls
     assert!(!mine[0].text.contains("2 GiB"), "the passage text itself is not copied into the record");
 }
 
+/// Repeating a call whose answer was lost changes nothing: the append of the line the block ends with,
+/// the replacement whose result holds what it replaced.
+#[tokio::test]
+async fn core_edits_repeated_after_a_lost_answer_change_nothing() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "alpha", None, None)).await;
+    let s = GateState::new("s1");
+    let edit = |tool: &'static str, args: Value| {
+        let (host, s) = (&host, &s);
+        async move {
+            let out = call(host, s, tool, args).await;
+            assert!(!out.is_error, "{}", out.text);
+            let block: CoreBlockOutput = structured(&out);
+            (block.version, block.value)
+        }
+    };
+    edit("core_memory_append", json!({"section": "project", "text": "base line"})).await;
+    edit("core_memory_append", json!({"section": "project", "text": "outage line"})).await;
+    let replace = json!({"section": "project", "old_text": "base line", "new_text": "base line v2"});
+    let first = edit("core_memory_replace", replace.clone()).await;
+    assert_eq!(first, (3, "base line v2\noutage line".to_string()));
+    assert_eq!(edit("core_memory_replace", replace).await, first, "not \"base line v2 v2\", no new version");
+    // a replacement that does not contain what it replaces is refused when repeated, as before
+    let gone = json!({"section": "project", "old_text": "outage line", "new_text": "incident line"});
+    edit("core_memory_replace", gone.clone()).await;
+    assert!(call(&host, &s, "core_memory_replace", gone).await.is_error);
+    // an earlier line, not the last, is appended again
+    let again = edit("core_memory_append", json!({"section": "project", "text": "base line v2"})).await;
+    assert_eq!(again, (5, "base line v2\nincident line\nbase line v2".to_string()));
+}
+
 /// The real model, counting the texts it is given.
 struct Counting {
     model: Arc<dyn astra_mcp::embed::Embedder>,
@@ -495,17 +526,19 @@ async fn items_that_differ_only_by_uuids_are_embedded_once_and_found_by_them() {
     for (row, vector) in &rows {
         if row.text.contains("Stored passage") {
             assert_eq!(vector, &expected, "a record's vector is its text's without the id: {}", row.text);
-            assert_eq!(row.embedded_text, masked);
+            assert!(ids.iter().any(|id| row.embedded_text.contains(id)), "the stored text keeps the id");
         } else {
             assert_ne!(vector, &expected);
         }
     }
 
-    let found = conv
-        .search("ann", &astra_mcp::memory::ConversationSearch { query: ids[1].into(), top_k: 3, ..Default::default() })
-        .await
-        .unwrap();
-    assert!(found[0].row.text.contains(ids[1]), "the id still finds its record first: {found:?}");
+    // each record's search text quotes the two before it, so the ids tie there; the item's own text
+    // (`embedded_text`, indexed whole) tells them apart
+    for id in ids {
+        let search = astra_mcp::memory::ConversationSearch { query: id.into(), top_k: 3, ..Default::default() };
+        let found = conv.search("ann", &search).await.unwrap();
+        assert!(found[0].row.text.contains(id), "{id} finds its own record first: {found:?}");
+    }
 }
 
 #[tokio::test]

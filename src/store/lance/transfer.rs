@@ -459,8 +459,9 @@ fn redact_row(row: &mut Map<String, Value>, rules: &ImportRules) -> bool {
     redacted
 }
 
-/// `batch` with its `vector` column recomputed from `embedded_text`: every row's, or with `only` (one
-/// flag per row) those flagged, the others keeping theirs.
+/// `batch` with its `vector` column recomputed from `embedded_text` (a conversation item's without UUIDs:
+/// [`crate::domain::conversation_vector_text`]): every row's, or with `only` (one flag per row) those
+/// flagged, the others keeping theirs.
 async fn reembed_batch(
     batch: &RecordBatch,
     name: &'static str,
@@ -470,7 +471,11 @@ async fn reembed_batch(
     let rows = Rows::new(batch, name);
     let texts = rows.strs("embedded_text")?;
     let wanted = |i: usize| only.is_none_or(|only| only[i]);
-    let todo: Vec<String> = texts.into_iter().enumerate().filter(|(i, _)| wanted(*i)).map(|(_, t)| t).collect();
+    let vector_text = |t: String| {
+        if name == super::CONVERSATION_TABLE { crate::domain::conversation_vector_text(&t).into_owned() } else { t }
+    };
+    let todo: Vec<String> =
+        texts.into_iter().enumerate().filter(|(i, _)| wanted(*i)).map(|(_, t)| vector_text(t)).collect();
     let mut fresh: Vec<Vec<f32>> = Vec::with_capacity(todo.len());
     for chunk in todo.chunks(EMBED_BATCH) {
         fresh.extend(
