@@ -100,6 +100,11 @@ impl LanceStore {
     pub(super) async fn maintenance_lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
         local_lock(format!("{}\0{name}\0maintenance", self.path)).lock_owned().await
     }
+
+    /// [`Self::maintenance_lock`] if no maintenance of `name` holds it now; `None` otherwise.
+    pub(super) fn try_maintenance_lock(&self, name: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        local_lock(format!("{}\0{name}\0maintenance", self.path)).try_lock_owned().ok()
+    }
 }
 
 /// What a merge-insert keyed on `id` does with each row of its batch.

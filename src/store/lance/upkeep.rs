@@ -380,9 +380,14 @@ impl LanceStore {
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
     /// segments ([`Self::merge_vector_index_segments`]), plus removal of versions older than `prune`.
     /// Compaction alone, as [`Self::optimize_table`] runs it: between two upkeeps, only the fragments
-    /// no index covers yet are joined ([`COMPACT_EVERY_WRITES`]).
+    /// no index covers yet are joined ([`COMPACT_EVERY_WRITES`]). It holds the table's write lock, so
+    /// the writers of this machine wait for it (about 20 rows rewritten) rather than commit beside it:
+    /// a compaction that loses the commit race leaves its rewritten files to Lance's cleanup, which
+    /// keeps them 7 days. Skipped while upkeep runs on the table (it compacts too).
     pub(super) async fn compact_table(&self, name: &'static str) -> Result<(), StoreError> {
-        let _maintenance = self.maintenance_lock(name).await;
+        // the write lock first, as writers take it before a fold's maintenance lock
+        let _lock = super::commit::TableLock::acquire(self.path(), name).await?;
+        let Some(_maintenance) = self.try_maintenance_lock(name) else { return Ok(()) };
         self.compact_locked(name).await
     }
 
