@@ -19,9 +19,10 @@ pub const UPKEEP_EVERY_WRITES: usize = 100;
 /// Between two upkeeps, a store handle compacts a table's newest fragments (one per commit, none covered
 /// by an index yet) into one every this many writes to it. Every read of a table (the id lookup, the
 /// near-duplicate search and the merge-insert of each insert, every search) visits each fragment: a lone
-/// writer's insert took 38 ms just after an upkeep and 57 ms 80–99 writes later (BENCHMARKS.md,
-/// "Compaction between upkeeps"). Only unindexed fragments are rewritten (Lance compacts fragments an
-/// index covers apart from the ones it does not), so this costs about as many rows as were written.
+/// writer's insert took 38 ms just after an upkeep and 57 ms 80–99 writes later (BENCHMARKS.md, "Records
+/// embedded once, fragments joined between upkeeps"). Only unindexed fragments are rewritten (Lance
+/// compacts fragments an index covers apart from the ones it does not), so this costs about as many rows
+/// as were written.
 pub const COMPACT_EVERY_WRITES: usize = 20;
 
 /// A store handle's first write to a table runs upkeep at once when the table has more fragments than
