@@ -109,11 +109,12 @@ impl ArchivalMemory {
         let text = for_storage(text.trim());
         let id = passage_id(&scope.actor_id, &scope.project, &text);
         let tags = normalize_tags(tags);
-        // the lookup reads the store while the model embeds: a duplicate wastes one embedding, a new
-        // passage (the common case) waits for the slower of the two instead of both
-        let (existing, vector) =
-            tokio::join!(self.store.get_passage(&scope.actor_id, id), self.embedder.embed_query(&text));
-        if let Some(existing) = existing? {
+        let vector = self.embedder.embed_query(&text).await?;
+        // The same text has the same vector, so the near-duplicate search finds a stored copy first
+        // (no lookup by id beside it: on object storage that read costs a request per fragment). A copy
+        // it misses (superseded, or past its candidates) is skipped by the insert, which reports it.
+        let (existing, near_duplicates) = self.nearest_stored(&vector, id).await?;
+        if let Some(existing) = existing {
             // the same text again: nothing new is written, but new tags are kept
             let existing = if tags.iter().all(|t| existing.tags.contains(t)) {
                 existing
@@ -122,8 +123,6 @@ impl ArchivalMemory {
             };
             return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
         }
-        let vector = vector?;
-        let near_duplicates = self.near_duplicates(&vector, id).await?;
         let now = Utc::now();
         let passage = Passage {
             id,
@@ -141,9 +140,9 @@ impl ArchivalMemory {
         };
         let new = self.store.insert_passages(&[(passage.clone(), vector)]).await?;
         if new.is_empty() {
-            // another writer stored the same text between our read and our insert
+            // stored already: by another writer since our search, or a copy the search did not return
             let existing = self.store.add_passage_tags(&scope.actor_id, id, &passage.tags).await?.unwrap_or(passage);
-            return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates });
+            return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
         }
         Ok(Inserted { passage, deduplicated: false, near_duplicates })
     }
@@ -225,7 +224,14 @@ impl ArchivalMemory {
         Ok(Ingested { added: total, already_stored: already, repeated })
     }
 
-    async fn near_duplicates(&self, vector: &[f32], id: uuid::Uuid) -> Result<Vec<(Passage, f32)>, MemoryError> {
+    /// From the nearest of the actor's current passages to `vector` (twice [`MAX_NEAR_DUPLICATES`]): the
+    /// one with `id` if among them, and the others of this project with cosine at or above the
+    /// near-duplicate threshold, at most [`MAX_NEAR_DUPLICATES`], nearest first.
+    async fn nearest_stored(
+        &self,
+        vector: &[f32],
+        id: uuid::Uuid,
+    ) -> Result<(Option<Passage>, Vec<(Passage, f32)>), MemoryError> {
         let scope = &self.config.scope;
         let candidates = self
             .store
@@ -236,15 +242,19 @@ impl ArchivalMemory {
                 limit: MAX_NEAR_DUPLICATES * 2,
             })
             .await?;
-        Ok(candidates
-            .by_vector
-            .into_iter()
-            .filter(|c| {
-                c.row.id != id && c.row.project == scope.project && c.cosine >= self.config.near_duplicate_cosine
-            })
-            .take(MAX_NEAR_DUPLICATES)
-            .map(|c| (c.row, c.cosine))
-            .collect())
+        let mut same = None;
+        let mut near = Vec::new();
+        for c in candidates.by_vector {
+            if c.row.id == id {
+                same = Some(c.row);
+            } else if c.row.project == scope.project
+                && c.cosine >= self.config.near_duplicate_cosine
+                && near.len() < MAX_NEAR_DUPLICATES
+            {
+                near.push((c.row, c.cosine));
+            }
+        }
+        Ok((same, near))
     }
 
     /// The current passages of this actor and project tagged with any of `tags_any` (normalised as

@@ -277,6 +277,61 @@ fn distractors(n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The version of the `archival` table in the store at `db`.
+async fn archival_version(db: &std::path::Path) -> u64 {
+    let conn = lancedb::connect(db.to_str().unwrap()).execute().await.unwrap();
+    conn.open_table("archival").execute().await.unwrap().version().await.unwrap()
+}
+
+/// A repeated insert is answered from the near-duplicate search, which returns the stored copy (same
+/// text, same vector), and writes nothing. A copy that search leaves out (a superseded passage) is
+/// caught by the insert itself: still one row, the new tag merged, `deduplicated` set.
+#[tokio::test]
+async fn a_repeated_insert_writes_nothing_and_a_superseded_copy_is_still_found() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = GateState::new("s");
+    let text = "The nightly export job writes to s3://exports/nightly and retries three times.";
+    let first: ArchivalInsertOutput =
+        structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": ["ops"]})).await);
+    let before = archival_version(db.path()).await;
+    let again: ArchivalInsertOutput =
+        structured(&call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": ["ops"]})).await);
+    assert!(again.deduplicated);
+    assert_eq!(again.id, first.id);
+    assert_eq!(archival_version(db.path()).await, before, "a repeated insert committed a version");
+
+    // a superseded passage is not among the near-duplicate search's candidates
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let old = "The nightly export job used to write to s3://exports/legacy.";
+    let vector = embedder().embed_documents(vec![old.to_string()]).await.unwrap().remove(0);
+    let now = Utc::now();
+    let superseded = Passage {
+        id: passage_id("ann", "p", old),
+        actor_id: "ann".into(),
+        project: "p".into(),
+        session_id: String::new(),
+        turn: None,
+        source: "test".into(),
+        tags: vec!["ops".into()],
+        text: old.into(),
+        created_at: now,
+        updated_at: now,
+        embedded_text: old.into(),
+        superseded_by: Some(first.id.parse().unwrap()),
+    };
+    assert_eq!(store.insert_passages(&[(superseded.clone(), vector)]).await.unwrap().len(), 1);
+    let repeated: ArchivalInsertOutput =
+        structured(&call(&host, &s, "archival_memory_insert", json!({"text": old, "tags": ["legacy"]})).await);
+    assert!(repeated.deduplicated, "{repeated:?}");
+    assert_eq!(repeated.id, superseded.id.to_string());
+    assert_eq!(repeated.tags, vec!["legacy", "ops"]);
+    assert!(repeated.near_duplicates.is_empty());
+    let conn = lancedb::connect(db.path().to_str().unwrap()).execute().await.unwrap();
+    let rows = conn.open_table("archival").execute().await.unwrap().count_rows(None).await.unwrap();
+    assert_eq!(rows, 2, "the first passage and the superseded one, each once");
+}
+
 #[tokio::test]
 async fn an_error_code_finds_its_passage_among_1000_distractors() {
     let db = tempfile::tempdir().unwrap();
