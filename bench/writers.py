@@ -1,12 +1,14 @@
 """Acknowledged writes per second with several writers on one store: PROCESSES `astra-mcp serve --stdio`
 processes on one `--db`, each with SESSIONS writers in flight at once (one request outstanding per writer,
 the next sent when its answer arrives), every writer inserting INSERTS new archival passages. Prints the
-acknowledged writes per second of the whole run and the latency of one insert (p50, p99).
+acknowledged writes per second of the whole run and the latency of one insert (p50, p99). With
+`--searcher`, one more process on the store runs `archival_memory_search` calls one after another while
+the writes go on, and the latency of one search is printed too.
 
 The store is a fresh directory, or, with `--s3`, a fresh prefix in a bucket of the S3-compatible test
 server (`tests/s3-server`, built by `scripts/test`) started on loopback for the run.
 
-    python3 bench/writers.py [--binary BIN] [--processes 2] [--sessions 4] [--inserts 50] [--s3]
+    python3 bench/writers.py [--binary BIN] [--processes 2] [--sessions 4] [--inserts 50] [--s3] [--searcher]
 
 Pure standard library (no bench venv needed). Figures: BENCHMARKS.md, "Writers on one store".
 """
@@ -85,6 +87,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--inserts", type=int, default=50, help="inserts per writer")
     parser.add_argument("--s3", action="store_true", help="a bucket of the S3 test server instead of a directory")
+    parser.add_argument("--searcher", action="store_true", help="a process that searches while the writes go on")
     parser.add_argument("--s3-server", default=os.environ.get(
         "ASTRA_S3_TEST_SERVER", os.path.join(CACHE, "s3-server-target/release/astra-s3-test-server")))
     args = parser.parse_args()
@@ -115,23 +118,49 @@ def main() -> int:
 
             threads = [threading.Thread(target=writer, args=(srv, p, s))
                        for p, srv in enumerate(servers) for s in range(args.sessions)]
+            searches: list[float] = []
+            writing = threading.Event()
+            searcher = None
+            if args.searcher:
+                reader = Server(args.binary, db, "searcher", env)
+                servers.append(reader)
+
+                def search() -> None:
+                    i = 0
+                    while writing.is_set():
+                        t = time.monotonic()
+                        reader.call("tools/call", {"name": "archival_memory_search", "arguments": {
+                            "query": f"how often does the service wq0x{i % 4}x{i % 25}z drain its queue"}})
+                        searches.append(time.monotonic() - t)
+                        i += 1
+
+                searcher = threading.Thread(target=search)
+            writing.set()
             started = time.monotonic()
             for t in threads:
                 t.start()
+            if searcher is not None:
+                searcher.start()
             for t in threads:
                 t.join()
             seconds = time.monotonic() - started
+            writing.clear()
+            if searcher is not None:
+                searcher.join()
             for srv in servers:
                 srv.close()
         finally:
             if s3 is not None:
                 s3.kill()
         writes = len(latencies)
+        searched = {"searches": len(searches), "search_p50_ms": round(1000 * percentile(searches, 0.5)),
+                    "search_p99_ms": round(1000 * percentile(searches, 0.99))} if searches else {}
         print(json.dumps({
             "store": "s3 (tests/s3-server on loopback)" if args.s3 else "local directory",
             "processes": args.processes, "sessions": args.sessions, "writes": writes,
             "seconds": round(seconds, 1), "writes_per_s": round(writes / seconds, 1),
             "p50_ms": round(1000 * percentile(latencies, 0.5)), "p99_ms": round(1000 * percentile(latencies, 0.99)),
+            **searched,
         }))
     return 0
 

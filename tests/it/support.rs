@@ -211,6 +211,8 @@ pub fn run_client(command: &mut std::process::Command) -> Value {
     let last = stdout.lines().last().unwrap_or_default();
     let seen: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {stdout}"));
     assert_eq!(seen["ok"], true, "{seen}\nstderr: {stderr}");
+    // the counts and timings, for `--nocapture` (BENCHMARKS.md cites some of them)
+    eprintln!("{last}");
     seen
 }
 
