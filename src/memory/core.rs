@@ -99,6 +99,15 @@ pub struct Block {
     pub updated_at: Option<chrono::DateTime<Utc>>,
 }
 
+/// What an edit of a core block did: the block as it now is, and whether this edit wrote a new version
+/// (`false` when the block already read as the edit would leave it, e.g. a call repeated after its answer
+/// was lost).
+#[derive(Debug, Clone)]
+pub struct Edited {
+    pub block: Block,
+    pub changed: bool,
+}
+
 impl Block {
     pub fn chars(&self) -> usize {
         self.value.chars().count()
@@ -195,14 +204,20 @@ impl CoreMemory {
     /// Appends `text` on a new line (secrets redacted), within the block's limit. A block that already
     /// ends with that line is left as it is: a call repeated after an answer was lost (a failure the
     /// model is told to retry) does not write the line twice.
-    pub async fn append(&self, session_id: &str, section: &str, text: &str) -> Result<Block, MemoryError> {
+    pub async fn append(&self, session_id: &str, section: &str, text: &str) -> Result<Edited, MemoryError> {
         let text = for_storage(text.trim());
         let limit = self.spec("core_memory_append", section)?.limit;
         self.change(session_id, "core_memory_append", section, "append", &|current: &str| {
-            if current == text || current.ends_with(&format!("\n{text}")) {
+            // the block's last line is this text already (trailing line breaks aside)
+            let last = current.trim_end_matches(['\n', '\r']);
+            if last == text || last.ends_with(&format!("\n{text}")) {
                 return Ok(current.to_string());
             }
-            let value = if current.is_empty() { text.clone() } else { format!("{current}\n{text}") };
+            let value = if current.is_empty() || current.ends_with('\n') {
+                format!("{current}{text}")
+            } else {
+                format!("{current}\n{text}")
+            };
             within_limit("core_memory_append", section, current, &value, limit)?;
             Ok(value)
         })
@@ -217,7 +232,7 @@ impl CoreMemory {
         section: &str,
         old_text: &str,
         new_text: &str,
-    ) -> Result<Block, MemoryError> {
+    ) -> Result<Edited, MemoryError> {
         const TOOL: &str = "core_memory_replace";
         let new_text = for_storage(new_text);
         let limit = self.spec(TOOL, section)?.limit;
@@ -282,6 +297,7 @@ impl CoreMemory {
             Ok(value.clone())
         })
         .await
+        .map(|edited| edited.block)
     }
 
     /// Sets `section` to `value` (secrets redacted) as a new version, within the block's limit, if its
@@ -296,6 +312,7 @@ impl CoreMemory {
             Ok(value.clone())
         })
         .await
+        .map(|edited| edited.block)
     }
 
     /// Applies `edit` to the current value and writes the result as the next version, atomically with
@@ -307,7 +324,7 @@ impl CoreMemory {
         section: &str,
         operation: &str,
         edit: &Edit<'_>,
-    ) -> Result<Block, MemoryError> {
+    ) -> Result<Edited, MemoryError> {
         self.change_version(session_id, tool, section, operation, &|current: Option<&CoreBlockVersion>| {
             edit(current.map_or("", |c| c.value.as_str()))
         })
@@ -322,7 +339,7 @@ impl CoreMemory {
         section: &str,
         operation: &str,
         edit: &crate::store::BlockEdit<'_>,
-    ) -> Result<Block, MemoryError> {
+    ) -> Result<Edited, MemoryError> {
         let spec = self.spec(tool, section)?.clone();
         let template = CoreBlockVersion {
             actor_id: self.scope.actor_id.clone(),
@@ -334,9 +351,21 @@ impl CoreMemory {
             session_id: session_id.to_string(),
             created_at: Utc::now(),
         };
-        let next = self.store.update_block(&template, edit).await?.map_err(MemoryError::Refused)?;
-        let _ = self.changes.send(BlockChanged { section: section.to_string() });
-        Ok(Block { spec, value: next.value, version: next.version, updated_at: Some(next.created_at) })
+        // whether the edit's last run (the one the store kept) left the value as it found it: then the
+        // store wrote no version
+        let unchanged = std::sync::atomic::AtomicBool::new(false);
+        let watched = |current: Option<&CoreBlockVersion>| {
+            let value = edit(current)?;
+            unchanged.store(current.is_some_and(|c| c.value == value), std::sync::atomic::Ordering::Relaxed);
+            Ok(value)
+        };
+        let next = self.store.update_block(&template, &watched).await?.map_err(MemoryError::Refused)?;
+        let changed = !unchanged.load(std::sync::atomic::Ordering::Relaxed);
+        if changed {
+            let _ = self.changes.send(BlockChanged { section: section.to_string() });
+        }
+        let block = Block { spec, value: next.value, version: next.version, updated_at: Some(next.created_at) };
+        Ok(Edited { block, changed })
     }
 }
 

@@ -442,10 +442,11 @@ pub(super) async fn core_append(
     let p: CoreMemoryAppendParams = parse(TOOL, args)?;
     check_text(TOOL, "section", &p.section, MAX_SECTION_CHARS)?;
     check_text(TOOL, "text", &p.text, MAX_CORE_TEXT_CHARS)?;
-    let block = core.append(session.session_id(), p.section.trim(), &p.text).await?;
+    let edited = core.append(session.session_id(), p.section.trim(), &p.text).await?;
+    let verb = if edited.changed { "Appended to" } else { "Nothing appended: the text is already the last line of" };
     Ok(ToolOutput::ok(
-        block_text("Appended to", &block),
-        serde_json::to_value(block_output(&block)).expect("serializable"),
+        block_text(verb, &edited.block),
+        serde_json::to_value(block_output(&edited.block)).expect("serializable"),
     ))
 }
 
@@ -463,8 +464,12 @@ pub(super) async fn core_replace(
             "{TOOL}: `new_text` is longer than {MAX_CORE_TEXT_CHARS} characters; shorten it."
         )));
     }
-    let block = core.replace(session.session_id(), p.section.trim(), &p.old_text, &p.new_text).await?;
-    Ok(ToolOutput::ok(block_text("Edited", &block), serde_json::to_value(block_output(&block)).expect("serializable")))
+    let edited = core.replace(session.session_id(), p.section.trim(), &p.old_text, &p.new_text).await?;
+    let verb = if edited.changed { "Edited" } else { "Nothing replaced: `new_text` already stands there in" };
+    Ok(ToolOutput::ok(
+        block_text(verb, &edited.block),
+        serde_json::to_value(block_output(&edited.block)).expect("serializable"),
+    ))
 }
 
 pub(super) async fn archival_insert(

@@ -513,6 +513,22 @@ async fn core_edits_repeated_after_a_lost_answer_change_nothing() {
     // an earlier line, not the last, is appended again
     let again = edit("core_memory_append", json!({"section": "project", "text": "base line v2"})).await;
     assert_eq!(again, (5, "base line v2\nincident line\nbase line v2".to_string()));
+    // the answers say when nothing changed
+    let appended = call(&host, &s, "core_memory_append", json!({"section": "project", "text": "base line v2"})).await;
+    assert!(appended.text.starts_with("Nothing appended"), "{}", appended.text);
+    assert_eq!(structured::<CoreBlockOutput>(&appended).version, 5);
+    let replace = json!({"section": "project", "old_text": "incident line", "new_text": "incident line"});
+    let replaced = call(&host, &s, "core_memory_replace", replace).await;
+    assert!(replaced.text.starts_with("Nothing replaced"), "{}", replaced.text);
+    assert_eq!(structured::<CoreBlockOutput>(&replaced).version, 5);
+
+    // a block that ends with a line break (an edit in the memory browser keeps it): its last line is
+    // still its last line, and a new line follows without a blank one
+    host.memories().core.set("project", "first\nsecond\n", 5).await.unwrap();
+    let repeated = edit("core_memory_append", json!({"section": "project", "text": "second"})).await;
+    assert_eq!(repeated, (6, "first\nsecond\n".to_string()));
+    let next = edit("core_memory_append", json!({"section": "project", "text": "third"})).await;
+    assert_eq!(next, (7, "first\nsecond\nthird".to_string()));
 }
 
 /// The real model, counting the texts it is given.

@@ -98,12 +98,16 @@ impl LanceStore {
     /// cleanup keeps them for 7 days as possibly in progress (`lance::dataset::cleanup`,
     /// `UNVERIFIED_THRESHOLD_DAYS`). Other processes on the same store are not serialised by it.
     pub(super) async fn maintenance_lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        local_lock(format!("{}\0{name}\0maintenance", self.path)).lock_owned().await
+        self.maintenance_mutex(name).lock_owned().await
     }
 
     /// [`Self::maintenance_lock`] if no maintenance of `name` holds it now; `None` otherwise.
     pub(super) fn try_maintenance_lock(&self, name: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        local_lock(format!("{}\0{name}\0maintenance", self.path)).try_lock_owned().ok()
+        self.maintenance_mutex(name).try_lock_owned().ok()
+    }
+
+    fn maintenance_mutex(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        local_lock(format!("{}\0{name}\0maintenance", self.path))
     }
 }
 
