@@ -99,6 +99,10 @@ pub struct Block {
     pub updated_at: Option<chrono::DateTime<Utc>>,
 }
 
+/// Versions of a block a repeated `core_memory_replace` looks back through for the replacement it asks
+/// for, made already ([`CoreMemory::replace`]).
+const REPLACED_LOOKBACK: usize = 5;
+
 /// What an edit of a core block did: the block as it now is, and whether this edit wrote a new version
 /// (`false` when the block already read as the edit would leave it, e.g. a call repeated after its answer
 /// was lost).
@@ -208,16 +212,14 @@ impl CoreMemory {
         let text = for_storage(text.trim());
         let limit = self.spec("core_memory_append", section)?.limit;
         self.change(session_id, "core_memory_append", section, "append", &|current: &str| {
-            // the block's last line is this text already (trailing line breaks aside)
-            let last = current.trim_end_matches(['\n', '\r']);
-            if last == text || last.ends_with(&format!("\n{text}")) {
+            // the block's last line is this text already (white space around it aside)
+            let base = current.trim_end();
+            let last_line = base.rsplit('\n').next().unwrap_or_default().trim();
+            if base == text || last_line == text || base.ends_with(&format!("\n{text}")) {
                 return Ok(current.to_string());
             }
-            let value = if current.is_empty() || current.ends_with('\n') {
-                format!("{current}{text}")
-            } else {
-                format!("{current}\n{text}")
-            };
+            // white space after the last line (blank lines, a line break) is not kept before the new one
+            let value = if base.is_empty() { text.clone() } else { format!("{base}\n{text}") };
             within_limit("core_memory_append", section, current, &value, limit)?;
             Ok(value)
         })
@@ -225,7 +227,9 @@ impl CoreMemory {
     }
 
     /// Replaces the one exact occurrence of `old_text` with `new_text` (which may be empty: a deletion).
-    /// A block where `old_text` occurs only inside `new_text` is left as it is (the replacement is made).
+    /// A block where the replacement is made already is left as it is: `old_text` occurs only inside
+    /// `new_text`, or it no longer occurs and one of the last [`REPLACED_LOOKBACK`] versions was this very
+    /// replacement (a call repeated after its answer was lost, or the same edit by another session).
     pub async fn replace(
         &self,
         session_id: &str,
@@ -236,7 +240,7 @@ impl CoreMemory {
         const TOOL: &str = "core_memory_replace";
         let new_text = for_storage(new_text);
         let limit = self.spec(TOOL, section)?.limit;
-        self.change(session_id, TOOL, section, "replace", &|current: &str| {
+        let result = self.change(session_id, TOOL, section, "replace", &|current: &str| {
             let count = current.matches(old_text).count();
             // made already (a call repeated after its answer was lost): every occurrence of `old_text` is
             // inside one of `new_text`, and replacing again would grow the block ("v2" → "v2 v2")
@@ -268,7 +272,48 @@ impl CoreMemory {
                 )),
             }
         })
-        .await
+        .await;
+        match result {
+            Err(MemoryError::Refused(_)) if !old_text.is_empty() => {
+                match self.replaced_already(TOOL, section, old_text, &new_text).await? {
+                    Some(block) => Ok(Edited { block, changed: false }),
+                    None => result,
+                }
+            }
+            result => result,
+        }
+    }
+
+    /// The block as it is, if `old_text` no longer occurs in it, `new_text` still does (when not empty),
+    /// and one of its last [`REPLACED_LOOKBACK`] versions was the replacement of the one `old_text` of the
+    /// version before with `new_text`.
+    async fn replaced_already(
+        &self,
+        tool: &str,
+        section: &str,
+        old_text: &str,
+        new_text: &str,
+    ) -> Result<Option<Block>, MemoryError> {
+        let history = self.history(section).await?;
+        let Some(current) = history.last() else { return Ok(None) };
+        if current.value.contains(old_text) || !current.value.contains(new_text) {
+            return Ok(None);
+        }
+        let made = history.windows(2).rev().take(REPLACED_LOOKBACK).any(|pair| {
+            pair[1].operation == "replace"
+                && pair[0].value.matches(old_text).count() == 1
+                && pair[0].value.replacen(old_text, new_text, 1) == pair[1].value
+        });
+        if !made {
+            return Ok(None);
+        }
+        let spec = self.spec(tool, section)?.clone();
+        Ok(Some(Block {
+            spec,
+            value: current.value.clone(),
+            version: current.version,
+            updated_at: Some(current.created_at),
+        }))
     }
 
     /// Writes `version`'s value of `section` as a new version (the history keeps everything).

@@ -17,7 +17,7 @@ pub mod workspace;
 
 pub use archival::{ArchivalConfig, ArchivalMemory, DEFAULT_NEAR_DUPLICATE_COSINE, Ingested, Inserted, PassageSearch};
 pub use conversation::{ConversationMemory, ConversationSearch, ImportCounts, ImportTarget, NewItem, ToolCallRecorder};
-pub use core::{Block, BlockSpec, CoreMemory};
+pub use core::{Block, BlockSpec, CoreMemory, Edited};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
 pub use gate::GateState;
 pub use retrieval::{DEFAULT_MIN_SCORE, Fusion, Hit, Ranked};

@@ -387,13 +387,24 @@ one short label, in its own array entry."
 }
 
 /// The checks `archival_memory_insert` applies to a passage, for other ways in (`memory ingest`): `text`
-/// non-blank and at most [`MAX_PASSAGE_CHARS`] characters; at most [`MAX_TAGS`] tags, each non-blank,
-/// at most [`MAX_TAG_CHARS`] characters, without control characters or commas.
+/// non-blank and at most [`MAX_PASSAGE_CHARS`] characters, also as stored (control characters escaped,
+/// secrets redacted); at most [`MAX_TAGS`] tags, each non-blank, at most [`MAX_TAG_CHARS`] characters,
+/// without control characters or commas.
 ///
 /// # Errors
 /// A message saying which limit and what to do, prefixed with `what`.
 pub fn check_passage(what: &str, text: &str, tags: &[String]) -> Result<(), String> {
-    check_text(what, "text", text, MAX_PASSAGE_CHARS).and_then(|()| check_tags(what, tags)).map_err(|e| e.to_string())
+    check_text(what, "text", text, MAX_PASSAGE_CHARS)
+        .and_then(|()| check_tags(what, tags))
+        .map_err(|e| e.to_string())?;
+    let stored = crate::memory::redact::for_storage(text.trim()).chars().count();
+    if stored > MAX_PASSAGE_CHARS {
+        return Err(format!(
+            "{what}: `text` would be stored as {stored} characters (control characters are written as \\u{{..}} \
+             escapes), the limit is {MAX_PASSAGE_CHARS}; remove the control characters or shorten it."
+        ));
+    }
+    Ok(())
 }
 
 /// Stored text as quoted lines, cut at [`SHOWN_CHARS`].

@@ -506,10 +506,15 @@ async fn core_edits_repeated_after_a_lost_answer_change_nothing() {
     let first = edit("core_memory_replace", replace.clone()).await;
     assert_eq!(first, (3, "base line v2\noutage line".to_string()));
     assert_eq!(edit("core_memory_replace", replace).await, first, "not \"base line v2 v2\", no new version");
-    // a replacement that does not contain what it replaces is refused when repeated, as before
+    // a replacement that does not contain what it replaces, repeated: the block's last version made it
     let gone = json!({"section": "project", "old_text": "outage line", "new_text": "incident line"});
-    edit("core_memory_replace", gone.clone()).await;
-    assert!(call(&host, &s, "core_memory_replace", gone).await.is_error);
+    let made = edit("core_memory_replace", gone.clone()).await;
+    let repeated = call(&host, &s, "core_memory_replace", gone).await;
+    assert!(repeated.text.starts_with("Nothing replaced"), "{}", repeated.text);
+    assert_eq!(structured::<CoreBlockOutput>(&repeated).version, made.0);
+    // text that was never there is still refused
+    let never = json!({"section": "project", "old_text": "never written", "new_text": "incident line"});
+    assert!(call(&host, &s, "core_memory_replace", never).await.is_error);
     // an earlier line, not the last, is appended again
     let again = edit("core_memory_append", json!({"section": "project", "text": "base line v2"})).await;
     assert_eq!(again, (5, "base line v2\nincident line\nbase line v2".to_string()));
@@ -529,6 +534,12 @@ async fn core_edits_repeated_after_a_lost_answer_change_nothing() {
     assert_eq!(repeated, (6, "first\nsecond\n".to_string()));
     let next = edit("core_memory_append", json!({"section": "project", "text": "third"})).await;
     assert_eq!(next, (7, "first\nsecond\nthird".to_string()));
+    // white space after the last line: neither a duplicate nor a kept blank line
+    host.memories().core.set("project", "first\nthird  \n \n\n", 7).await.unwrap();
+    let spaced = edit("core_memory_append", json!({"section": "project", "text": "third"})).await;
+    assert_eq!(spaced, (8, "first\nthird  \n \n\n".to_string()));
+    let fourth = edit("core_memory_append", json!({"section": "project", "text": "fourth"})).await;
+    assert_eq!(fourth, (9, "first\nthird\nfourth".to_string()));
 }
 
 /// The real model, counting the texts it is given.
@@ -864,6 +875,22 @@ async fn a_new_passage_outranks_an_indexed_one_with_its_words_in_another_order()
     texts.push("Use pnpm not npm".into());
     let ids = insert_each(&host, &s, &texts).await;
     assert_each_ranks_first_for_its_own_text(&host, &s, &texts[24..], &ids[24..]).await;
+}
+
+/// The passage limit holds for the text as stored: control characters are stored escaped (`\u{1b}`,
+/// six characters each), so 8,000 characters of them would be stored as 48,000.
+#[tokio::test]
+async fn the_passage_limit_counts_the_text_as_stored() {
+    let db = tempfile::tempdir().unwrap();
+    let host = host(db.path(), config("ann", "p", None, None)).await;
+    let s = GateState::new("s");
+    let text = format!("{}abcdefghij", "\u{1b}".repeat(7_990));
+    let refused = call(&host, &s, "archival_memory_insert", json!({"text": text})).await;
+    assert!(refused.is_error, "{}", refused.text);
+    assert!(refused.text.contains("would be stored as 47950 characters"), "{}", refused.text);
+    let fits = format!("{}abcdefghij", "\u{1b}".repeat(10));
+    let stored = call(&host, &s, "archival_memory_insert", json!({"text": fits})).await;
+    assert!(!stored.is_error, "{}", stored.text);
 }
 
 /// `tags` is optional in the tool's description: null and an omitted `tags` store a passage without
