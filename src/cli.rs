@@ -34,8 +34,9 @@ pub struct Cli {
     /// search reads only the rows it returns. 0 turns the cache off.
     #[arg(long, global = true, env = ev::ASTRA_ROW_CACHE_ROWS, default_value_t = DEFAULT_ROW_CACHE_ROWS)]
     pub row_cache_rows: usize,
-    /// MiB of memory Lance's caches of the store may hold in all: three quarters for index pages
-    /// (full-text and vector), one quarter for table metadata. Raise it for stores past about 1M rows,
+    /// MiB of memory the store's caches may hold in all: three quarters for index pages (full-text and
+    /// vector), one quarter for table metadata; on a bucket half, a quarter, and a quarter for the files
+    /// read from it that Lance never rewrites. Raise it for stores past about 1M rows,
     /// whose indexes no longer fit (searches then read them from disk again).
     #[arg(long, global = true, env = ev::ASTRA_STORE_CACHE_MIB, default_value_t = DEFAULT_CACHE_MIB,
           value_name = "MIB", value_parser = store_cache_mib)]

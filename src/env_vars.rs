@@ -31,7 +31,8 @@ pub const ASTRA_LOG: &str = "ASTRA_LOG";
 pub const ASTRA_LANCE_IO: &str = "ASTRA_LANCE_IO";
 /// Rows per searchable table the search's row cache holds (0: off); equals `--row-cache-rows`.
 pub const ASTRA_ROW_CACHE_ROWS: &str = "ASTRA_ROW_CACHE_ROWS";
-/// MiB Lance's index and metadata caches hold in all (at least 16); equals `--store-cache-mib`.
+/// MiB the store's caches (Lance's index and metadata caches, on a bucket its files read) hold in all (at least
+/// 16); equals `--store-cache-mib`.
 pub const ASTRA_STORE_CACHE_MIB: &str = "ASTRA_STORE_CACHE_MIB";
 /// Milliseconds a read may lag other processes' commits; equals `--read-consistency-ms`.
 pub const ASTRA_READ_CONSISTENCY_MS: &str = "ASTRA_READ_CONSISTENCY_MS";

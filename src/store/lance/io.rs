@@ -23,6 +23,8 @@ use lance::session::Session;
 use lance_io::object_store::providers::local::FileStoreProvider;
 use lance_io::object_store::{ObjectStore, ObjectStoreParams, ObjectStoreProvider, ObjectStoreRegistry};
 
+use super::read_cache::CachedReadsProvider;
+
 /// How the store reads its files (`--lance-io`, `ASTRA_LANCE_IO`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReadIo {
@@ -62,11 +64,15 @@ pub unsafe fn set_uring_defaults() {
 /// and every index update new index files, each cached under its own key (BENCHMARKS.md, "Fuzzing").
 pub const DEFAULT_CACHE_MIB: u64 = 1024;
 
-/// The Lance session a connection opens with: Lance's caches bounded to `cache_mib` MiB in all (three
-/// quarters for the index cache: full-text and vector index pages; one quarter for the metadata cache:
-/// manifests, file and fragment metadata), with io_uring reads of a local directory
-/// ([`UringFileStoreProvider`]) where `read_io` and the kernel allow them, else Lance's default readers.
-/// `local` is false for an object-store URI, whose reads never go through io_uring.
+/// The Lance session a connection opens with: its caches bounded to `cache_mib` MiB in all, with io_uring
+/// reads of a local directory ([`UringFileStoreProvider`]) where `read_io` and the kernel allow them,
+/// else Lance's default readers. `local` is false for an object-store URI, whose reads never go through
+/// io_uring.
+///
+/// Of `cache_mib`, on a local directory: three quarters for Lance's index cache (full-text and vector
+/// index pages), one quarter for its metadata cache (manifests, file and fragment metadata). On an
+/// `s3://` store: half for indexes, a quarter for metadata and a quarter for the immutable files read
+/// from the bucket ([`super::read_cache::CachedReads`]).
 ///
 /// # Errors
 /// With [`ReadIo::Uring`] set for a local directory where this kernel refuses io_uring: the kernel's
@@ -94,8 +100,17 @@ pub(super) fn session(read_io: ReadIo, cache_mib: u64, local: bool) -> Result<Ar
         registry.insert("file", Arc::new(UringFileStoreProvider));
     }
     let bytes = usize::try_from(cache_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
-    let index = bytes / 4 * 3;
-    Ok(Arc::new(Session::new(index, bytes - index, Arc::new(registry))))
+    let (index, metadata) = if local {
+        (bytes / 4 * 3, bytes - bytes / 4 * 3)
+    } else {
+        // a quarter of the budget for the immutable files read from the bucket
+        let reads = bytes / 4;
+        if let Some(s3) = registry.get_provider("s3") {
+            registry.insert("s3", Arc::new(CachedReadsProvider::new(s3, reads as u64)));
+        }
+        (bytes / 2, bytes - bytes / 2 - reads)
+    };
+    Ok(Arc::new(Session::new(index, metadata, Arc::new(registry))))
 }
 
 /// Open files (`ulimit -n`) a process reading through io_uring needs: Lance's io_uring reader keeps every

@@ -43,6 +43,7 @@ mod fts;
 mod group;
 pub mod io;
 mod open;
+mod read_cache;
 mod remote;
 pub mod row_cache;
 mod rows;

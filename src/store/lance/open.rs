@@ -29,7 +29,7 @@ pub struct OpenOptions {
     pub read_io: io::ReadIo,
     /// Rows per searchable table the [`row_cache`] holds; 0 turns it off.
     pub row_cache_rows: usize,
-    /// MiB Lance's index and metadata caches hold in all ([`io::session`]).
+    /// MiB the store's caches hold in all ([`io::session`]).
     pub cache_mib: u64,
     /// How long a read may lag other processes' commits (`--read-consistency-ms`); `None`: the
     /// default of where the store lives, [`READ_CONSISTENCY`] on a local directory and
