@@ -133,12 +133,19 @@ impl LanceStore {
                 Ok(()) => {
                     ready.insert((name, column));
                 }
-                // Another process may have built it at the same moment.
-                Err(e) if has_fts_index(table, name, column).await.unwrap_or(false) => {
-                    tracing::debug!("full-text index created concurrently: {e}");
+                Err(e) => {
+                    // Another process may have built it at the same moment, in a version this handle has
+                    // not read yet (it reads new versions at most every `--read-consistency-ms`): without
+                    // reading it, each write would try again and meet the same conflict.
+                    if let Err(reload) = table.checkout_latest().await {
+                        tracing::debug!(table = name, "reading the latest version: {reload}");
+                    }
+                    if !has_fts_index(table, name, column).await.unwrap_or(false) {
+                        return Err(backend(e));
+                    }
+                    tracing::debug!(table = name, column, "full-text index created concurrently: {e}");
                     ready.insert((name, column));
                 }
-                Err(e) => return Err(backend(e)),
             }
         }
         Ok(())
@@ -394,11 +401,18 @@ impl LanceStore {
 
     async fn compact_locked(&self, name: &'static str) -> Result<(), StoreError> {
         let table = self.table(name);
-        retry(|| {
+        let started = std::time::Instant::now();
+        let metrics = retry(|| {
             table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
         })
         .await
         .map_err(backend)?;
+        tracing::debug!(
+            table = name,
+            fragments_removed = metrics.compaction.as_ref().map_or(0, |m| m.fragments_removed),
+            ms = started.elapsed().as_millis() as u64,
+            "fragments joined"
+        );
         if SEARCHABLE_TABLES.contains(&name) {
             // the compacted rows have new addresses; the next search fills the cache again
             self.row_cache(name).clear();
@@ -491,6 +505,32 @@ mod tests {
         let err = rows(&pinned).await.expect_err("the pinned version's files are pruned");
         assert!(crate::store::lance::is_missing_file(&err), "not read as a missing file: {err}");
         assert_eq!(rows(&store.table(ARCHIVAL_TABLE)).await.unwrap(), 3, "the latest version");
+    }
+
+    /// Two processes that find rows and no full-text index both build it at once; the one whose commit
+    /// loses counts the winner's index as built, although its view of the table predates that commit
+    /// (it reads new versions once an hour here), instead of failing (the write's answer waited, a
+    /// warning was logged, and its next write tried again and lost again).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_text_index_another_process_built_at_the_same_moment_counts_as_built() {
+        use crate::store::lance::OpenOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap();
+        let first = LanceStore::open(path).await.unwrap();
+        first.insert_passages(&[passage("ann", "the billing service drains its queue")]).await.unwrap();
+        wait_for_upkeep().await;
+        let index = super::fts_index_name(ARCHIVAL_TABLE, super::fts_columns(ARCHIVAL_TABLE)[0]);
+        first.table(ARCHIVAL_TABLE).drop_index(&index).await.unwrap();
+        let hourly =
+            || OpenOptions { read_consistency: Some(std::time::Duration::from_secs(3600)), ..Default::default() };
+        let a = LanceStore::open_with(path, hourly()).await.unwrap();
+        let b = LanceStore::open_with(path, hourly()).await.unwrap();
+        let (built_a, built_b) = tokio::join!(a.ensure_fts(ARCHIVAL_TABLE), b.ensure_fts(ARCHIVAL_TABLE));
+        built_a.unwrap();
+        built_b.unwrap();
+        let later = LanceStore::open(path).await.unwrap();
+        let indices = later.table(ARCHIVAL_TABLE).list_indices().await.unwrap();
+        assert_eq!(indices.iter().filter(|ix| ix.name == index).count(), 1, "{indices:?}");
     }
 
     async fn rows(table: &lancedb::Table) -> lancedb::Result<usize> {
