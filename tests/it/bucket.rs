@@ -1,8 +1,8 @@
 //! Stores on S3-compatible object storage, against a real S3 server on loopback (`tests/s3-server`,
 //! s3s-fs with atomic conditional writes; `support::S3Server`): the server's conditional PUTs, the
 //! refusal of a store that ignores them, a store moved from a local directory to the bucket and back,
-//! the S3 server killed and restarted under a running astra-mcp, and a distill run started twice from
-//! two machines. Every astra-mcp here is a process of the real binary with its own HOME, sharing
+//! the S3 server killed and restarted under a running astra-mcp, a distill run started twice from
+//! two machines, and a passage forgotten on one machine gone from another's searches. Every astra-mcp here is a process of the real binary with its own HOME, sharing
 //! nothing with the others but the bucket. The many-writers checks are in `multiprocess`.
 
 use std::path::Path;
@@ -375,4 +375,73 @@ async fn a_distill_run_started_on_two_machines_at_once_runs_once() {
     assert!(second.contains("SUCCEEDED"), "{second}");
     let locks = walk(&s3.root.path().join(S3Server::BUCKET));
     assert!(!locks.iter().any(|p| p.contains("_astra-mcp/locks/")), "no lease left: {locks:?}");
+}
+
+/// An MCP client of `astra-mcp serve --stdio` started as `machine` builds it.
+async fn serve(machine: Command) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+        cmd.env_clear().args(["serve", "--stdio"]);
+        for (k, v) in machine.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+    }))
+    .unwrap();
+    ().serve(transport).await.unwrap()
+}
+
+/// The text of a tool's answer, after checking it is not an error.
+async fn call(peer: &rmcp::Peer<rmcp::RoleClient>, tool: &'static str, arguments: Value) -> String {
+    let request = rmcp::model::CallToolRequestParams::new(tool).with_arguments(crate::support::args(arguments));
+    let result = peer.call_tool(request).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
+    result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
+}
+
+/// A server on a bucket keeps in memory what it read of the files Lance never rewrites. A passage it
+/// found, then forgotten on another machine, is gone from its searches within the read lag all the
+/// same (the deletion is a new file and a new manifest, read from the bucket), and a passage inserted
+/// there later is found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passage_forgotten_on_one_machine_is_gone_from_the_other_s_searches() {
+    let s3 = S3Server::start();
+    let db = s3.uri("forget");
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(machine(&s3, home_a.path(), &db)).await;
+    let b = serve(machine(&s3, home_b.path(), &db)).await;
+    let stored =
+        call(a.peer(), "archival_memory_insert", json!({"text": "The ledger export runs nightly; token fgt0001q."}))
+            .await;
+    let id = regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+        .unwrap()
+        .find(&stored)
+        .unwrap_or_else(|| panic!("no id in {stored}"))
+        .as_str()
+        .to_string();
+    let search = |token: &'static str| call(b.peer(), "archival_memory_search", json!({"query": token}));
+    // B reads the passage's files, as a search of the bucket would (more than once: the read lag)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !search("fgt0001q").await.contains(&id) {
+        assert!(std::time::Instant::now() < deadline, "B never found A's passage");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(search("fgt0001q").await.contains(&id), "found again, from what B read");
+
+    call(a.peer(), "memory_forget", json!({"id": id})).await;
+    call(a.peer(), "archival_memory_insert", json!({"text": "The invoice queue drains hourly; token fgt0002q."})).await;
+    let forgotten = std::time::Instant::now();
+    loop {
+        let (old, new) = (search("fgt0001q").await, search("fgt0002q").await);
+        if !old.contains(&id) && new.contains("fgt0002q") {
+            break;
+        }
+        assert!(forgotten.elapsed().as_secs() < 5, "after {:?}: old {old}\nnew {new}", forgotten.elapsed());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    eprintln!("B saw the forgetting and the new passage {:?} after A's calls", forgotten.elapsed());
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
 }
