@@ -33,41 +33,57 @@ use object_store::{
 /// block size (64 KiB on object stores) whole; larger files by ranges of a few KiB to a few MiB.
 pub const MAX_ENTRY_BYTES: u64 = 4 * 1024 * 1024;
 
-/// What a read asked for: a whole file, or a byte range of it.
+/// What a read asked for: a whole file (`range` `None`) or a byte range of it, in the store of Lance's
+/// store prefix `store` (scheme and bucket: one cache serves every store of a provider).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key {
-    Whole(Path),
-    Range(Path, u64, u64),
+pub struct Key {
+    store: Arc<str>,
+    path: Path,
+    range: Option<Range<u64>>,
 }
 
 /// The bytes of a [`Key`], with the object's metadata as the store answered it.
 #[derive(Debug, Clone)]
-struct Entry {
+pub struct Entry {
     bytes: Bytes,
     meta: ObjectMeta,
     attributes: Attributes,
 }
 
-/// An object store whose reads of immutable Lance files ([`is_immutable`]) are served from memory
-/// after their first request: at most `capacity` bytes, least recently used first out (moka's
-/// TinyLFU). Everything else (writes, listings, manifests, conditional or versioned reads, `HEAD`)
-/// goes to the store as it is.
+/// The memory [`CachedReads`] keep files in: at most its capacity in bytes (moka's weigher), the least
+/// useful out first (moka's TinyLFU). Cloned, it is the same cache.
+pub type ReadCache = moka::sync::Cache<Key, Entry>;
+
+/// A [`ReadCache`] of at most `capacity` bytes.
+pub fn read_cache(capacity: u64) -> ReadCache {
+    moka::sync::Cache::builder()
+        .weigher(|_: &Key, e: &Entry| u32::try_from(e.bytes.len()).unwrap_or(u32::MAX))
+        .max_capacity(capacity)
+        .build()
+}
+
+/// An object store whose reads of immutable Lance files ([`is_immutable`]) are served from a
+/// [`ReadCache`] after their first request. Everything else (writes, listings, manifests,
+/// conditional or versioned reads, `HEAD`) goes to the store as it is.
 #[derive(Debug)]
 pub struct CachedReads {
     inner: Arc<dyn ObjectStore>,
-    cache: moka::sync::Cache<Key, Entry>,
-    /// Largest entry kept: [`MAX_ENTRY_BYTES`], or the whole capacity if that is less.
+    /// Lance's store prefix of `inner` (scheme and bucket), part of each [`Key`].
+    store: Arc<str>,
+    cache: ReadCache,
+    /// Largest entry kept: [`MAX_ENTRY_BYTES`], or the cache's whole capacity if that is less.
     max_entry: u64,
 }
 
 impl CachedReads {
-    /// `inner` with at most `capacity` bytes of its immutable files kept in memory.
-    pub fn new(inner: Arc<dyn ObjectStore>, capacity: u64) -> Self {
-        let cache = moka::sync::Cache::builder()
-            .weigher(|_: &Key, e: &Entry| u32::try_from(e.bytes.len()).unwrap_or(u32::MAX))
-            .max_capacity(capacity)
-            .build();
-        Self { inner, cache, max_entry: MAX_ENTRY_BYTES.min(capacity) }
+    /// `inner`, whose Lance store prefix is `store`, with its immutable files kept in `cache`.
+    pub fn new(inner: Arc<dyn ObjectStore>, store: &str, cache: ReadCache) -> Self {
+        let max_entry = MAX_ENTRY_BYTES.min(cache.policy().max_capacity().unwrap_or(u64::MAX));
+        Self { inner, store: store.into(), cache, max_entry }
+    }
+
+    fn key(&self, path: &Path, range: Option<Range<u64>>) -> Key {
+        Key { store: self.store.clone(), path: path.clone(), range }
     }
 
     /// Bytes held now (after moka's pending evictions ran).
@@ -122,7 +138,7 @@ impl ObjectStore for CachedReads {
             return self.inner.get_opts(location, options).await;
         }
         // the whole file, when an earlier read took it whole
-        if let Some(entry) = self.cache.get(&Key::Whole(location.clone())) {
+        if let Some(entry) = self.cache.get(&self.key(location, None)) {
             let size = entry.meta.size;
             let range = match &options.range {
                 None => Some(0..size),
@@ -134,18 +150,19 @@ impl ObjectStore for CachedReads {
             }
         }
         let key = match &options.range {
-            None => Key::Whole(location.clone()),
+            None => self.key(location, None),
             Some(GetRange::Bounded(r)) if r.end > r.start && r.end - r.start <= self.max_entry => {
-                if let Some(entry) = self.cache.get(&Key::Range(location.clone(), r.start, r.end)) {
+                let key = self.key(location, Some(r.clone()));
+                if let Some(entry) = self.cache.get(&key) {
                     return Ok(answer(entry, r.clone(), r.start));
                 }
-                Key::Range(location.clone(), r.start, r.end)
+                key
             }
             Some(_) => return self.inner.get_opts(location, options).await,
         };
         let result = self.inner.get_opts(location, options).await?;
         let len = result.range.end - result.range.start;
-        let whole = matches!(key, Key::Whole(_));
+        let whole = key.range.is_none();
         if len > self.max_entry || (whole && result.range != (0..result.meta.size)) {
             return Ok(result);
         }
@@ -203,16 +220,17 @@ impl ObjectStore for CachedReads {
 }
 
 /// Lance's provider for a scheme (`s3`), with the reads of the stores it builds through
-/// [`CachedReads`], all stores of one provider sharing one cache of `capacity` bytes.
+/// [`CachedReads`], all stores of one provider sharing one [`ReadCache`] of `capacity` bytes (Lance
+/// builds a store per bucket and set of options, and may build several for one connection).
 #[derive(Debug)]
 pub struct CachedReadsProvider {
     provider: Arc<dyn ObjectStoreProvider>,
-    capacity: u64,
+    cache: ReadCache,
 }
 
 impl CachedReadsProvider {
     pub fn new(provider: Arc<dyn ObjectStoreProvider>, capacity: u64) -> Self {
-        Self { provider, capacity }
+        Self { provider, cache: read_cache(capacity) }
     }
 }
 
@@ -220,7 +238,7 @@ impl CachedReadsProvider {
 impl ObjectStoreProvider for CachedReadsProvider {
     async fn new_store(&self, base_path: url::Url, params: &ObjectStoreParams) -> lance::Result<LanceObjectStore> {
         let mut store = self.provider.new_store(base_path, params).await?;
-        store.inner = Arc::new(CachedReads::new(store.inner.clone(), self.capacity));
+        store.inner = Arc::new(CachedReads::new(store.inner.clone(), &store.store_prefix, self.cache.clone()));
         Ok(store)
     }
 
@@ -297,7 +315,7 @@ mod tests {
 
     async fn setup(capacity: u64) -> (Arc<Counted>, CachedReads) {
         let counted = Arc::new(Counted::default());
-        let cached = CachedReads::new(counted.clone(), capacity);
+        let cached = CachedReads::new(counted.clone(), "s3$bucket", read_cache(capacity));
         for (path, body) in [
             ("store/archival.lance/data/a1.lance", &b"0123456789"[..]),
             ("store/archival.lance/_versions/2.manifest", b"manifest"),
@@ -365,6 +383,30 @@ mod tests {
         small.get(&data).await.unwrap();
         assert!(small.held_bytes() <= 4, "a 4-byte cache holds no 10-byte file: {}", small.held_bytes());
         assert_eq!(reads(&counted), 2, "what does not fit is read again");
+    }
+
+    /// The stores of two buckets share one cache (one bound for the process) and each reads its own
+    /// bytes at the same path.
+    #[tokio::test]
+    async fn two_buckets_share_one_cache_and_keep_their_own_files() {
+        let cache = read_cache(1 << 20);
+        let path = Path::from("store/archival.lance/data/a1.lance");
+        let mut stores = Vec::new();
+        for (bucket, body) in [("s3$one", "in the first bucket"), ("s3$two", "in the second")] {
+            let counted = Arc::new(Counted::default());
+            counted.store.put(&path, PutPayload::from(body.as_bytes().to_vec())).await.unwrap();
+            stores.push((counted.clone(), CachedReads::new(counted, bucket, cache.clone()), body));
+        }
+        for _ in 0..2 {
+            for (_, cached, body) in &stores {
+                assert_eq!(cached.get(&path).await.unwrap().bytes().await.unwrap(), body.as_bytes());
+            }
+        }
+        for (counted, _, _) in &stores {
+            assert_eq!(reads(counted), 1, "each bucket's file requested once");
+        }
+        cache.run_pending_tasks();
+        assert_eq!(cache.weighted_size(), 19 + 13, "both files in the one cache");
     }
 
     #[test]
