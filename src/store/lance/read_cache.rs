@@ -12,7 +12,8 @@
 //! own UUID directory; what changes a table is a new manifest under `_versions/`, which is never
 //! cached here). The bytes read once at a path are therefore the bytes at that path for as long as it
 //! exists, whichever machine wrote them. A later version that no longer lists a file simply stops
-//! reading it, and it ages out of the cache.
+//! reading it, and it ages out of the cache. A file this process writes there is kept as written, once
+//! the store has taken it: the next insert's search reads the newest fragment back.
 //!
 //! Local directories do not need it: their reads come from the kernel's page cache.
 
@@ -63,7 +64,7 @@ pub fn read_cache(capacity: u64) -> ReadCache {
 }
 
 /// An object store whose reads of immutable Lance files ([`is_immutable`]) are served from a
-/// [`ReadCache`] after their first request. Everything else (writes, listings, manifests,
+/// [`ReadCache`] after their first request, or their write through it. Everything else (writes, listings, manifests,
 /// conditional or versioned reads, `HEAD`) goes to the store as it is.
 #[derive(Debug)]
 pub struct CachedReads {
@@ -180,7 +181,23 @@ impl ObjectStore for CachedReads {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
+        // a file this process writes it soon reads back (the next insert's near-duplicate search scans
+        // the newest fragment): kept as written, once the store has taken it
+        let keep = is_immutable(location) && payload.content_length() as u64 <= self.max_entry;
+        let written = keep.then(|| (payload.clone(), opts.attributes.clone()));
+        let result = self.inner.put_opts(location, payload, opts).await?;
+        if let Some((payload, attributes)) = written {
+            let bytes = Bytes::from(payload);
+            let meta = ObjectMeta {
+                location: location.clone(),
+                last_modified: chrono::Utc::now(),
+                size: bytes.len() as u64,
+                e_tag: result.e_tag.clone(),
+                version: result.version.clone(),
+            };
+            self.cache.insert(self.key(location, None), Entry { bytes, meta, attributes });
+        }
+        Ok(result)
     }
 
     async fn put_multipart_opts(
@@ -320,7 +337,7 @@ mod tests {
             ("store/archival.lance/data/a1.lance", &b"0123456789"[..]),
             ("store/archival.lance/_versions/2.manifest", b"manifest"),
         ] {
-            cached.put(&Path::from(path), PutPayload::from_static(body)).await.unwrap();
+            counted.store.put(&Path::from(path), PutPayload::from_static(body)).await.unwrap();
         }
         (counted, cached)
     }
@@ -407,6 +424,30 @@ mod tests {
         }
         cache.run_pending_tasks();
         assert_eq!(cache.weighted_size(), 19 + 13, "both files in the one cache");
+    }
+
+    /// A data file written through the cache is read back without a request; a manifest written
+    /// through it is not kept, and a write the store refuses keeps nothing.
+    #[tokio::test]
+    async fn a_file_written_through_the_cache_is_read_back_from_memory() {
+        let (counted, cached) = setup(1 << 20).await;
+        let data = Path::from("store/archival.lance/data/b2.lance");
+        cached.put(&data, PutPayload::from_static(b"new fragment")).await.unwrap();
+        let read = cached.get(&data).await.unwrap();
+        assert_eq!((read.meta.size, read.range.clone()), (12, 0..12));
+        assert_eq!(read.bytes().await.unwrap(), &b"new fragment"[..]);
+        assert_eq!(cached.get_range(&data, 4..12).await.unwrap(), &b"fragment"[..]);
+        assert_eq!(reads(&counted), 0, "no request to read back what was written");
+
+        let manifest = Path::from("store/archival.lance/_versions/3.manifest");
+        cached.put(&manifest, PutPayload::from_static(b"v3")).await.unwrap();
+        cached.get(&manifest).await.unwrap();
+        assert_eq!(reads(&counted), 1, "a manifest is read from the store");
+
+        let taken = Path::from("store/archival.lance/data/a1.lance");
+        let create = PutOptions { mode: object_store::PutMode::Create, ..Default::default() };
+        assert!(cached.put_opts(&taken, PutPayload::from_static(b"other bytes"), create).await.is_err());
+        assert_eq!(cached.get(&taken).await.unwrap().bytes().await.unwrap(), &b"0123456789"[..], "the stored bytes");
     }
 
     #[test]
