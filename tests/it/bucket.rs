@@ -247,24 +247,12 @@ async fn a_store_moves_from_a_local_directory_to_the_bucket_and_back_unchanged()
 /// and the astra-mcp server goes on writing and searching without a restart of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_the_s3_server_restarting_under_them() {
-    use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
-    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 
     let mut s3 = S3Server::start();
     let home = tempfile::tempdir().unwrap();
     let db = s3.uri("restart");
-    let base = machine(&s3, home.path(), &db);
-    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
-        cmd.env_clear().args(["serve", "--stdio"]);
-        for (k, v) in base.get_envs() {
-            if let Some(v) = v {
-                cmd.env(k, v);
-            }
-        }
-    }))
-    .unwrap();
-    let client = ().serve(transport).await.unwrap();
+    let client = serve(machine(&s3, home.path(), &db)).await;
     let insert = |i: usize| {
         let arguments = json!({"text": format!("Restart note {i}: token rst{i:04}q"), "tags": []});
         CallToolRequestParams::new("archival_memory_insert").with_arguments(crate::support::args(arguments))
