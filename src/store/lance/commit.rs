@@ -8,14 +8,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{RecordBatch, RecordBatchIterator};
+use arrow_array::RecordBatch;
 
 use super::{LanceStore, backend};
 use crate::store::StoreError;
 
-/// Attempts for a write that meets a commit conflict or a concurrent table creation (backoff doubles
-/// from 20 ms to 640 ms: about 4.5 s in all, enough to outlast a concurrent compaction or re-embedding).
-pub(super) const WRITE_ATTEMPTS: usize = 12;
+/// Attempts for a write that meets a commit conflict or a concurrent table creation (waits double from
+/// 10–20 ms to 320–640 ms: 3.5–7 s in all, enough to outlast a concurrent compaction or re-embedding).
+/// A lost race for the manifest on a bucket counts as one, so there is room for several in a row.
+pub(super) const WRITE_ATTEMPTS: usize = 16;
 
 /// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
 /// `<db>/<table>.lock` (other processes), both released when dropped. The flock is a no-op for
@@ -127,27 +128,72 @@ pub(super) enum Merge<'a> {
 /// commits with an id in common conflict (the id is the table's key), so a retry sees the other
 /// writer's row: an absent row another writer inserted first is skipped, and an update's condition is
 /// evaluated on the row it left. Returns Lance's counts of inserted and updated rows.
+///
+/// Lance's merge-insert, not lancedb's, so that a lost race for the manifest costs a few ms: lancedb
+/// leaves Lance's own retries on, and Lance sleeps between them in random slots of 1.1 × the lost
+/// attempt's duration, 0–3 slots, then 0–7, 0–15 (`lance_core::utils::backoff::SlotBackoff`). Writers
+/// that share a bucket take versions from each other often, and while a process slept there its other
+/// writes waited behind the table's lock. Here the merge's transaction is committed again at once,
+/// rebased on what was committed meanwhile, up to [`LOST_RACES`] times; a conflict on the rows themselves
+/// (the same id written by another writer) runs the whole merge again ([`retry`]).
 pub(super) async fn merge_keyed(
     table: &lancedb::Table,
     batch: &RecordBatch,
     how: Merge<'_>,
-) -> Result<lancedb::table::merge::MergeResult, StoreError> {
-    retry(|| {
-        let mut merge = table.merge_insert(&["id"]);
-        match how {
-            Merge::InsertAbsent => merge.when_not_matched_insert_all(),
-            Merge::Update(condition) => merge.when_matched_update_all(condition.map(str::to_string)),
-            Merge::Upsert => merge.when_matched_update_all(None).when_not_matched_insert_all(),
+) -> Result<lance::dataset::MergeStats, StoreError> {
+    use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched};
+    let Some(handle) = table.dataset() else {
+        return Err(StoreError::Backend(format!("table {} is not a local Lance table", table.name())));
+    };
+    retry(table, || async {
+        let dataset = handle.get().await?;
+        let mut merge = MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_string()])?;
+        let (matched, not_matched) = match how {
+            Merge::InsertAbsent => (WhenMatched::DoNothing, WhenNotMatched::InsertAll),
+            Merge::Update(None) => (WhenMatched::UpdateAll, WhenNotMatched::DoNothing),
+            Merge::Update(Some(condition)) => (WhenMatched::update_if(&dataset, condition)?, WhenNotMatched::DoNothing),
+            Merge::Upsert => (WhenMatched::UpdateAll, WhenNotMatched::InsertAll),
         };
-        let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], batch.schema());
-        async move { merge.execute(Box::new(reader)).await }
+        let job = merge.when_matched(matched).when_not_matched(not_matched).try_build()?;
+        let merged = job.execute_uncommitted_batches(vec![batch.clone()]).await?;
+        let mut lost = 0;
+        let committed = loop {
+            // one attempt inside Lance: no slot backoff
+            let mut commit = CommitBuilder::new(dataset.clone()).with_max_retries(1);
+            if let Some(rows) = &merged.affected_rows {
+                commit = commit.with_affected_rows(rows.clone());
+            }
+            match commit.execute(merged.transaction.clone()).await {
+                Err(lance::Error::CommitConflict { version, .. }) if lost + 1 < LOST_RACES => {
+                    lost += 1;
+                    tracing::debug!(
+                        table = table.name(),
+                        version,
+                        lost,
+                        "another writer took the version: committing again"
+                    );
+                }
+                other => break other?,
+            }
+        };
+        handle.update(committed);
+        Ok(merged.stats)
     })
     .await
     .map_err(backend)
 }
 
-/// Runs a write, retrying on Lance commit conflicts (another process committed first).
-pub(super) async fn retry<T, F, Fut>(mut op: F) -> lancedb::Result<T>
+/// Commits of one merge-insert's transaction in a row that another writer's commit may precede (each
+/// time, someone else's write went in: no livelock) before the whole merge runs again.
+const LOST_RACES: u32 = 16;
+
+/// Runs a write to `table`, retrying on Lance commit conflicts (another writer committed first): up to
+/// [`WRITE_ATTEMPTS`] attempts, the n-th after a random wait between 5 · 2^n and 10 · 2^n ms (at most
+/// 640 ms), so that writers that collided do not collide again in step. Before each new attempt `table`
+/// is brought to its latest version: on object storage a handle's reads may lag other writers by up to
+/// its read consistency interval (`remote::READ_CONSISTENCY`), and an attempt from the version that
+/// conflicted meets the same conflict again.
+pub(super) async fn retry<T, F, Fut>(table: &lancedb::Table, mut op: F) -> lancedb::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = lancedb::Result<T>>,
@@ -158,15 +204,29 @@ where
             Ok(v) => return Ok(v),
             Err(e) if attempt + 1 < WRITE_ATTEMPTS && is_conflict(&e) => {
                 attempt += 1;
-                tracing::debug!(attempt, "commit conflict, retrying: {e}");
-                tokio::time::sleep(Duration::from_millis(10 * (1 << attempt.min(6)))).await;
+                tracing::debug!(table = table.name(), attempt, "commit conflict, retrying: {e}");
+                let ceiling = 10u64 << attempt.min(6);
+                tokio::time::sleep(Duration::from_millis(fastrand::u64(ceiling / 2..=ceiling))).await;
+                table.checkout_latest().await?;
             }
             Err(e) => return Err(e),
         }
     }
 }
 
+/// Whether `e` is a commit that lost to another writer (safe to run again: nothing of it was committed).
+/// An unknown commit outcome is not one.
 fn is_conflict(e: &lancedb::Error) -> bool {
+    if let lancedb::Error::Lance { source } = e {
+        if matches!(
+            source,
+            lance::Error::CommitConflict { .. }
+                | lance::Error::RetryableCommitConflict { .. }
+                | lance::Error::TooMuchWriteContention { .. }
+        ) {
+            return true;
+        }
+    }
     let text = e.to_string().to_lowercase();
     text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
 }
@@ -176,6 +236,37 @@ mod tests {
     use std::time::Duration;
 
     use super::TableLock;
+
+    /// A handle whose reads lag the table (read consistency of an hour, as a bucket's handles lag by up to
+    /// half a second) updates a row another handle has just updated: its first commit conflicts, and the
+    /// retry must start from the latest version, where it goes through; from the version it read, every
+    /// attempt met the same conflict until the attempts ran out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_conflicts_from_a_lagging_view_is_retried_on_the_latest_version() {
+        use crate::store::ArchivalStore;
+        use crate::store::lance::test_rows::passage;
+        use crate::store::lance::{ARCHIVAL_TABLE, LanceStore, OpenOptions, archival, wait_for_upkeep};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap();
+        let hourly = || OpenOptions { read_consistency: Some(Duration::from_secs(3600)), ..Default::default() };
+        let first = LanceStore::open_with(path, hourly()).await.unwrap();
+        let (mut row, vector) = passage("ann", "the billing service drains its queue");
+        first.insert_passages(&[(row.clone(), vector.clone())]).await.unwrap();
+        wait_for_upkeep().await;
+        let second = LanceStore::open_with(path, hourly()).await.unwrap();
+        row.tags = vec!["first".into()];
+        first
+            .update_batch(ARCHIVAL_TABLE, archival::to_batch(&[(row.clone(), vector.clone())]).unwrap())
+            .await
+            .unwrap();
+        row.tags = vec!["second".into()];
+        let started = std::time::Instant::now();
+        second.update_batch(ARCHIVAL_TABLE, archival::to_batch(&[(row.clone(), vector)]).unwrap()).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "the update took {:?}", started.elapsed());
+        let reader = LanceStore::open(path).await.unwrap();
+        let stored = reader.get_passage("ann", row.id).await.unwrap().expect("the passage is stored");
+        assert_eq!(stored.tags, vec!["second".to_string()]);
+    }
 
     /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the
     /// lock (as Lance's file I/O does): all of them must get through, none may starve the holder.

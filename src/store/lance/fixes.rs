@@ -256,7 +256,7 @@ impl FixStore for LanceStore {
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
         let _lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
-        let result = retry(|| self.fixes.delete(filter.as_str())).await.map_err(backend)?;
+        let result = retry(&self.fixes, || self.fixes.delete(filter.as_str())).await.map_err(backend)?;
         Ok(result.num_deleted_rows > 0)
     }
 }

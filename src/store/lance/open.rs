@@ -246,7 +246,7 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
         )
         .map_err(backend)?;
         // Keyed upsert: two processes initialising one store at once write the same rows once.
-        retry(|| {
+        retry(&meta, || {
             let mut merge = meta.merge_insert(&["key"]);
             merge.when_not_matched_insert_all();
             let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());

@@ -291,7 +291,7 @@ impl LanceStore {
             for chunk in ids.chunks(500) {
                 let ids = in_list("id", chunk.iter().map(String::as_str));
                 let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
-                retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+                retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
             }
         }
         Ok(report)
@@ -375,7 +375,7 @@ impl LanceStore {
             ],
         )
         .map_err(backend)?;
-        retry(|| {
+        retry(&meta, || {
             let mut merge = meta.merge_insert(&["key"]);
             merge.when_matched_update_all(None).when_not_matched_insert_all();
             let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());

@@ -160,7 +160,7 @@ impl LanceStore {
             return Ok(());
         };
         let table = self.table(name);
-        retry(|| {
+        retry(table, || {
             table
                 .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
                 .name(index.to_string())
@@ -296,7 +296,7 @@ impl LanceStore {
         let started = std::time::Instant::now();
         let options = OptimizeOptions::merge(segments - 1).index_names(vec![index]);
         let table = self.table(name);
-        retry(|| table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
+        retry(table, || table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
         tracing::info!(
             table = name,
             segments = segments - 1,
@@ -360,7 +360,7 @@ impl LanceStore {
             }
             OptimizeOptions::default().index_names(others)
         };
-        retry(|| table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
+        retry(table, || table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
         Ok(())
     }
 
@@ -402,7 +402,7 @@ impl LanceStore {
     async fn compact_locked(&self, name: &'static str) -> Result<(), StoreError> {
         let table = self.table(name);
         let started = std::time::Instant::now();
-        let metrics = retry(|| {
+        let metrics = retry(table, || {
             table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
         })
         .await
@@ -436,7 +436,7 @@ impl LanceStore {
         }
         self.compact_locked(name).await?;
         if let Some(older_than) = prune {
-            retry(|| {
+            retry(table, || {
                 table.optimize(OptimizeAction::Prune {
                     older_than: Some(older_than),
                     delete_unverified: None,

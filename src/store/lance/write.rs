@@ -89,7 +89,7 @@ impl LanceStore {
             return Ok(());
         }
         let _maintenance = self.maintenance_lock(name).await;
-        retry(|| table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(stale.clone()))))
+        retry(table, || table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(stale.clone()))))
             .await
             .map_err(backend)?;
         Ok(())
@@ -283,12 +283,12 @@ impl LanceStore {
                 else {
                     continue;
                 };
-                retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+                retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
                 self.forget_item(&item.0).await?;
                 self.forget_distilled_from(&item.0).await?;
                 return Ok(Some(name));
             }
-            let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            let result = retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
             if result.num_deleted_rows > 0 {
                 if name == super::ARCHIVAL_TABLE {
                     self.scrub_distill_changes(actor, id).await?;
@@ -298,7 +298,7 @@ impl LanceStore {
         }
         // a version of a core block (ids from `memory list --table core_blocks`): purged from the history
         let table = self.table(CORE_BLOCKS_TABLE);
-        let result = retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+        let result = retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
         Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
     }
 
@@ -306,7 +306,7 @@ impl LanceStore {
     pub async fn append_passages(&self, rows_in: &[(crate::domain::Passage, Vec<f32>)]) -> Result<(), StoreError> {
         let batch = super::archival::to_batch(rows_in)?;
         let table = self.table(super::ARCHIVAL_TABLE);
-        retry(|| table.add(batch.clone()).execute()).await.map_err(backend)?;
+        retry(table, || table.add(batch.clone()).execute()).await.map_err(backend)?;
         Ok(())
     }
 
@@ -340,7 +340,7 @@ impl LanceStore {
         let table = self.table(super::ARCHIVAL_TABLE);
         for id in &derived {
             let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
-            retry(|| table.delete(filter.as_str())).await.map_err(backend)?;
+            retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
             self.scrub_distill_changes(actor, id).await?;
         }
         // changes that quote the item without a memory derived from it (`unchanged`: already stored)
