@@ -123,16 +123,19 @@ impl LanceStore {
         let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
         check_meta(path, &meta, check_model).await?;
-        let fixes = open_or_create(&conn, FIXES_TABLE, fixes::schema()).await.map_err(|e| open_err(&e))?;
-        let archival = open_or_create(&conn, ARCHIVAL_TABLE, archival::schema()).await.map_err(|e| open_err(&e))?;
-        let session_items =
-            open_or_create(&conn, CONVERSATION_TABLE, conversation::schema()).await.map_err(|e| open_err(&e))?;
-        let core_blocks =
-            open_or_create(&conn, CORE_BLOCKS_TABLE, core_blocks::schema()).await.map_err(|e| open_err(&e))?;
-        let forgotten =
-            open_or_create(&conn, FORGOTTEN_TABLE, conversation::forgotten_schema()).await.map_err(|e| open_err(&e))?;
-        let distill_runs =
-            open_or_create(&conn, DISTILL_RUNS_TABLE, distill::schema()).await.map_err(|e| open_err(&e))?;
+        // The other tables at once: on object storage each opening is several round trips.
+        let open = |name: &'static str, schema: SchemaRef| {
+            let conn = &conn;
+            async move { open_or_create(conn, name, schema).await.map_err(|e| open_err(&e)) }
+        };
+        let (fixes, archival, session_items, core_blocks, forgotten, distill_runs) = futures::try_join!(
+            open(FIXES_TABLE, fixes::schema()),
+            open(ARCHIVAL_TABLE, archival::schema()),
+            open(CONVERSATION_TABLE, conversation::schema()),
+            open(CORE_BLOCKS_TABLE, core_blocks::schema()),
+            open(FORGOTTEN_TABLE, conversation::forgotten_schema()),
+            open(DISTILL_RUNS_TABLE, distill::schema()),
+        )?;
         if !local {
             let tables = [
                 (META_TABLE, &meta),
@@ -143,14 +146,17 @@ impl LanceStore {
                 (FORGOTTEN_TABLE, &forgotten),
                 (DISTILL_RUNS_TABLE, &distill_runs),
             ];
-            for (name, table) in tables {
-                remote::check_keyed(path, name, table).await?;
-            }
+            futures::future::try_join_all(tables.map(|(name, table)| remote::check_keyed(path, name, table))).await?;
         }
+        let (fixes_rows, archival_rows, session_items_rows) = futures::join!(
+            row_cache_capacity(&fixes, options.row_cache_rows),
+            row_cache_capacity(&archival, options.row_cache_rows),
+            row_cache_capacity(&session_items, options.row_cache_rows),
+        );
         let row_caches = Arc::new(row_cache::RowCaches {
-            fixes: row_cache::RowCache::new(row_cache_capacity(&fixes, options.row_cache_rows).await),
-            archival: row_cache::RowCache::new(row_cache_capacity(&archival, options.row_cache_rows).await),
-            session_items: row_cache::RowCache::new(row_cache_capacity(&session_items, options.row_cache_rows).await),
+            fixes: row_cache::RowCache::new(fixes_rows),
+            archival: row_cache::RowCache::new(archival_rows),
+            session_items: row_cache::RowCache::new(session_items_rows),
         });
         let store = Self {
             path: path.to_string(),
