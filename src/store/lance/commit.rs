@@ -15,7 +15,6 @@ use crate::store::StoreError;
 
 /// Attempts for a write that meets a commit conflict or a concurrent table creation (waits double from
 /// 10–20 ms to 320–640 ms: 3.5–7 s in all, enough to outlast a concurrent compaction or re-embedding).
-/// A lost race for the manifest on a bucket counts as one, so there is room for several in a row.
 pub(super) const WRITE_ATTEMPTS: usize = 16;
 
 /// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
@@ -214,19 +213,10 @@ where
     }
 }
 
-/// Whether `e` is a commit that lost to another writer (safe to run again: nothing of it was committed).
-/// An unknown commit outcome is not one.
+/// Whether `e` is a commit that lost to another writer (safe to run again: nothing of it was committed),
+/// by its text, which lancedb may have wrapped: Lance's "Commit conflict", "Retryable commit conflict",
+/// "Too many concurrent writers". An unknown commit outcome is not one.
 fn is_conflict(e: &lancedb::Error) -> bool {
-    if let lancedb::Error::Lance { source } = e {
-        if matches!(
-            source,
-            lance::Error::CommitConflict { .. }
-                | lance::Error::RetryableCommitConflict { .. }
-                | lance::Error::TooMuchWriteContention { .. }
-        ) {
-            return true;
-        }
-    }
     let text = e.to_string().to_lowercase();
     text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
 }
