@@ -114,14 +114,13 @@ impl ArchivalMemory {
         // (no lookup by id beside it: on object storage that read costs a request per fragment). A copy
         // it misses (superseded, or past its candidates) is skipped by the insert, which reports it.
         let (existing, near_duplicates) = self.nearest_stored(&vector, id).await?;
-        if let Some(existing) = existing {
-            // the same text again: nothing new is written, but new tags are kept
-            let existing = if tags.iter().all(|t| existing.tags.contains(t)) {
-                existing
-            } else {
-                self.store.add_passage_tags(&scope.actor_id, id, &tags).await?.unwrap_or(existing)
-            };
-            return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
+        // The same text again: nothing new is written, but new tags are kept. Whether it is still stored
+        // is settled on the store's latest version (`add_passage_tags`): the search's view may lag
+        // another machine that has just forgotten it, and then it is stored anew below.
+        if existing.is_some() {
+            if let Some(kept) = self.store.add_passage_tags(&scope.actor_id, id, &tags).await? {
+                return Ok(Inserted { passage: kept, deduplicated: true, near_duplicates: Vec::new() });
+            }
         }
         let now = Utc::now();
         let passage = Passage {
@@ -138,13 +137,20 @@ impl ArchivalMemory {
             updated_at: now,
             superseded_by: None,
         };
-        let new = self.store.insert_passages(&[(passage.clone(), vector)]).await?;
-        if new.is_empty() {
+        let row = [(passage.clone(), vector)];
+        for _ in 0..2 {
+            if !self.store.insert_passages(&row).await?.is_empty() {
+                return Ok(Inserted { passage, deduplicated: false, near_duplicates });
+            }
             // stored already: by another writer since our search, or a copy the search did not return
-            let existing = self.store.add_passage_tags(&scope.actor_id, id, &passage.tags).await?.unwrap_or(passage);
-            return Ok(Inserted { passage: existing, deduplicated: true, near_duplicates: Vec::new() });
+            // (absent from the latest version: the insert's view lagged a forget, and is current now)
+            if let Some(kept) = self.store.add_passage_tags(&scope.actor_id, id, &passage.tags).await? {
+                return Ok(Inserted { passage: kept, deduplicated: true, near_duplicates: Vec::new() });
+            }
         }
-        Ok(Inserted { passage, deduplicated: false, near_duplicates })
+        Err(MemoryError::Store(crate::store::StoreError::Backend(format!(
+            "passage {id} was stored and forgotten again while this insert ran: call it again"
+        ))))
     }
 
     /// Bulk insert (`memory ingest`): `passages` (text, tags) are redacted and de-duplicated, the ones

@@ -432,3 +432,55 @@ async fn fix_identifiers_that_differ_by_a_plural_are_told_apart_also_after_an_ol
     assert_eq!(ranks(&keyword)[0], (many.memory_id, 1), "rebuilt: {:?}", ranks(&keyword));
     assert!(ranks(&keyword).iter().all(|(id, rank)| *id != one.memory_id || *rank > 1));
 }
+
+/// On a bucket a server's reads may lag another machine's writes by the read consistency interval
+/// (stood in for here by two handles on one directory that re-read the table only hourly). A passage
+/// forgotten through one handle and inserted again at once through the other, whose view still holds it,
+/// is stored anew (with or without new tags), not answered "already stored" with nothing kept; and a
+/// passage the lagging handle has not seen yet is still found and deleted by its forget.
+#[tokio::test]
+async fn a_lagging_view_neither_keeps_a_forgotten_passage_nor_misses_a_new_one() {
+    use std::sync::Arc;
+
+    use astra_mcp::domain::Scope;
+    use astra_mcp::memory::{ArchivalConfig, ArchivalMemory, Fusion};
+    use astra_mcp::store::lance::OpenOptions;
+    use astra_mcp::store::{ArchivalStore, ForgetStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let path = path.to_str().unwrap();
+    let lagging = || OpenOptions { read_consistency: Some(std::time::Duration::from_secs(3600)), ..Default::default() };
+    let memory = |store: Arc<LanceStore>| {
+        ArchivalMemory::new(
+            store,
+            embedder(),
+            ArchivalConfig {
+                scope: Scope { actor_id: "ann".into(), project: "p".into() },
+                near_duplicate_cosine: 0.95,
+                fusion: Fusion::archival(),
+            },
+        )
+    };
+    let first = Arc::new(LanceStore::open_with(path, lagging()).await.unwrap());
+    let texts = ["the billing queue drains every five minutes", "the search cluster reindexes at night"];
+    let mut ids = Vec::new();
+    for text in texts {
+        ids.push(memory(first.clone()).insert(None, text, &[], "test").await.unwrap().passage.id);
+    }
+    let second = Arc::new(LanceStore::open_with(path, lagging()).await.unwrap());
+    for &id in &ids {
+        assert_eq!(first.forget("ann", id).await.unwrap(), Some("archival"));
+    }
+    let again = memory(second.clone()).insert(None, texts[0], &[], "test").await.unwrap();
+    assert!(!again.deduplicated, "the forgotten passage was answered as stored");
+    let tagged = memory(second.clone()).insert(None, texts[1], &["ops".to_string()], "test").await.unwrap();
+    assert!(!tagged.deduplicated, "the forgotten passage was answered as stored, its tags merged");
+    let fresh = LanceStore::open(path).await.unwrap();
+    assert!(fresh.get_passage("ann", ids[0]).await.unwrap().is_some(), "the passage stored again is missing");
+    let stored = fresh.get_passage("ann", ids[1]).await.unwrap().expect("the passage stored again with a tag");
+    assert_eq!(stored.tags, vec!["ops".to_string()]);
+    // the first handle has not read the second's inserts: its forget must find them all the same
+    assert_eq!(first.forget("ann", ids[0]).await.unwrap(), Some("archival"));
+    assert!(LanceStore::open(path).await.unwrap().get_passage("ann", ids[0]).await.unwrap().is_none());
+}

@@ -165,6 +165,9 @@ impl ArchivalStore for LanceStore {
         // machine that added tags meanwhile makes the write match nothing, and the merge starts again from
         // its row. The flock spares the writers of one machine that round.
         let _lock = super::commit::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        // From the latest version, not a view that lags other machines (a bucket's reads may): a passage
+        // forgotten on another machine a moment ago is gone here too, and the caller stores it anew.
+        self.table(ARCHIVAL_TABLE).checkout_latest().await.map_err(backend)?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
         for attempt in 1..=super::commit::WRITE_ATTEMPTS {
             let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;

@@ -270,8 +270,11 @@ impl LanceStore {
     /// and `optimize` removes it from the files). Returns the table, `None` when no such row exists.
     pub async fn delete_row(&self, actor: &str, id: &str) -> Result<Option<&'static str>, StoreError> {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
+        // Each table from its latest version, not a view that lags other machines (a bucket's reads may):
+        // a memory stored on another machine a moment ago is found and deleted too.
         for name in SEARCHABLE_TABLES {
             let table = self.table(name);
+            table.checkout_latest().await.map_err(backend)?;
             if name == super::CONVERSATION_TABLE {
                 let rows_found = self.select(name, &filter, Some(1)).await?;
                 let Some(item) = rows_found
@@ -298,6 +301,7 @@ impl LanceStore {
         }
         // a version of a core block (ids from `memory list --table core_blocks`): purged from the history
         let table = self.table(CORE_BLOCKS_TABLE);
+        table.checkout_latest().await.map_err(backend)?;
         let result = retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
         Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
     }
