@@ -3,12 +3,15 @@ processes on one `--db`, each with SESSIONS writers in flight at once (one reque
 the next sent when its answer arrives), every writer inserting INSERTS new archival passages. Prints the
 acknowledged writes per second of the whole run and the latency of one insert (p50, p99). With
 `--searcher`, one more process on the store runs `archival_memory_search` calls one after another while
-the writes go on, and the latency of one search is printed too.
+the writes go on, and the latency of one search is printed too. With `--forgetter`, one more process
+stores FORGETS passages before the writes start and forgets them (`memory_forget`) one after another while
+the writes go on, and the latency of one forget is printed too.
 
 The store is a fresh directory, or, with `--s3`, a fresh prefix in a bucket of the S3-compatible test
 server (`tests/s3-server`, built by `scripts/test`) started on loopback for the run.
 
     python3 bench/writers.py [--binary BIN] [--processes 2] [--sessions 4] [--inserts 50] [--s3] [--searcher]
+        [--forgetter] [--forgets 40]
 
 Pure standard library (no bench venv needed). Figures: BENCHMARKS.md, "Writers on one store".
 """
@@ -88,6 +91,9 @@ def main() -> int:
     parser.add_argument("--inserts", type=int, default=50, help="inserts per writer")
     parser.add_argument("--s3", action="store_true", help="a bucket of the S3 test server instead of a directory")
     parser.add_argument("--searcher", action="store_true", help="a process that searches while the writes go on")
+    parser.add_argument("--forgetter", action="store_true",
+                        help="a process that forgets passages it stored while the writes go on")
+    parser.add_argument("--forgets", type=int, default=40, help="passages the forgetter stores, then forgets")
     parser.add_argument("--s3-server", default=os.environ.get(
         "ASTRA_S3_TEST_SERVER", os.path.join(CACHE, "s3-server-target/release/astra-s3-test-server")))
     args = parser.parse_args()
@@ -135,18 +141,39 @@ def main() -> int:
                         i += 1
 
                 searcher = threading.Thread(target=search)
+            forgets: list[tuple[float, float]] = []  # (started, seconds)
+            forgetter = None
+            if args.forgetter:
+                remover = Server(args.binary, db, "forgetter", env)
+                servers.append(remover)
+                ids = [remover.call("tools/call", {"name": "archival_memory_insert", "arguments": {
+                    "text": f"Passage {i} to forget: the cache entry fz{i}q expires after {i % 7 + 2} hours."}}
+                )["result"]["structuredContent"]["id"] for i in range(args.forgets)]
+
+                def forget() -> None:
+                    for memory_id in ids:
+                        t = time.monotonic()
+                        remover.call("tools/call", {"name": "memory_forget", "arguments": {"id": memory_id}})
+                        forgets.append((t, time.monotonic() - t))
+
+                forgetter = threading.Thread(target=forget)
             writing.set()
             started = time.monotonic()
             for t in threads:
                 t.start()
             if searcher is not None:
                 searcher.start()
+            if forgetter is not None:
+                forgetter.start()
             for t in threads:
                 t.join()
-            seconds = time.monotonic() - started
+            ended = time.monotonic()
+            seconds = ended - started
             writing.clear()
             if searcher is not None:
                 searcher.join()
+            if forgetter is not None:
+                forgetter.join()
             for srv in servers:
                 srv.close()
         finally:
@@ -155,6 +182,11 @@ def main() -> int:
         writes = len(latencies)
         searched = {"searches": len(searches), "search_p50_ms": round(1000 * percentile(searches, 0.5)),
                     "search_p99_ms": round(1000 * percentile(searches, 0.99))} if searches else {}
+        if forgets:
+            took = [d for _, d in forgets]
+            searched.update(forgets=len(forgets), forgets_during_writes=sum(1 for t, _ in forgets if t < ended),
+                            forget_p50_ms=round(1000 * percentile(took, 0.5)),
+                            forget_p90_ms=round(1000 * percentile(took, 0.9)), forget_max_ms=round(1000 * max(took)))
         print(json.dumps({
             "store": "s3 (tests/s3-server on loopback)" if args.s3 else "local directory",
             "processes": args.processes, "sessions": args.sessions, "writes": writes,

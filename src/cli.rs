@@ -15,8 +15,10 @@ use crate::store::lance::io::{DEFAULT_CACHE_MIB, ReadIo};
 use crate::store::lance::row_cache::DEFAULT_ROW_CACHE_ROWS;
 use crate::transport::limits;
 
-/// Default of `--log`.
-pub const DEFAULT_LOG: &str = "warn,astra_mcp=info";
+/// Default of `--log`. Lance's warning that a compaction lost its commit to another writer's (two
+/// processes on one store compact the same fragments at about the same time) is left out: upkeep retries
+/// that compaction on the latest version and logs the conflict at debug level.
+pub const DEFAULT_LOG: &str = "warn,astra_mcp=info,lance::dataset::optimize=error";
 
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]

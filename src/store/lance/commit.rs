@@ -140,7 +140,7 @@ pub(super) async fn merge_keyed(
     batch: &RecordBatch,
     how: Merge<'_>,
 ) -> Result<lance::dataset::MergeStats, StoreError> {
-    use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched};
+    use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
     let Some(handle) = table.dataset() else {
         return Err(StoreError::Backend(format!("table {} is not a local Lance table", table.name())));
     };
@@ -155,26 +155,7 @@ pub(super) async fn merge_keyed(
         };
         let job = merge.when_matched(matched).when_not_matched(not_matched).try_build()?;
         let merged = job.execute_uncommitted_batches(vec![batch.clone()]).await?;
-        let mut lost = 0;
-        let committed = loop {
-            // one attempt inside Lance: no slot backoff
-            let mut commit = CommitBuilder::new(dataset.clone()).with_max_retries(1);
-            if let Some(rows) = &merged.affected_rows {
-                commit = commit.with_affected_rows(rows.clone());
-            }
-            match commit.execute(merged.transaction.clone()).await {
-                Err(lance::Error::CommitConflict { version, .. }) if lost + 1 < LOST_RACES => {
-                    lost += 1;
-                    tracing::debug!(
-                        table = table.name(),
-                        version,
-                        lost,
-                        "another writer took the version: committing again"
-                    );
-                }
-                other => break other?,
-            }
-        };
+        let committed = commit_rebased(table, &dataset, merged.transaction, merged.affected_rows).await?;
         handle.update(committed);
         Ok(merged.stats)
     })
@@ -182,8 +163,64 @@ pub(super) async fn merge_keyed(
     .map_err(backend)
 }
 
-/// Commits of one merge-insert's transaction in a row that another writer's commit may precede (each
-/// time, someone else's write went in: no livelock) before the whole merge runs again.
+/// Deletes the rows of `table` that match the SQL `filter`, retried on commit conflicts like
+/// [`merge_keyed`]; returns how many were deleted. When none matches, nothing is committed: no new
+/// version, no commit to race for (lancedb's `Table::delete` commits an empty deletion, one more version
+/// and one more round of manifest writes on a bucket, each racing the other writers).
+pub(super) async fn delete_where(table: &lancedb::Table, filter: &str) -> Result<u64, StoreError> {
+    use lance::dataset::DeleteBuilder;
+    let Some(handle) = table.dataset() else {
+        return Err(StoreError::Backend(format!("table {} is not a local Lance table", table.name())));
+    };
+    retry(table, || async {
+        let dataset = handle.get().await?;
+        let staged = DeleteBuilder::new(dataset.clone(), filter).execute_uncommitted().await?;
+        if staged.num_deleted_rows == 0 {
+            return Ok(0);
+        }
+        let committed = commit_rebased(table, &dataset, staged.transaction, staged.affected_rows).await?;
+        handle.update(committed);
+        Ok(staged.num_deleted_rows)
+    })
+    .await
+    .map_err(backend)
+}
+
+/// Commits `transaction`, built on `dataset`, with one attempt inside Lance (no slot backoff); when
+/// another writer took the version meanwhile (`lance::Error::CommitConflict`) the same transaction is
+/// committed again at once, rebased on what was committed since, up to [`LOST_RACES`] times in a row.
+/// A conflict on the rows themselves comes back as Lance's retryable conflict, for [`retry`] to run the
+/// whole write again from the latest version.
+async fn commit_rebased(
+    table: &lancedb::Table,
+    dataset: &std::sync::Arc<lance::Dataset>,
+    transaction: lance::dataset::transaction::Transaction,
+    affected_rows: Option<lance::dataset::scanner::RowAddrTreeMap>,
+) -> lance::Result<lance::Dataset> {
+    use lance::dataset::CommitBuilder;
+    let mut lost = 0;
+    loop {
+        let mut commit = CommitBuilder::new(dataset.clone()).with_max_retries(1);
+        if let Some(rows) = &affected_rows {
+            commit = commit.with_affected_rows(rows.clone());
+        }
+        match commit.execute(transaction.clone()).await {
+            Err(lance::Error::CommitConflict { version, .. }) if lost + 1 < LOST_RACES => {
+                lost += 1;
+                tracing::debug!(
+                    table = table.name(),
+                    version,
+                    lost,
+                    "another writer took the version: committing again"
+                );
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Commits of one transaction in a row that another writer's commit may precede (each
+/// time, someone else's write went in: no livelock) before the whole write runs again.
 const LOST_RACES: u32 = 16;
 
 /// Runs a write to `table`, retrying on Lance commit conflicts (another writer committed first): up to
@@ -192,7 +229,16 @@ const LOST_RACES: u32 = 16;
 /// is brought to its latest version: on object storage a handle's reads may lag other writers by up to
 /// its read consistency interval (`remote::READ_CONSISTENCY`), and an attempt from the version that
 /// conflicted meets the same conflict again.
-pub(super) async fn retry<T, F, Fut>(table: &lancedb::Table, mut op: F) -> lancedb::Result<T>
+pub(super) async fn retry<T, F, Fut>(table: &lancedb::Table, op: F) -> lancedb::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = lancedb::Result<T>>,
+{
+    retry_at_most(WRITE_ATTEMPTS, table, op).await
+}
+
+/// [`retry`] with at most `attempts` attempts (1: no retry).
+pub(super) async fn retry_at_most<T, F, Fut>(attempts: usize, table: &lancedb::Table, mut op: F) -> lancedb::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = lancedb::Result<T>>,
@@ -201,7 +247,7 @@ where
     loop {
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt + 1 < WRITE_ATTEMPTS && is_conflict(&e) => {
+            Err(e) if attempt + 1 < attempts && is_conflict(&e) => {
                 attempt += 1;
                 tracing::debug!(table = table.name(), attempt, "commit conflict, retrying: {e}");
                 let ceiling = 10u64 << attempt.min(6);
@@ -216,7 +262,7 @@ where
 /// Whether `e` is a commit that lost to another writer (safe to run again: nothing of it was committed),
 /// by its text, which lancedb may have wrapped: Lance's "Commit conflict", "Retryable commit conflict",
 /// "Too many concurrent writers". An unknown commit outcome is not one.
-fn is_conflict(e: &lancedb::Error) -> bool {
+pub(super) fn is_conflict(e: &lancedb::Error) -> bool {
     let text = e.to_string().to_lowercase();
     text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
 }
@@ -256,6 +302,71 @@ mod tests {
         let reader = LanceStore::open(path).await.unwrap();
         let stored = reader.get_passage("ann", row.id).await.unwrap().expect("the passage is stored");
         assert_eq!(stored.tags, vec!["second".to_string()]);
+    }
+
+    /// Forgetting a passage commits to the table that held it and to no other: a deletion that matches
+    /// nothing commits no version (lancedb's delete committed an empty one on every table it tried, each
+    /// a commit that races the other writers on a bucket); an id no table holds commits nothing at all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_forget_commits_only_to_the_table_that_held_the_row() {
+        use crate::store::ArchivalStore;
+        use crate::store::lance::test_rows::passage;
+        use crate::store::lance::{ARCHIVAL_TABLE, LanceStore, TABLES, wait_for_upkeep};
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let (row, vector) = passage("ann", "the billing service drains its queue");
+        store.insert_passages(&[(row.clone(), vector)]).await.unwrap();
+        wait_for_upkeep().await;
+        let versions = || async {
+            let mut all = Vec::new();
+            for name in TABLES {
+                all.push((name, store.table(name).version().await.unwrap()));
+            }
+            all
+        };
+        let before = versions().await;
+        assert_eq!(store.delete_row("ann", &uuid::Uuid::new_v4().to_string()).await.unwrap(), None);
+        assert_eq!(versions().await, before, "forgetting an id no table holds committed a version");
+        assert_eq!(store.delete_row("ann", &row.id.to_string()).await.unwrap(), Some(ARCHIVAL_TABLE));
+        let expected: Vec<_> =
+            before.iter().map(|&(name, v)| (name, if name == ARCHIVAL_TABLE { v + 1 } else { v })).collect();
+        assert_eq!(versions().await, expected);
+        assert!(store.get_passage("ann", row.id).await.unwrap().is_none(), "the passage is still stored");
+    }
+
+    /// Deletions racing inserts on one table from two handles (each commit may find its version taken
+    /// by the other's and is committed again, rebased on it): every deletion lands, no inserted row is
+    /// lost, and none of the deleted rows comes back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deletions_racing_inserts_lose_nothing() {
+        use crate::store::ArchivalStore;
+        use crate::store::lance::test_rows::passage;
+        use crate::store::lance::{ARCHIVAL_TABLE, LanceStore, wait_for_upkeep};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_str().unwrap().to_string();
+        let inserter = LanceStore::open(&path).await.unwrap();
+        let deleter = LanceStore::open(&path).await.unwrap();
+        let doomed: Vec<_> = (0..20).map(|i| passage("ann", &format!("old note {i} of the billing service"))).collect();
+        inserter.insert_passages(&doomed).await.unwrap();
+        let inserts = tokio::spawn(async move {
+            for i in 0..40 {
+                inserter.insert_passages(&[passage("ann", &format!("new note {i} of the queue"))]).await.unwrap();
+            }
+        });
+        let ids: Vec<String> = doomed.iter().map(|(p, _)| p.id.to_string()).collect();
+        let deletes = tokio::spawn(async move {
+            for id in &ids {
+                assert_eq!(deleter.delete_row("ann", id).await.unwrap(), Some(ARCHIVAL_TABLE), "{id} not deleted");
+            }
+        });
+        inserts.await.unwrap();
+        deletes.await.unwrap();
+        wait_for_upkeep().await;
+        let reader = LanceStore::open(&path).await.unwrap();
+        assert_eq!(reader.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(), 40);
+        for (p, _) in &doomed {
+            assert!(reader.get_passage("ann", p.id).await.unwrap().is_none(), "{} is back", p.id);
+        }
     }
 
     /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use lancedb::query::QueryBase;
 use uuid::Uuid;
 
-use super::commit::retry;
+use super::commit::delete_where;
 use super::sql::sql_literal;
 use super::{LanceStore, backend, collect};
 use crate::domain::{FixRecord, Receipt};
@@ -256,7 +256,6 @@ impl FixStore for LanceStore {
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
         let _lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
-        let result = retry(&self.fixes, || self.fixes.delete(filter.as_str())).await.map_err(backend)?;
-        Ok(result.num_deleted_rows > 0)
+        Ok(delete_where(&self.fixes, &filter).await? > 0)
     }
 }

@@ -15,7 +15,7 @@ use lancedb::query::{QueryBase, Select};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::commit::retry;
+use super::commit::{delete_where, retry};
 use super::rows::{self, Rows};
 use super::sql::{actor_filter, in_list, sql_literal};
 use super::{LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect};
@@ -291,7 +291,7 @@ impl LanceStore {
             for chunk in ids.chunks(500) {
                 let ids = in_list("id", chunk.iter().map(String::as_str));
                 let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
-                retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
+                delete_where(table, &filter).await?;
             }
         }
         Ok(report)

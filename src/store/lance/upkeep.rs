@@ -7,7 +7,7 @@
 
 use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 
-use super::commit::retry;
+use super::commit::{is_conflict, retry, retry_at_most};
 use super::fts::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
 use super::{FIXES_TABLE, LanceStore, SEARCHABLE_TABLES, TABLES, backend};
 use crate::store::StoreError;
@@ -391,22 +391,32 @@ impl LanceStore {
     /// no index covers yet are joined ([`COMPACT_EVERY_WRITES`]). It holds the table's write lock, so
     /// the writers of this machine wait for it (about 20 rows rewritten) rather than commit beside it:
     /// a compaction that loses the commit race leaves its rewritten files to Lance's cleanup, which
-    /// keeps them 7 days. Skipped while upkeep runs on the table (it compacts too).
+    /// keeps them 7 days. Skipped while upkeep runs on the table (it compacts too). One attempt: a
+    /// compaction that loses to another process's write (a deletion in a fragment it rewrote, another
+    /// compaction) is left to the next one, [`COMPACT_EVERY_WRITES`] writes later, rather than retried
+    /// with backoff while this machine's writers wait for the lock (seconds, with another machine
+    /// forgetting memories as this one inserts).
     pub(super) async fn compact_table(&self, name: &'static str) -> Result<(), StoreError> {
         // the write lock first, as writers take it before a fold's maintenance lock
         let _lock = super::commit::TableLock::acquire(self.path(), name).await?;
         let Some(_maintenance) = self.try_maintenance_lock(name) else { return Ok(()) };
-        self.compact_locked(name).await
+        match self.compact_locked(name, 1).await {
+            Err(e) if is_conflict(&e) => {
+                tracing::debug!(table = name, "compaction lost to a concurrent write, left to the next one: {e}");
+                Ok(())
+            }
+            other => other.map_err(backend),
+        }
     }
 
-    async fn compact_locked(&self, name: &'static str) -> Result<(), StoreError> {
+    /// Compacts `name` in up to `attempts` attempts ([`retry_at_most`]).
+    async fn compact_locked(&self, name: &'static str, attempts: usize) -> lancedb::Result<()> {
         let table = self.table(name);
         let started = std::time::Instant::now();
-        let metrics = retry(table, || {
+        let metrics = retry_at_most(attempts, table, || {
             table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
         })
-        .await
-        .map_err(backend)?;
+        .await?;
         tracing::debug!(
             table = name,
             fragments_removed = metrics.compaction.as_ref().map_or(0, |m| m.fragments_removed),
@@ -434,7 +444,7 @@ impl LanceStore {
             self.fold_new_rows_into_indexes_locked(name).await?;
             self.merge_vector_index_segments(name, max_segments).await?;
         }
-        self.compact_locked(name).await?;
+        self.compact_locked(name, super::commit::WRITE_ATTEMPTS).await.map_err(backend)?;
         if let Some(older_than) = prune {
             retry(table, || {
                 table.optimize(OptimizeAction::Prune {

@@ -10,7 +10,7 @@
 use arrow_array::RecordBatch;
 use serde_json::Value;
 
-use super::commit::{Merge, TableLock, merge_keyed, retry};
+use super::commit::{Merge, TableLock, delete_where, merge_keyed, retry};
 use super::sql::{in_list, sql_literal};
 use super::upkeep::{self, UPKEEP_EVERY_WRITES, upkeep_tasks};
 use super::{
@@ -286,13 +286,13 @@ impl LanceStore {
                 else {
                     continue;
                 };
-                retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
+                delete_where(table, &filter).await?;
                 self.forget_item(&item.0).await?;
                 self.forget_distilled_from(&item.0).await?;
                 return Ok(Some(name));
             }
-            let result = retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
-            if result.num_deleted_rows > 0 {
+            let deleted = delete_where(table, &filter).await?;
+            if deleted > 0 {
                 if name == super::ARCHIVAL_TABLE {
                     self.scrub_distill_changes(actor, id).await?;
                 }
@@ -302,8 +302,8 @@ impl LanceStore {
         // a version of a core block (ids from `memory list --table core_blocks`): purged from the history
         let table = self.table(CORE_BLOCKS_TABLE);
         table.checkout_latest().await.map_err(backend)?;
-        let result = retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
-        Ok((result.num_deleted_rows > 0).then_some(CORE_BLOCKS_TABLE))
+        let deleted = delete_where(table, &filter).await?;
+        Ok((deleted > 0).then_some(CORE_BLOCKS_TABLE))
     }
 
     /// Appends passages without the insert-if-absent check (benchmark loading into a fresh store).
@@ -344,7 +344,7 @@ impl LanceStore {
         let table = self.table(super::ARCHIVAL_TABLE);
         for id in &derived {
             let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
-            retry(table, || table.delete(filter.as_str())).await.map_err(backend)?;
+            delete_where(table, &filter).await?;
             self.scrub_distill_changes(actor, id).await?;
         }
         // changes that quote the item without a memory derived from it (`unchanged`: already stored)
