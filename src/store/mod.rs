@@ -47,6 +47,17 @@ pub enum StoreError {
     Corrupt { table: &'static str, column: &'static str, message: String },
 }
 
+impl StoreError {
+    /// Whether this is a write that kept losing to other writers' commits of the same rows (Lance's
+    /// commit conflicts, after the store's retries): nothing of it was committed, and calling it again
+    /// is the remedy, not a look at the store's connection.
+    pub fn is_contention(&self) -> bool {
+        let Self::Backend(message) = self else { return false };
+        let text = message.to_lowercase();
+        text.contains("commit conflict") || text.contains("too many concurrent writers")
+    }
+}
+
 /// What to check when the store at `path` does not open: a directory's writability, or a bucket's
 /// endpoint, name and credentials.
 fn open_hint(path: &str) -> &'static str {

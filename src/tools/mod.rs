@@ -318,6 +318,14 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
                 "{tool} cannot run: {e}. This is a server setup problem the user must fix; nothing was stored."
             ))
         }
+        // other writers kept committing to the same rows first (many sessions editing one core block)
+        ToolError::Memory(MemoryError::Store(e)) if e.is_contention() => {
+            tracing::warn!(tool, "{e}");
+            ToolOutput::error(format!(
+                "{tool} failed: other sessions changed the same memory at the same moment, more often than this \
+                 call retries; nothing of this call was stored. Call it again."
+            ))
+        }
         // the store did not complete a read or a commit (unreachable, I/O): worth a retry
         ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
             tracing::error!(tool, "{e}");
@@ -398,5 +406,21 @@ mod tests {
         let read = failure_output("archival_memory_search", ToolError::Memory(failed));
         assert!(read.text.contains("Call it again in a moment; if it keeps failing"), "{}", read.text);
         assert!(!out.text.contains("internal error"), "{}", out.text);
+    }
+
+    /// A write that lost to other writers' commits more often than the store retries is told as such
+    /// (call it again), not as a store out of reach.
+    #[test]
+    fn a_write_out_of_commit_retries_reads_as_contention() {
+        let cause = "lance error: Retryable commit conflict for version 41: This Update transaction was preempted \
+                     by concurrent transaction Update at version 41. Please retry.";
+        let failed = MemoryError::Store(crate::store::StoreError::Backend(cause.into()));
+        let out = failure_output("core_memory_append", ToolError::Memory(failed));
+        assert!(out.is_error);
+        assert_eq!(
+            out.text,
+            "core_memory_append failed: other sessions changed the same memory at the same moment, more often than \
+             this call retries; nothing of this call was stored. Call it again."
+        );
     }
 }

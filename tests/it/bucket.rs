@@ -242,6 +242,43 @@ async fn a_store_moves_from_a_local_directory_to_the_bucket_and_back_unchanged()
     assert_eq!(original, rows(&third), "bucket → local");
 }
 
+/// Machines that open one new prefix at the same moment each find its tables absent; of two creations
+/// of one table Lance commits the later on top of the earlier, as an overwrite, so a row written
+/// between them was lost (a `core_memory_append` of 400 in a trial). A table's creation holds a lease
+/// in the bucket: in four rounds of four machines each storing a passage on a new prefix at once,
+/// every passage is stored.
+#[test]
+fn machines_that_start_on_a_new_prefix_at_once_keep_every_first_write() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..4 {
+        let bucket = s3.uri(&format!("first-day-{round}"));
+        let machines: Vec<_> = (0..4)
+            .map(|m| {
+                let home = dir.path().join(format!("home-{round}-{m}"));
+                let passages = dir.path().join(format!("passage-{round}-{m}.jsonl"));
+                let text = format!("Machine {m} of round {round}: the release train leaves on Thursdays.");
+                std::fs::write(&passages, json!({"text": text}).to_string() + "\n").unwrap();
+                machine(&s3, &home, &bucket)
+                    .args(["memory", "ingest"])
+                    .arg(&passages)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for m in machines {
+            ok(m.wait_with_output().unwrap());
+        }
+        let home = dir.path().join(format!("home-{round}-check"));
+        let listed = ok(machine(&s3, &home, &bucket).args(["memory", "list", "--table", "archival"]).output().unwrap());
+        for m in 0..4 {
+            assert!(listed.contains(&format!("Machine {m} of round {round}")), "round {round}, machine {m}: {listed}");
+        }
+    }
+}
+
 /// The S3 server is killed and restarted while a running astra-mcp server takes concurrent inserts:
 /// every insert acknowledged before, during or after the outage is in the store, none is there twice,
 /// and the astra-mcp server goes on writing and searching without a restart of its own.

@@ -369,6 +369,29 @@ mod tests {
         }
     }
 
+    /// Two processes insert one text at the same moment, stamping the same microsecond: the one whose
+    /// merge finds the other's row stored must not report it as its own (it then merges its tags into
+    /// that row instead); the sessions tell the rows apart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_insert_that_finds_another_session_s_row_of_the_same_microsecond_is_not_reported_as_written() {
+        use crate::store::ArchivalStore;
+        use crate::store::lance::test_rows::passage;
+        use crate::store::lance::{LanceStore, wait_for_upkeep};
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let (mut theirs, vector) = passage("ann", "we pin node to version 20 in CI");
+        theirs.session_id = "session-b".into();
+        theirs.tags = vec!["b".into()];
+        let mut ours = theirs.clone();
+        ours.session_id = "session-a".into();
+        ours.tags = vec!["a".into()];
+        assert_eq!(store.insert_passages(&[(theirs.clone(), vector.clone())]).await.unwrap(), vec![theirs.id]);
+        assert_eq!(store.insert_passages(&[(ours, vector)]).await.unwrap(), Vec::<uuid::Uuid>::new());
+        wait_for_upkeep().await;
+        let stored = store.get_passage("ann", theirs.id).await.unwrap().expect("stored");
+        assert_eq!(stored.session_id, "session-b");
+    }
+
     /// More writers than Tokio has blocking threads, each needing a blocking thread while it holds the
     /// lock (as Lance's file I/O does): all of them must get through, none may starve the holder.
     #[test]

@@ -79,7 +79,7 @@ impl DistillRunStore for LanceStore {
         let digest = hex::encode(Sha256::digest(actor_id.as_bytes()));
         let name = format!("distill-{}", &digest[..16]);
         if self.path.contains("://") {
-            return super::remote::try_lease(&self.path, &name).await;
+            return super::remote::try_lease(&self.path, &name, super::remote::RUN_LEASE, "distill run").await;
         }
         let lock = super::commit::TableLock::try_acquire(&self.path, &name)?;
         Ok(lock.map(RunLock::new))

@@ -11,7 +11,7 @@ use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use lancedb::{Connection, Table};
 
-use super::commit::{WRITE_ATTEMPTS, retry};
+use super::commit::{TableLock, retry};
 use super::fts::{fts_columns, has_fts_index, has_stale_fts_index};
 use super::{
     ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, DISTILL_RUNS_TABLE, FIXES_TABLE, FORGOTTEN_TABLE,
@@ -121,12 +121,12 @@ impl LanceStore {
         let read_consistency =
             options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { remote::READ_CONSISTENCY });
         let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
-        let meta = open_or_create(&conn, META_TABLE, meta_schema()).await.map_err(|e| open_err(&e))?;
+        let meta = open_or_create(&conn, path, META_TABLE, meta_schema()).await?;
         check_meta(path, &meta, check_model).await?;
         // The other tables at once: on object storage each opening is several round trips.
         let open = |name: &'static str, schema: SchemaRef| {
             let conn = &conn;
-            async move { open_or_create(conn, name, schema).await.map_err(|e| open_err(&e)) }
+            async move { open_or_create(conn, path, name, schema).await }
         };
         let (fixes, archival, session_items, core_blocks, forgotten, distill_runs) = futures::try_join!(
             open(FIXES_TABLE, fixes::schema()),
@@ -200,26 +200,64 @@ async fn row_cache_capacity(table: &Table, rows: usize) -> usize {
     if stable { 0 } else { rows }
 }
 
-/// Opens `name`, creating it empty when absent. Creation is not retried by Lance on a commit conflict,
-/// so a concurrent creator's "already exists" sends us back to opening it.
-async fn open_or_create(conn: &Connection, name: &str, schema: SchemaRef) -> lancedb::Result<Table> {
-    let mut last = None;
-    for attempt in 0..WRITE_ATTEMPTS {
+/// Opens table `name` of the store at `path`, creating it empty when absent. Lance commits the creation
+/// of a table that another process created meanwhile on top of that table, as an overwrite (its commit
+/// loads the table it finds and writes the new, empty version after the other's): the rows written
+/// since would be gone. So a creator holds the table's creation lock ([`creation_lock`]) and looks
+/// again before creating; a process that finds the lock taken waits for the table to appear.
+///
+/// # Errors
+/// [`StoreError::Open`]: the store's, or the table still absent after [`CREATION_WAIT`] with another
+/// process holding its creation lease.
+async fn open_or_create(conn: &Connection, path: &str, name: &str, schema: SchemaRef) -> Result<Table, StoreError> {
+    let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
+    let open = || async {
         match conn.open_table(name).execute().await {
-            Ok(table) => return Ok(table),
-            Err(lancedb::Error::TableNotFound { .. }) => {}
-            Err(e) => return Err(e),
+            Ok(table) => Ok(Some(table)),
+            Err(lancedb::Error::TableNotFound { .. }) => Ok(None),
+            Err(e) => Err(open_err(&e)),
         }
-        match conn.create_empty_table(name, schema.clone()).execute().await {
-            Ok(table) => return Ok(table),
-            Err(e) => {
-                tracing::debug!(table = name, attempt, "create raced or failed: {e}");
-                last = Some(e);
-                tokio::time::sleep(Duration::from_millis(20 * (attempt as u64 + 1))).await;
-            }
+    };
+    if let Some(table) = open().await? {
+        return Ok(table);
+    }
+    let waiting = std::time::Instant::now();
+    loop {
+        if let Some(lock) = creation_lock(path, name).await? {
+            let table = match open().await {
+                Ok(Some(table)) => Ok(table),
+                Ok(None) => conn.create_empty_table(name, schema.clone()).execute().await.map_err(|e| open_err(&e)),
+                Err(e) => Err(e),
+            };
+            lock.release().await;
+            return table;
+        }
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(100..=200))).await;
+        if let Some(table) = open().await? {
+            return Ok(table);
+        }
+        if waiting.elapsed() > CREATION_WAIT {
+            return Err(open_err(&format!(
+                "its table `{name}` is absent and another process holds the lease to create it (a process that \
+                 died creating it holds it for {} s): try again",
+                remote::CREATION_LEASE.as_secs()
+            )));
         }
     }
-    Err(last.unwrap_or_else(|| lancedb::Error::Runtime { message: format!("could not open or create {name}") }))
+}
+
+/// How long opening a store waits for a table another process is creating.
+const CREATION_WAIT: Duration = Duration::from_secs(90);
+
+/// The lock of table `name`'s creation: the table's write lock ([`TableLock`], `flock(2)`) on a local
+/// directory, waited for; on object storage a lease object ([`remote::try_lease`],
+/// [`remote::CREATION_LEASE`]), `None` while another process holds it.
+async fn creation_lock(path: &str, name: &str) -> Result<Option<crate::store::RunLock>, StoreError> {
+    if !path.contains("://") {
+        return Ok(Some(crate::store::RunLock::new(TableLock::acquire(path, name).await?)));
+    }
+    let lease = format!("create-{name}");
+    remote::try_lease(path, &lease, remote::CREATION_LEASE, "table creation").await
 }
 
 pub(super) fn meta_schema() -> SchemaRef {
@@ -298,6 +336,35 @@ mod tests {
     use crate::domain::Passage;
     use crate::store::lance::test_rows::passage;
     use crate::store::{ArchivalStore, SearchFilter, Searchable, TextQuery};
+
+    /// A process that finds a table absent creates it only after looking again under the table's
+    /// creation lock: meanwhile another process created it and wrote a row, which a creation committed
+    /// after it would have overwritten (Lance commits it on top, as an overwrite).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_another_process_created_meanwhile_is_opened_not_created_again() {
+        use crate::store::lance::{ARCHIVAL_TABLE, archival, commit::TableLock};
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::path::absolute(dir.path()).unwrap().to_string_lossy().into_owned();
+        let held = TableLock::acquire(&path, ARCHIVAL_TABLE).await.unwrap();
+        let opening = tokio::spawn({
+            let path = path.clone();
+            async move {
+                let conn = lancedb::connect(&path).execute().await.unwrap();
+                super::open_or_create(&conn, &path, ARCHIVAL_TABLE, archival::schema()).await.map(|_| ())
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!opening.is_finished(), "it found the table absent and waits for the creation lock");
+        let other = lancedb::connect(&path).execute().await.unwrap();
+        let table = other.create_empty_table(ARCHIVAL_TABLE, archival::schema()).execute().await.unwrap();
+        let row = passage("ann", "the billing service drains its queue");
+        table.add(archival::to_batch(&[row]).unwrap()).execute().await.unwrap();
+        drop(held);
+        opening.await.unwrap().unwrap();
+        let latest = lancedb::connect(&path).execute().await.unwrap();
+        let rows = latest.open_table(ARCHIVAL_TABLE).execute().await.unwrap().count_rows(None).await.unwrap();
+        assert_eq!(rows, 1, "the other process's row is kept");
+    }
 
     /// Lance caches a manifest per commit and index files per index update, each under its own key, so
     /// under its default sizes (7 GiB in all) the caches of a store taking writes and searches grow with

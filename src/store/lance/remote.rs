@@ -116,41 +116,51 @@ pub(super) async fn check_keyed(uri: &str, name: &str, table: &Table) -> Result<
 /// it holds one keeps its actor's runs refused this long. The holder renews it every third of this.
 pub const RUN_LEASE: Duration = Duration::from_secs(10 * 60);
 
-/// The lease of one actor's distill runs on object storage: the object
-/// `<prefix>/_astra-mcp/locks/<name>.json`, taken by [`take_lease`] so that of two machines starting a
-/// run at once one gets it. Renewed while held, each renewal conditional on the version this holder
-/// wrote last, so a holder whose lease was taken over (it stalled past [`RUN_LEASE`]) stops renewing,
-/// says so in its log, and leaves the new holder's lease in place; deleted by
+/// How long the lease of a table's creation ([`super::open`]) lasts without renewal: a machine that dies
+/// while creating a store's tables keeps the others waiting this long.
+pub const CREATION_LEASE: Duration = Duration::from_secs(30);
+
+/// A lease on object storage (`what`: what it excludes, for the log): the object
+/// `<prefix>/_astra-mcp/locks/<name>.json`, taken by [`take_lease`] so that of two machines taking it at
+/// once one gets it: one actor's distill runs ([`RUN_LEASE`]), the creation of a table
+/// ([`CREATION_LEASE`]). Renewed every third of `ttl` while held, each renewal conditional on the
+/// version this holder wrote last, so a holder whose lease was taken over (it stalled past `ttl`) stops
+/// renewing, says so in its log, and leaves the new holder's lease in place; deleted by
 /// [`crate::store::RunLock::release`].
-pub(super) async fn try_lease(uri: &str, name: &str) -> Result<Option<crate::store::RunLock>, StoreError> {
-    let backend = |e: object_store::Error| StoreError::Backend(format!("distill run lease {name}: {e}"));
+pub(super) async fn try_lease(
+    uri: &str,
+    name: &str,
+    ttl: Duration,
+    what: &'static str,
+) -> Result<Option<crate::store::RunLock>, StoreError> {
+    let backend = |e: object_store::Error| StoreError::Backend(format!("{what} lease {name}: {e}"));
     let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri).await.map_err(super::backend)?;
     let store = store.inner.clone();
     let key = base.join("_astra-mcp").join("locks").join(format!("{name}.json"));
     let holder = uuid::Uuid::new_v4().to_string();
-    let Some(version) = take_lease(store.as_ref(), &key, &holder).await.map_err(backend)? else { return Ok(None) };
+    let Some(version) = take_lease(store.as_ref(), &key, &holder, ttl).await.map_err(backend)? else { return Ok(None) };
     // the version this holder wrote last; `None` once another holder took the lease over
     let held = std::sync::Arc::new(std::sync::Mutex::new(Some(version)));
     let renewal = {
         let (store, key, holder, held) = (store.clone(), key.clone(), holder.clone(), held.clone());
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(RUN_LEASE / 3).await;
+                tokio::time::sleep(ttl / 3).await;
                 let Some(version) = held.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
                 let renew = PutOptions { mode: PutMode::Update(version), ..PutOptions::default() };
-                match store.put_opts(&key, lease_body(&holder), renew).await {
+                match store.put_opts(&key, lease_body(&holder, ttl), renew).await {
                     Ok(put) => *held.lock().unwrap_or_else(|p| p.into_inner()) = Some(put.into()),
                     Err(e) if is_refused(&e) => {
                         tracing::warn!(
                             lease = %key,
-                            "the distill run lease was taken over by another machine (this run did not renew it \
-                             within {} s): runs of this actor are no longer excluded",
-                            RUN_LEASE.as_secs()
+                            "the {what} lease was taken over by another machine (this process did not renew it \
+                             within {} s): it no longer excludes the others",
+                            ttl.as_secs()
                         );
                         *held.lock().unwrap_or_else(|p| p.into_inner()) = None;
                         return;
                     }
-                    Err(e) => tracing::warn!(lease = %key, "could not renew the distill run lease: {e}"),
+                    Err(e) => tracing::warn!(lease = %key, "could not renew the {what} lease: {e}"),
                 }
             }
         })
@@ -161,13 +171,13 @@ pub(super) async fn try_lease(uri: &str, name: &str) -> Result<Option<crate::sto
             return; // another holder's lease now
         }
         if let Err(e) = store.delete(&key).await {
-            tracing::warn!(lease = %key, "could not release the distill run lease (it expires by itself): {e}");
+            tracing::warn!(lease = %key, "could not release the {what} lease (it expires by itself): {e}");
         }
     };
     Ok(Some(crate::store::RunLock::with_release(Box::pin(release))))
 }
 
-/// Takes the lease object `key` for `holder`: creates it (`If-None-Match: *`), or, when the one there
+/// Takes the lease object `key` for `holder` for `ttl`: creates it (`If-None-Match: *`), or, when the one there
 /// has expired (its holder died), replaces it on condition that it is still the version read
 /// ([`replace_lease`]). Of several machines that find the same expired lease, one replaces it and the
 /// others are refused. Returns the version written; `None` when another holder has the lease.
@@ -178,10 +188,11 @@ async fn take_lease(
     store: &dyn ObjectStore,
     key: &object_store::path::Path,
     holder: &str,
+    ttl: Duration,
 ) -> object_store::Result<Option<UpdateVersion>> {
     let create = || async {
         match store
-            .put_opts(key, lease_body(holder), PutOptions { mode: PutMode::Create, ..PutOptions::default() })
+            .put_opts(key, lease_body(holder, ttl), PutOptions { mode: PutMode::Create, ..PutOptions::default() })
             .await
         {
             Ok(put) => Ok(Some(put.into())),
@@ -196,7 +207,7 @@ async fn take_lease(
         Lease::Live => Ok(None),
         // released between the two requests
         Lease::Gone => create().await,
-        Lease::Expired(version) => replace_lease(store, key, holder, version).await,
+        Lease::Expired(version) => replace_lease(store, key, holder, version, ttl).await,
     }
 }
 
@@ -232,11 +243,12 @@ async fn replace_lease(
     key: &object_store::path::Path,
     holder: &str,
     version: UpdateVersion,
+    ttl: Duration,
 ) -> object_store::Result<Option<UpdateVersion>> {
     let replace = PutOptions { mode: PutMode::Update(version), ..PutOptions::default() };
-    match store.put_opts(key, lease_body(holder), replace).await {
+    match store.put_opts(key, lease_body(holder, ttl), replace).await {
         Ok(put) => {
-            tracing::warn!(lease = %key, "took over an expired distill run lease (its holder stopped renewing it)");
+            tracing::warn!(lease = %key, "took over an expired lease (its holder stopped renewing it)");
             Ok(Some(put.into()))
         }
         Err(e) if is_refused(&e) => Ok(None),
@@ -244,9 +256,9 @@ async fn replace_lease(
     }
 }
 
-/// The body of a lease held by `holder`: who, and until when (now + [`RUN_LEASE`]).
-fn lease_body(holder: &str) -> PutPayload {
-    let expires = chrono::Utc::now() + RUN_LEASE;
+/// The body of a lease held by `holder`: who, and until when (now + `ttl`).
+fn lease_body(holder: &str, ttl: Duration) -> PutPayload {
+    let expires = chrono::Utc::now() + ttl;
     PutPayload::from(serde_json::json!({"holder": holder, "expires_at": expires.to_rfc3339()}).to_string())
 }
 
@@ -283,13 +295,13 @@ mod tests {
     #[tokio::test]
     async fn a_held_lease_is_refused_and_an_expired_one_is_taken() {
         let store = InMemory::new();
-        assert!(take_lease(&store, &key(), "a").await.unwrap().is_some(), "no lease yet: created");
-        assert!(take_lease(&store, &key(), "b").await.unwrap().is_none(), "a holds it");
+        assert!(take_lease(&store, &key(), "a", RUN_LEASE).await.unwrap().is_some(), "no lease yet: created");
+        assert!(take_lease(&store, &key(), "b", RUN_LEASE).await.unwrap().is_none(), "a holds it");
         assert_eq!(holder(&store).await, "a");
         plant(&store, "dead", chrono::Utc::now() - chrono::Duration::seconds(1)).await;
-        assert!(take_lease(&store, &key(), "c").await.unwrap().is_some(), "expired: taken over");
+        assert!(take_lease(&store, &key(), "c", RUN_LEASE).await.unwrap().is_some(), "expired: taken over");
         assert_eq!(holder(&store).await, "c");
-        assert!(take_lease(&store, &key(), "d").await.unwrap().is_none(), "c holds it until it expires");
+        assert!(take_lease(&store, &key(), "d", RUN_LEASE).await.unwrap().is_none(), "c holds it until it expires");
     }
 
     /// Two machines read the same expired lease, then both replace it: the second replacement is
@@ -304,8 +316,11 @@ mod tests {
         else {
             panic!("both read the lease as expired");
         };
-        assert!(replace_lease(&store, &key(), "a", first).await.unwrap().is_some(), "the first takes it");
-        assert!(replace_lease(&store, &key(), "b", second).await.unwrap().is_none(), "the second is refused");
+        assert!(replace_lease(&store, &key(), "a", first, RUN_LEASE).await.unwrap().is_some(), "the first takes it");
+        assert!(
+            replace_lease(&store, &key(), "b", second, RUN_LEASE).await.unwrap().is_none(),
+            "the second is refused"
+        );
         assert_eq!(holder(&store).await, "a");
     }
 }

@@ -198,12 +198,21 @@ impl LanceStore {
     }
 
     /// Which rows of `batch` are stored as they are in it: by `id`, with the same `created_at`
-    /// (microseconds), which tells this writer's row from another's of the same id.
+    /// (microseconds) and `session_id`, which tell this writer's row from another's of the same id. The
+    /// time alone does not: two processes that receive the same insert at the same moment stamp the
+    /// same microsecond often enough (about 1 in 150 simultaneous inserts of one text on two
+    /// processes), and the one whose merge found the other's row then reported it as its own, so its
+    /// tags were never merged. Each MCP session has its own id; inserts of one process are serialised
+    /// by its lock.
     async fn ids_written_as(&self, name: &'static str, batch: &RecordBatch) -> Result<Vec<uuid::Uuid>, StoreError> {
         use lancedb::query::{QueryBase, Select};
+        type Stamp = (chrono::DateTime<chrono::Utc>, String);
         let ours = rows::Rows::new(batch, name);
-        let ours: std::collections::HashMap<uuid::Uuid, chrono::DateTime<chrono::Utc>> =
-            ours.uuids("id")?.into_iter().zip(ours.times("created_at")?).collect();
+        let ours: std::collections::HashMap<uuid::Uuid, Stamp> = ours
+            .uuids("id")?
+            .into_iter()
+            .zip(ours.times("created_at")?.into_iter().zip(ours.strs("session_id")?))
+            .collect();
         let ids: Vec<String> = ours.keys().map(uuid::Uuid::to_string).collect();
         let mut written = Vec::new();
         for chunk in ids.chunks(500) {
@@ -211,11 +220,12 @@ impl LanceStore {
                 .table(name)
                 .query()
                 .only_if(in_list("id", chunk.iter().map(String::as_str)))
-                .select(Select::columns(&["id", "created_at"]));
+                .select(Select::columns(&["id", "created_at", "session_id"]));
             for stored in collect(&query).await.map_err(backend)? {
                 let stored = rows::Rows::new(&stored, name);
-                for (id, at) in stored.uuids("id")?.into_iter().zip(stored.times("created_at")?) {
-                    if ours.get(&id) == Some(&at) {
+                let stamps = stored.times("created_at")?.into_iter().zip(stored.strs("session_id")?);
+                for (id, stamp) in stored.uuids("id")?.into_iter().zip(stamps) {
+                    if ours.get(&id) == Some(&stamp) {
                         written.push(id);
                     }
                 }
