@@ -16,10 +16,11 @@
 //! version. So an insert-if-absent of an archival passage or a conversation item writes its row once,
 //! and a core block's next version is written by one writer (the other reads the block again), even
 //! when the writers share nothing but an object store. Tag merges write only if the row is still as
-//! read, and a distill run holds a lease object on object storage. On a local directory the same
-//! writes also run under an exclusive `flock(2)` on `<db>/<table>.lock`
-//! ([`TableLock`](commit::TableLock)), which spares the writers of one machine those conflicts; nothing
-//! depends on it for correctness. docs/storage.md lists what each write guarantees where.
+//! read, and a distill run and the creation of a table hold a lease object on object storage. On a
+//! local directory the same writes also run under an exclusive `flock(2)` on `<db>/<table>.lock`
+//! ([`TableLock`](commit::TableLock)), which spares the writers of one machine those conflicts; there
+//! the creation of a table relies on it (the processes of one machine), and nothing across machines
+//! does. docs/storage.md lists what each write guarantees where.
 //!
 //! One file per job: `open` (opening, the `meta` checks, the full-text indexes found at open), `fts`
 //! (which columns each table indexes for BM25, and which indexes are stale), `sql`
