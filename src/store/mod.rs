@@ -14,7 +14,7 @@ use crate::domain::{ConversationItem, CoreBlockVersion, DistillRun, FixRecord, P
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The directory (or bucket) could not be opened or its tables created.
-    #[error("cannot open the memory store at {path}: {message} ({})", open_hint(.path))]
+    #[error("cannot open the memory store at {path}: {} ({})", without_source_locations(.message), open_hint(.path))]
     Open { path: String, message: String },
     /// The way of reading the store's files asked for (`--lance-io`) is not possible here.
     #[error("cannot open the memory store at {path}: {message}")]
@@ -40,7 +40,7 @@ pub enum StoreError {
     )]
     UnsafeObjectStore { path: String },
     /// A backend operation failed (I/O, commit conflict after retries, query error).
-    #[error("memory store operation failed: {0}")]
+    #[error("memory store operation failed: {}", without_source_locations(.0))]
     Backend(String),
     /// A stored row could not be decoded.
     #[error("memory store row is unreadable ({table}.{column}): {message}")]
@@ -56,6 +56,15 @@ impl StoreError {
         let text = message.to_lowercase();
         text.contains("commit conflict") || text.contains("too many concurrent writers")
     }
+}
+
+/// `text` without the source locations Lance appends to its errors (`, /root/.cargo/registry/…/
+/// conflict_resolver.rs:855:38`): the user reading an error has no use for them, and a debug log of the
+/// error itself keeps them.
+fn without_source_locations(text: &str) -> std::borrow::Cow<'_, str> {
+    static LOCATION: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r",? ?/[^\s,]+\.rs:\d+:\d+").expect("valid regex"));
+    LOCATION.replace_all(text, "")
 }
 
 /// What to check when the store at `path` does not open: a directory's writability, or a bucket's
@@ -650,6 +659,30 @@ pub trait ForgetStore: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The source locations Lance appends to its errors are left out of what a user reads; the rest of
+    /// the message stays whole.
+    #[test]
+    fn a_store_error_reads_without_lance_s_source_locations() {
+        let lance = "lance error: LanceError(IO): Generic S3 error: Failed to resolve region for bucket 'bench', \
+                     /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-14.0.2/src/object_store/\
+                     providers/aws.rs:342:13";
+        let open = StoreError::Open { path: "s3://bench/store".into(), message: lance.into() };
+        assert!(
+            open.to_string().starts_with(
+                "cannot open the memory store at s3://bench/store: lance error: LanceError(IO): Generic S3 error: \
+                 Failed to resolve region for bucket 'bench' (check the bucket"
+            ),
+            "{open}"
+        );
+        let conflict = "Retryable commit conflict for version 41: preempted. Please retry., \
+                        /root/.cargo/registry/src/x/lance-14.0.2/src/io/commit/conflict_resolver.rs:855:38";
+        assert_eq!(
+            StoreError::Backend(conflict.into()).to_string(),
+            "memory store operation failed: Retryable commit conflict for version 41: preempted. Please retry."
+        );
+        assert!(StoreError::Backend(conflict.into()).is_contention(), "the cause is still read from the message");
+    }
 
     #[test]
     fn equal_scores_share_the_best_rank_of_their_group() {
