@@ -115,6 +115,8 @@ pub struct LanceStore {
     /// Tables seen past [`FTS_FOLD_MAX_ROWS`] rows through this handle: their writes skip the fold check
     /// (and its row count) from then on, leaving new rows to upkeep.
     past_fold_size: Arc<std::sync::Mutex<std::collections::HashSet<&'static str>>>,
+    /// The full-text index checks after this handle's writes, run in the background.
+    fold_checks: Arc<write::FoldChecks>,
     /// What the rankings of each searchable table read of their candidates ([`row_cache`]).
     row_caches: Arc<row_cache::RowCaches>,
     /// Lance's session of this connection: its index and metadata caches ([`io::session`]).

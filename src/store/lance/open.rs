@@ -170,6 +170,7 @@ impl LanceStore {
             fts_ready: Arc::default(),
             writes: Arc::default(),
             past_fold_size: Arc::default(),
+            fold_checks: Arc::default(),
             row_caches,
             session,
         };

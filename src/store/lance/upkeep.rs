@@ -54,6 +54,13 @@ pub(super) fn upkeep_tasks() -> &'static std::sync::Mutex<tokio::task::JoinSet<(
     TASKS.get_or_init(Default::default)
 }
 
+/// Runs `task` among the background upkeep tasks of this process (reaping those that have finished).
+pub(super) fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) {
+    let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
+    while tasks.try_join_next().is_some() {}
+    tasks.spawn(task);
+}
+
 /// Waits for the background upkeep started by this process (call before exiting: an aborted compaction
 /// loses nothing, but leaves its work undone and logs an error).
 pub async fn wait_for_upkeep() {
@@ -565,14 +572,33 @@ mod tests {
         assert_eq!(fts_coverage(&store).await, (0, 30), "after upkeep");
         let more: Vec<_> = (30..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         store.insert_passages(&more).await.unwrap();
+        wait_for_upkeep().await; // the fold runs after the write
         assert_eq!(fts_coverage(&store).await, (260, 0), "past the flat size");
     }
 
+    /// The fold a write makes due runs after the write has answered: with the table's maintenance held
+    /// (upkeep running), the write that takes the table past the flat size still returns, and its rows
+    /// are folded in once the maintenance is over.
+    #[tokio::test]
+    async fn a_write_answers_before_its_rows_are_folded_into_the_full_text_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        store.insert_passages(&[passage("ann", "the first note")]).await.unwrap();
+        let maintenance = store.maintenance_lock(ARCHIVAL_TABLE).await;
+        let more: Vec<_> = (0..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
+        let write = tokio::time::timeout(std::time::Duration::from_secs(60), store.insert_passages(&more)).await;
+        assert_eq!(write.expect("the write waited for the fold").unwrap().len(), 260);
+        assert_eq!(fts_coverage(&store).await, (0, 261), "not folded while the maintenance is held");
+        drop(maintenance);
+        wait_for_upkeep().await;
+        assert_eq!(fts_coverage(&store).await, (261, 0), "folded after it");
+    }
+
     /// A small table whose full-text index covers its rows (as an earlier version left it, folding at
-    /// every write) gets the index rebuilt empty at its next write, and keeps it empty after; upkeep
+    /// every write) gets the index rebuilt empty after its next write, and keeps it empty; upkeep
     /// empties it too.
     #[tokio::test]
-    async fn a_small_table_s_index_that_covers_rows_is_emptied_at_the_next_write() {
+    async fn a_small_table_s_index_that_covers_rows_is_emptied_after_the_next_write() {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
         let dir = tempfile::tempdir().unwrap();
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
@@ -584,8 +610,10 @@ mod tests {
         store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (20, 0), "the rows folded in, as an earlier version did");
         store.insert_passages(&[passage("ann", "note 20 of the billing service")]).await.unwrap();
-        assert_eq!(fts_coverage(&store).await, (0, 21), "emptied at the next write");
+        wait_for_upkeep().await;
+        assert_eq!(fts_coverage(&store).await, (0, 21), "emptied after the next write");
         store.insert_passages(&[passage("ann", "note 21 of the billing service")]).await.unwrap();
+        wait_for_upkeep().await;
         assert_eq!(fts_coverage(&store).await, (0, 22), "and left empty");
         // upkeep does the same, rather than folding the rows in
         store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
@@ -652,6 +680,7 @@ mod tests {
             let (upkeep, ()) = tokio::join!(store.optimize_table(ARCHIVAL_TABLE, None, 2), writes);
             upkeep.unwrap();
         }
+        wait_for_upkeep().await;
         store.optimize(chrono::Duration::zero()).await.unwrap();
         let indexes = store.table(ARCHIVAL_TABLE).list_indices().await.unwrap().len();
         let folders = std::fs::read_dir(dir.path().join(format!("{ARCHIVAL_TABLE}.lance/_indices"))).unwrap().count();

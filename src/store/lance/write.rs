@@ -2,8 +2,8 @@
 //! [`TableLock`] (see the module docs of `store::lance`; `group` gathers them into commits); upserts and
 //! updates keyed on `id` ([`merge_keyed`]); deletions with what goes with them (a forgotten
 //! conversation item's distilled memories, a forgotten memory's texts in distill runs); and what follows
-//! a committed write: the full-text index of a small table kept empty ([`FTS_FLAT_MAX_ROWS`]) or new
-//! rows folded into a larger one's at once ([`FTS_FOLD_MAX_ROWS`]), background upkeep every
+//! a committed write, in the background: the full-text index of a small table kept empty
+//! ([`FTS_FLAT_MAX_ROWS`]) or new rows folded into a larger one's ([`FTS_FOLD_MAX_ROWS`]), upkeep every
 //! [`UPKEEP_EVERY_WRITES`] writes to a table, and compaction of its newest fragments in between
 //! ([`upkeep::COMPACT_EVERY_WRITES`]).
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::commit::{Merge, TableLock, delete_where, merge_keyed, retry};
 use super::sql::{in_list, sql_literal};
-use super::upkeep::{self, UPKEEP_EVERY_WRITES, upkeep_tasks};
+use super::upkeep::{self, UPKEEP_EVERY_WRITES};
 use super::{
     CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FORGOTTEN_TABLE, LanceStore, SEARCHABLE_TABLES, backend, collect, rows,
 };
@@ -34,7 +34,7 @@ pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
 /// use" for its own words), and no write or upkeep pays for folding rows into an index (about 20 ms per
 /// insert when every write folded, BENCHMARKS.md "Full-text fold"). The scan costs little at this size.
 /// An index that covers rows of such a table (a store that shrank, or one written by an earlier
-/// version) is rebuilt empty at the table's next write.
+/// version) is rebuilt empty after the table's next write.
 pub const FTS_FLAT_MAX_ROWS: usize = 250;
 
 /// The share of unindexed rows (against indexed ones) above which a table of more than
@@ -56,16 +56,44 @@ pub(super) fn fts_fold_due(rows: usize, indexed: usize, unindexed: usize) -> boo
     }
 }
 
+/// The full-text index checks that follow one handle's writes ([`LanceStore::check_fts_in_background`]).
+#[derive(Default)]
+pub(super) struct FoldChecks {
+    /// Tables with a check waiting to run (at most one each).
+    pending: std::sync::Mutex<std::collections::HashSet<&'static str>>,
+    /// Held by the check that runs.
+    running: tokio::sync::Mutex<()>,
+}
+
 impl LanceStore {
+    /// After a write to `name`: checks its full-text indexes in the background
+    /// ([`Self::fold_into_fts_while_small`]), so that the write's answer waits for no index work. Checks run one at a time and coalesce: while one waits, later writes
+    /// add none, and the one that runs sees their rows. Searches meanwhile scan the rows the index does
+    /// not cover, so nothing is missed; a new row is scored apart from indexed ones until the fold (see
+    /// [`FTS_FOLD_MAX_ROWS`]).
+    fn check_fts_in_background(&self, name: &'static str) {
+        if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
+            return;
+        }
+        if !self.fold_checks.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(name) {
+            return;
+        }
+        let store = self.clone();
+        upkeep::spawn(async move {
+            let _running = store.fold_checks.running.lock().await;
+            store.fold_checks.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+            if let Err(e) = store.fold_into_fts_while_small(name).await {
+                tracing::warn!(table = name, "new rows not folded into the full-text index yet: {e}");
+            }
+        });
+    }
+
     /// Folds the rows not yet indexed into the full-text indexes of `name` when [`fts_fold_due`] says
     /// so; in a table of at most [`FTS_FLAT_MAX_ROWS`] rows, rebuilds empty an index that covers rows.
     /// Once a table is seen larger than [`FTS_FOLD_MAX_ROWS`], this handle stops checking it (no row
     /// count per write).
     async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
-        if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
-            return Ok(());
-        }
         let table = self.table(name);
         let rows = table.count_rows(None).await.map_err(backend)?;
         if rows > FTS_FOLD_MAX_ROWS {
@@ -113,13 +141,15 @@ impl LanceStore {
         Ok(coverage)
     }
 
-    /// After a committed write: make sure the full-text index exists. A failure only degrades keyword
-    /// search to the vector ranking, so it is logged, not returned (the write itself succeeded).
+    /// After a committed write: make sure the full-text index exists (once per table and process), then
+    /// start in the background what keeps it and the table in shape ([`Self::check_fts_in_background`],
+    /// compaction and upkeep). A failure only degrades keyword search to the vector ranking, so it is
+    /// logged, not returned (the write itself succeeded).
     pub(super) async fn after_write(&self, name: &'static str) {
         if let Err(e) = self.ensure_fts(name).await {
             tracing::warn!(table = name, "full-text index not built yet: {e}");
-        } else if let Err(e) = self.fold_into_fts_while_small(name).await {
-            tracing::warn!(table = name, "new rows not folded into the full-text index yet: {e}");
+        } else {
+            self.check_fts_in_background(name);
         }
         let n = {
             let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
@@ -132,9 +162,7 @@ impl LanceStore {
         let upkeep = n.is_multiple_of(UPKEEP_EVERY_WRITES) || (n == 1 && many_fragments().await);
         if upkeep || n.is_multiple_of(upkeep::COMPACT_EVERY_WRITES) {
             let store = self.clone();
-            let mut tasks = upkeep_tasks().lock().unwrap_or_else(|p| p.into_inner());
-            while tasks.try_join_next().is_some() {}
-            tasks.spawn(async move {
+            upkeep::spawn(async move {
                 let done = if upkeep {
                     store
                         .optimize_table(
