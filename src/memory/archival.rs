@@ -148,7 +148,7 @@ impl ArchivalMemory {
                 return Ok(Inserted { passage: kept, deduplicated: true, near_duplicates: Vec::new() });
             }
         }
-        Err(MemoryError::Store(crate::store::StoreError::Backend(format!(
+        Err(MemoryError::Store(crate::store::StoreError::Contention(format!(
             "passage {id} was stored and forgotten again while this insert ran: call it again"
         ))))
     }

@@ -42,6 +42,12 @@ pub enum StoreError {
     /// A backend operation failed (I/O, commit conflict after retries, query error).
     #[error("memory store operation failed: {}", without_source_locations(.0))]
     Backend(String),
+    /// Other sessions kept changing the rows a write needs while it ran (a passage forgotten again each
+    /// time the insert found it stored): nothing of the write was committed, and calling it again is
+    /// the remedy. Commit conflicts that outlast the retries are [`Self::Backend`] errors that
+    /// [`Self::is_contention`] recognises.
+    #[error("memory store operation failed: {0}")]
+    Contention(String),
     /// A stored row could not be decoded.
     #[error("memory store row is unreadable ({table}.{column}): {message}")]
     Corrupt { table: &'static str, column: &'static str, message: String },
@@ -52,9 +58,14 @@ impl StoreError {
     /// commit conflicts, after the store's retries): nothing of it was committed, and calling it again
     /// is the remedy, not a look at the store's connection.
     pub fn is_contention(&self) -> bool {
-        let Self::Backend(message) = self else { return false };
-        let text = message.to_lowercase();
-        text.contains("commit conflict") || text.contains("too many concurrent writers")
+        match self {
+            Self::Contention(_) => true,
+            Self::Backend(message) => {
+                let text = message.to_lowercase();
+                text.contains("commit conflict") || text.contains("too many concurrent writers")
+            }
+            _ => false,
+        }
     }
 }
 
