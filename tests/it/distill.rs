@@ -405,6 +405,40 @@ async fn the_distill_command_runs_and_lists_runs() {
     assert_eq!((line["state"].as_str(), line["added"].as_u64()), (Some("SUCCEEDED"), Some(2)));
 }
 
+/// A store moved with `memory export` and `memory import` keeps its distill runs: the next run in the
+/// new place reads none of the items they read, and sends nothing.
+#[tokio::test]
+async fn a_store_moved_by_export_and_import_keeps_what_its_runs_read() {
+    let f = fixture().await;
+    ann_first_session(&f.store).await;
+    let mocked = mock(vec![ann_first_extraction()]).await;
+    let first = f.distiller.run(&config(&mocked, f.dir.path(), "ann")).await.unwrap();
+    assert_eq!((first.state, first.items_read), (RunState::Succeeded, 3));
+    let export = f.dir.path().join("export.jsonl");
+    let moved = f.dir.path().join("moved");
+    let astra = |db: &Path, args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+            .args(args)
+            .env("ASTRA_DB", db)
+            .env("ASTRA_ACTOR", "ann")
+            .env("ASTRA_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    astra(&f.dir.path().join("db"), &["memory".as_ref(), "export".as_ref(), "--out".as_ref(), export.as_os_str()]);
+    astra(&moved, &["memory".as_ref(), "import".as_ref(), export.as_os_str()]);
+
+    let store = Arc::new(LanceStore::open(moved.to_str().unwrap()).await.unwrap());
+    let runs = store.runs(Some("ann")).await.unwrap();
+    let runs: Vec<_> = runs.iter().map(|r| (r.run_id.as_str(), r.state, r.items_read, r.added)).collect();
+    assert_eq!(runs, [(first.run_id.as_str(), RunState::Succeeded, 3, 2)]);
+    let nothing = mock(Vec::new()).await;
+    let again = Distiller::new(store, embedder()).run(&config(&nothing, f.dir.path(), "ann")).await.unwrap();
+    assert_eq!((again.items_read, again.added, again.requests), (0, 0, 0));
+    assert!(nothing.requests().is_empty(), "{:#?}", nothing.requests());
+}
+
 #[tokio::test]
 async fn a_run_that_fails_midway_changes_nothing_and_the_next_run_retries_the_same_items() {
     let f = ann_with_second_session(&[

@@ -161,6 +161,18 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     std::fs::write(&other, lines.join("\n")).unwrap();
     let fresh = tempfile::tempdir().unwrap();
     assert!(stdout(astra(fresh.path()).args(["memory", "import"]).arg(&other)).contains("re-embedded"));
+    // an export of an earlier version (1: no distill runs) imports as it is
+    let mut v1 = lines.clone();
+    let mut header: serde_json::Value = serde_json::from_str(&text.lines().next().unwrap()).unwrap();
+    header["astra_mcp_export"] = 1.into();
+    v1[0] = header.to_string();
+    let v1_file = db.path().join("../v1.jsonl");
+    std::fs::write(&v1_file, v1.join("\n")).unwrap();
+    let from_v1 = tempfile::tempdir().unwrap();
+    stdout(astra(from_v1.path()).args(["memory", "import"]).arg(&v1_file));
+    let export_v1 = db.path().join("../export-v1.jsonl");
+    stdout(astra(from_v1.path()).args(["memory", "export", "--out"]).arg(&export_v1));
+    assert_eq!(rows(&text), rows(&std::fs::read_to_string(&export_v1).unwrap()));
     let header_only = db.path().join("../header.jsonl");
     // the header of the other model's export: with no rows there is nothing to re-embed
     std::fs::write(&header_only, format!("{}\n", lines[0])).unwrap();
@@ -169,7 +181,7 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     // an export of a newer format than this build reads is refused before any store is made; so is an
     // empty file
     let files = tempfile::tempdir().unwrap();
-    for (field, value) in [("astra_mcp_export", serde_json::json!(2)), ("format_version", serde_json::json!("2"))] {
+    for (field, value) in [("astra_mcp_export", serde_json::json!(3)), ("format_version", serde_json::json!("2"))] {
         let mut newer: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         newer[field] = value.clone();
         let newer_file = files.path().join("newer.jsonl");
@@ -182,7 +194,7 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
         assert!(
             err.contains(&format!("{}: line 2: this export is version", newer_file.display()))
                 && err.contains(
-                    "which this astra-mcp (export version 1, store format 1) cannot read; nothing was imported"
+                    "which this astra-mcp (export version 2, store format 1) cannot read; nothing was imported"
                 ),
             "{err}"
         );

@@ -25,8 +25,9 @@ use crate::store::{ImportRules, StoreError};
 /// Rows embedded per batch by `import` and `reindex`.
 const EMBED_BATCH: usize = 64;
 
-/// The version of the export format `export` writes and `import` reads (`astra_mcp_export` in the header).
-pub const EXPORT_VERSION: u32 = 1;
+/// The version of the export format `export` writes and `import` reads (`astra_mcp_export` in the header):
+/// 2 added the `distill_runs` rows; version 1 files import as they are.
+pub const EXPORT_VERSION: u32 = 2;
 
 /// The first line of an export: what made it, so an import knows whether vectors are comparable.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,7 +55,7 @@ pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
 }
 
 /// Line `number` of an export as its header: newer export versions and store formats are refused (this
-/// build cannot know what they changed); older ones would be read (there are none yet).
+/// build cannot know what they changed); older ones are read.
 fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreError> {
     let header: ExportHeader = serde_json::from_str(line).map_err(|e| {
         StoreError::Backend(format!(
@@ -91,8 +92,10 @@ pub struct ImportReport {
 }
 
 /// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
-/// keeps them forgotten).
-const EXPORT_TABLES: [&str; 5] = [TABLES[0], TABLES[1], TABLES[2], TABLES[3], super::FORGOTTEN_TABLE];
+/// keeps them forgotten), then the distill runs (so `distill` in the new place reads only the items no
+/// run has read, and `distill status` keeps the history: export version 2).
+const EXPORT_TABLES: [&str; 6] =
+    [TABLES[0], TABLES[1], TABLES[2], TABLES[3], super::FORGOTTEN_TABLE, super::DISTILL_RUNS_TABLE];
 
 fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
     EXPORT_TABLES
