@@ -92,13 +92,16 @@ fn valid_arguments(tool: &str) -> JsonObject {
     args
 }
 
-/// A tool name and its valid arguments with 0–3 fields replaced by random values (sometimes under a
-/// name the tool does not have).
+/// A tool name and its valid arguments, half the time with 1–3 fields replaced by random values
+/// (sometimes under a name the tool does not have). A random value rarely fits its field, so the
+/// untouched half is what drives the memory layer past validation in every run (with 0–3 fields
+/// replaced uniformly, seed 1315251508740020070 left 7 of 128 calls valid).
 fn call() -> impl Strategy<Value = (String, JsonObject)> {
     let specs = tools::specs();
     let names: Vec<String> = specs.iter().map(|s| s.name.to_string()).collect();
     let field = (any::<prop::sample::Index>(), prop::bool::weighted(0.85), json_value());
-    (0..names.len(), prop::collection::vec(field, 0..4)).prop_map(move |(i, fields)| {
+    let replaced = prop_oneof![Just(Vec::new()), prop::collection::vec(field, 1..4)];
+    (0..names.len(), replaced).prop_map(move |(i, fields)| {
         let spec = &specs[i];
         let props: Vec<String> = spec.input_schema["properties"].as_object().unwrap().keys().cloned().collect();
         let mut args = valid_arguments(spec.name);
@@ -121,6 +124,7 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
         mcp_cases(128, 1),
     ));
     let succeeded = std::cell::Cell::new(0);
+    let refusals = std::cell::RefCell::new(std::collections::BTreeMap::<String, usize>::new());
     runner
         .run(&call(), |(name, args)| {
             let out = runtime.block_on(async {
@@ -130,14 +134,22 @@ fn random_tool_arguments_get_tool_results_never_panics_or_hangs() {
             let out = out.map_err(|e| TestCaseError::fail(format!("{name}: known tool refused as unknown: {e}")))?;
             prop_assert!(!out.text.contains("internal error"), "{name} {args:?}: {}", out.text);
             prop_assert!(!out.text.trim().is_empty(), "{name}: every result says something");
-            if !out.is_error {
+            if out.is_error {
+                let reason: String = out.text.chars().take(90).collect();
+                *refusals.borrow_mut().entry(format!("{name}: {reason}")).or_default() += 1;
+            } else {
                 succeeded.set(succeeded.get() + 1);
             }
             Ok(())
         })
         .unwrap();
     // the corruption leaves many calls valid, so the memory layer itself is driven, not only parsing
-    assert!(succeeded.get() >= 10, "only {} calls got past validation", succeeded.get());
+    assert!(
+        succeeded.get() >= 10,
+        "only {} calls got past validation; refused: {:#?}",
+        succeeded.get(),
+        refusals.borrow()
+    );
 }
 
 /// One frame of the JSON-RPC fuzz: the bytes of a line, and the id a reply must carry when the frame is
