@@ -126,6 +126,10 @@ impl std::fmt::Display for Role {
     }
 }
 
+/// Tags one passage keeps at most: what one `archival_memory_insert` may give, and the bound of the tags
+/// merged into a stored passage by repeated inserts of its text (those past it are not added).
+pub const MAX_PASSAGE_TAGS: usize = 10;
+
 /// A passage of archival memory (MemGPT's archival storage), as stored in the `archival` table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Passage {

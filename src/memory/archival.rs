@@ -57,6 +57,17 @@ pub struct Inserted {
     pub deduplicated: bool,
     /// Other passages of the same actor and project with cosine >= the near-duplicate threshold.
     pub near_duplicates: Vec<(Passage, f32)>,
+    /// Tags of this insert (normalised) that the deduplicated passage did not take: it holds
+    /// [`crate::domain::MAX_PASSAGE_TAGS`] already.
+    pub tags_not_added: Vec<String>,
+}
+
+impl Inserted {
+    /// The answer for text stored already as `kept`, to which this insert asked to add `tags`.
+    fn deduplicated(kept: Passage, tags: &[String]) -> Self {
+        let tags_not_added = tags.iter().filter(|t| !kept.tags.contains(t)).cloned().collect();
+        Self { passage: kept, deduplicated: true, near_duplicates: Vec::new(), tags_not_added }
+    }
 }
 
 /// A search request after validation.
@@ -119,7 +130,7 @@ impl ArchivalMemory {
         // another machine that has just forgotten it, and then it is stored anew below.
         if existing.is_some() {
             if let Some(kept) = self.store.add_passage_tags(&scope.actor_id, id, &tags).await? {
-                return Ok(Inserted { passage: kept, deduplicated: true, near_duplicates: Vec::new() });
+                return Ok(Inserted::deduplicated(kept, &tags));
             }
         }
         let now = Utc::now();
@@ -140,12 +151,12 @@ impl ArchivalMemory {
         let row = [(passage.clone(), vector)];
         for _ in 0..2 {
             if !self.store.insert_passages(&row).await?.is_empty() {
-                return Ok(Inserted { passage, deduplicated: false, near_duplicates });
+                return Ok(Inserted { passage, deduplicated: false, near_duplicates, tags_not_added: Vec::new() });
             }
             // stored already: by another writer since our search, or a copy the search did not return
             // (absent from the latest version: the insert's view lagged a forget, and is current now)
             if let Some(kept) = self.store.add_passage_tags(&scope.actor_id, id, &passage.tags).await? {
-                return Ok(Inserted { passage: kept, deduplicated: true, near_duplicates: Vec::new() });
+                return Ok(Inserted::deduplicated(kept, &passage.tags));
             }
         }
         Err(MemoryError::Store(crate::store::StoreError::Contention(format!(
@@ -182,9 +193,12 @@ impl ArchivalMemory {
                 std::collections::hash_map::Entry::Occupied(at) => {
                     repeated += 1;
                     let merged = &mut rows[*at.get()].2;
-                    merged.extend(normalize_tags(tags));
+                    for tag in normalize_tags(tags) {
+                        if merged.len() < crate::domain::MAX_PASSAGE_TAGS && !merged.contains(&tag) {
+                            merged.push(tag);
+                        }
+                    }
                     merged.sort();
-                    merged.dedup();
                 }
                 std::collections::hash_map::Entry::Vacant(slot) => {
                     slot.insert(rows.len());

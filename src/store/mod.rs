@@ -418,8 +418,9 @@ pub trait ArchivalStore: Searchable<Passage> {
         actor_id: &str,
         ids: &[Uuid],
     ) -> Result<std::collections::HashSet<Uuid>, StoreError>;
-    /// Adds `tags` to a stored passage (a repeated insert of its text with new tags); returns the passage
-    /// as stored afterwards, `None` when it is gone.
+    /// Adds `tags` to a stored passage (a repeated insert of its text with new tags), in their order, as
+    /// long as it has fewer than [`crate::domain::MAX_PASSAGE_TAGS`]; returns the passage as stored
+    /// afterwards, `None` when it is gone.
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError>;
     /// The current (not superseded) passages of `actor_id` in `project` carrying any of `tags_any`, the
     /// newest first, at most `limit`.

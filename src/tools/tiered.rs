@@ -22,7 +22,7 @@ use crate::store::ForgetStore;
 pub const MAX_SECTION_CHARS: usize = 64;
 pub const MAX_CORE_TEXT_CHARS: usize = 20_000;
 pub const MAX_PASSAGE_CHARS: usize = 8_000;
-pub const MAX_TAGS: usize = 10;
+pub const MAX_TAGS: usize = crate::domain::MAX_PASSAGE_TAGS;
 pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_SEARCH_QUERY_CHARS: usize = 2_000;
 pub const SEARCH_TOP_K_MAX: i64 = 20;
@@ -508,6 +508,12 @@ are added to it).",
     } else {
         format!("Stored passage {} in archival memory (project {}).", passage.id, passage.project)
     };
+    if !inserted.tags_not_added.is_empty() {
+        text.push_str(&format!(
+            "\nA passage keeps at most {MAX_TAGS} tags, so these were not added: {}.",
+            inserted.tags_not_added.join(", ")
+        ));
+    }
     if !near.is_empty() {
         text.push_str("\nVery similar passages are stored too; if one is outdated, remove it with memory_forget:");
         for n in &near {

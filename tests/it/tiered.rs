@@ -165,6 +165,16 @@ async fn archival_insert_dedupes_lists_near_duplicates_and_search_cites_and_filt
     let tagged_again: ArchivalInsertOutput = structured(&tagged_again);
     assert!(tagged_again.deduplicated);
     assert_eq!(tagged_again.tags, vec!["build", "ci", "setup"]);
+    // repeated inserts add tags up to the 10 a passage keeps, and say which they did not add
+    let many: Vec<String> = (1..=9).map(|i| format!("t{i}")).collect();
+    let text = "The release build needs protoc from protobuf-compiler.";
+    let full = call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": many})).await;
+    assert!(full.text.contains("A passage keeps at most 10 tags, so these were not added: t8, t9."), "{}", full.text);
+    let full: ArchivalInsertOutput = structured(&full);
+    assert_eq!(full.tags, ["build", "ci", "setup", "t1", "t2", "t3", "t4", "t5", "t6", "t7"]);
+    let more = call(&host, &s, "archival_memory_insert", json!({"text": text, "tags": ["zz", "ci"]})).await;
+    assert!(more.text.contains("these were not added: zz."), "{}", more.text);
+    assert_eq!(structured::<ArchivalInsertOutput>(&more).tags.len(), 10);
 
     // near-duplicate: stored, and the earlier passage is listed with its cosine
     let near = call(

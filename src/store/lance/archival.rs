@@ -179,6 +179,9 @@ impl ArchivalStore for LanceStore {
             let read_at = passage.updated_at;
             let before = passage.tags.len();
             for tag in tags {
+                if passage.tags.len() >= crate::domain::MAX_PASSAGE_TAGS {
+                    break;
+                }
                 if !passage.tags.contains(tag) {
                     passage.tags.push(tag.clone());
                 }
