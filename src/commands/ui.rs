@@ -29,11 +29,7 @@ pub async fn run(args: UiArgs, open: OpenOptions) -> anyhow::Result<()> {
     };
     let settings = ServeSettings::resolve(&serve, open)?;
     // a mistyped --db must not open an empty new store that shows no memories
-    let db = &settings.store.db;
-    anyhow::ensure!(
-        db.contains("://") || std::path::Path::new(db).is_dir(),
-        "no memory store at {db}: check --db (ASTRA_DB), the store your agents' `astra-mcp serve` uses"
-    );
+    super::common::ensure_store_exists(&settings.store.db).await?;
     let mut options = settings.http.clone().expect("--http is set above");
     options.mcp = false;
     let code = Access::new_code();

@@ -55,11 +55,11 @@ fn scope_of(input: &HookInput, store: &StoreSettings) -> (Scope, Option<Workspac
 /// meanwhile (a search embeds its query); without, it is never loaded (reading rows needs no model).
 ///
 /// # Errors
-/// No store at a local `--db` path (a hook never creates one), or the store does not open.
+/// No store at `--db` (a hook never creates one), or the store does not open.
 async fn open(input: &HookInput, settings: &HookSettings, search: bool) -> anyhow::Result<Memories> {
     let db = &settings.store.db;
     anyhow::ensure!(
-        db.contains("://") || std::path::Path::new(db).is_dir(),
+        crate::store::lance::LanceStore::exists(db).await?,
         "no memory store at {db}: check --db (ASTRA_DB), the store `astra-mcp serve` uses"
     );
     let embedder = settings.store.embedder(Workload::OneShot);

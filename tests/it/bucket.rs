@@ -94,7 +94,17 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
     let home = tempfile::tempdir().unwrap();
     let ignoring = S3Server::start_ignoring_conditional_writes();
     let db = ignoring.uri("team");
-    let out = machine(&ignoring, home.path(), &db).args(["memory", "stats"]).output().unwrap();
+    // a command that writes (it creates a store where none is): the import of an export with no rows
+    let empty_export = home.path().join("empty.jsonl");
+    let header = astra_mcp::app::lance::ExportHeader {
+        astra_mcp_export: astra_mcp::app::lance::EXPORT_VERSION,
+        format_version: astra_mcp::app::lance::FORMAT_VERSION.into(),
+        embedding_model: astra_mcp::embed::MODEL_ID.into(),
+        embedding_dimension: astra_mcp::embed::DIMENSION,
+        exported_at: "2026-12-05T00:00:00Z".into(),
+    };
+    std::fs::write(&empty_export, serde_json::to_string(&header).unwrap()).unwrap();
+    let out = machine(&ignoring, home.path(), &db).args(["memory", "import"]).arg(&empty_export).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("does not refuse a second conditional write (If-None-Match: *)"), "{stderr}");
@@ -103,10 +113,12 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
     let created: Vec<_> = walk(&bucket).into_iter().filter(|p| p.contains(".lance")).collect();
     assert!(created.is_empty(), "a refused store gets no tables: {created:?}");
 
-    let stats =
-        ok(machine(&ignoring, home.path(), &db).args(["memory", "stats", "--unsafe-single-writer"]).output().unwrap());
-    assert!(stats.contains("archival"), "{stats}");
-
+    let imported = machine(&ignoring, home.path(), &db)
+        .args(["memory", "import", "--unsafe-single-writer"])
+        .arg(&empty_export)
+        .output()
+        .unwrap();
+    assert_eq!(ok(imported), "imported no rows\n");
     let mut env_one = machine(&ignoring, home.path(), &db);
     let stats = ok(env_one.args(["memory", "stats"]).env("ASTRA_UNSAFE_SINGLE_WRITER", "1").output().unwrap());
     assert!(stats.contains("archival"), "the message's ASTRA_UNSAFE_SINGLE_WRITER=1 is accepted: {stats}");
@@ -123,7 +135,8 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
     ];
     for (endpoint, says) in endpoints {
         let out = machine(&honouring, home.path(), &db)
-            .args(["memory", "stats"])
+            .args(["memory", "import"])
+            .arg(&empty_export)
             .env("AWS_ENDPOINT_URL", &endpoint)
             .output()
             .unwrap();
@@ -152,9 +165,43 @@ fn a_store_on_a_server_that_ignores_conditional_writes_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("no AWS credentials were found: set AWS_ACCESS_KEY_ID"), "{stderr}");
     assert!(!stderr.contains(".cargo/registry"), "{stderr}");
-    let stats =
-        ok(machine(&honouring, home.path(), &honouring.uri("team")).args(["memory", "stats"]).output().unwrap());
+    // the same from a command that only reads, which looks for the store first
+    let out = machine(&honouring, home.path(), &db)
+        .args(["memory", "stats"])
+        .env("AWS_ENDPOINT_URL", honouring.endpoint.replacen("http://", "https://", 1))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot read the object store") && stderr.contains("AWS_ENDPOINT_URL"), "{stderr}");
+    ok(machine(&honouring, home.path(), &db).args(["memory", "import"]).arg(&empty_export).output().unwrap());
+    let stats = ok(machine(&honouring, home.path(), &db).args(["memory", "stats"]).output().unwrap());
     assert!(stats.contains("archival"), "{stats}");
+}
+
+/// Commands that read a store, pointed at a prefix with no store (a typo), fail naming it and write
+/// nothing there; a command that writes creates the store, and then they read it.
+#[test]
+fn reading_commands_refuse_a_prefix_with_no_store_and_leave_it_empty() {
+    let s3 = S3Server::start();
+    let home = tempfile::tempdir().unwrap();
+    let typo = s3.uri("mem-typo");
+    let reads: [&[&str]; 3] = [&["memory", "export"], &["memory", "stats"], &["core", "show"]];
+    for args in reads {
+        let out = machine(&s3, home.path(), &typo).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let named = format!("no memory store at {typo}: check the bucket and prefix of --db (ASTRA_DB)");
+        assert!(stderr.contains(&named), "{args:?}: {stderr}");
+    }
+    let bucket = s3.root.path().join(S3Server::BUCKET);
+    assert_eq!(walk(&bucket.join("mem-typo")), Vec::<String>::new(), "nothing written under the prefix");
+    let passages = home.path().join("passages.jsonl");
+    std::fs::write(&passages, "{\"text\": \"Staging runs on Kubernetes 1.31.\"}\n").unwrap();
+    ok(machine(&s3, home.path(), &typo).args(["memory", "ingest"]).arg(&passages).output().unwrap());
+    for args in reads {
+        ok(machine(&s3, home.path(), &typo).args(args).output().unwrap());
+    }
 }
 
 fn walk(dir: &Path) -> Vec<String> {

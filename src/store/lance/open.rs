@@ -80,6 +80,23 @@ impl LanceStore {
         Self::open_checked(path, options, false).await
     }
 
+    /// Whether a store is at `path`: for a local path (or a `file://` URL) its directory; for an
+    /// object-store URI a `meta` table under the prefix (one listing, nothing written). Opening creates
+    /// a store where there is none, so commands that only read one ask this first: a mistyped path,
+    /// bucket or prefix is then an error, not a new empty store.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] when the object store cannot be listed (no credentials, unreachable).
+    pub async fn exists(path: &str) -> Result<bool, StoreError> {
+        if let Some(url) = url::Url::parse(path).ok().filter(|u| u.scheme() == "file") {
+            return Ok(url.to_file_path().is_ok_and(|p| p.is_dir()));
+        }
+        if !path.contains("://") {
+            return Ok(std::path::Path::new(path).is_dir());
+        }
+        remote::store_exists(path).await
+    }
+
     async fn open_checked(path: &str, options: OpenOptions, check_model: bool) -> Result<Self, StoreError> {
         let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
         if path.starts_with("file+uring:") {

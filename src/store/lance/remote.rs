@@ -29,25 +29,7 @@ pub const READ_CONSISTENCY: Duration = Duration::from_millis(500);
 /// with anything but "already exists" / "precondition failed".
 pub(super) async fn probe_conditional_writes(uri: &str) -> Result<(), StoreError> {
     let open_err = |message: String| StoreError::Open { path: uri.to_string(), message };
-    // object_store's client panics on an endpoint it cannot make a request URI of
-    for var in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ENDPOINT_URL_S3"] {
-        if let Ok(endpoint) = std::env::var(var) {
-            let valid =
-                url::Url::parse(&endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
-            if !valid {
-                return Err(open_err(format!(
-                    "{var}={endpoint:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:9000)"
-                )));
-            }
-            // object_store refuses plain HTTP then with no more than "builder error"
-            if endpoint.starts_with("http://") && !is_truthy(std::env::var("AWS_ALLOW_HTTP").ok().as_deref()) {
-                return Err(open_err(format!(
-                    "{var}={endpoint:?} is plain http://, which the S3 client refuses unless AWS_ALLOW_HTTP=true \
-                     (or use the server's https:// endpoint)"
-                )));
-            }
-        }
-    }
+    check_endpoint(uri)?;
     let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri)
         .await
         .map_err(|e| open_err(format!("cannot reach the object store: {}", describe(&e))))?;
@@ -70,6 +52,50 @@ pub(super) async fn probe_conditional_writes(uri: &str) -> Result<(), StoreError
              commit to it: {e}"
         ))),
     }
+}
+
+/// Whether a store is under `uri`'s prefix: an object of its `meta` table (one listing request).
+///
+/// # Errors
+/// [`StoreError::Open`] when the object store cannot be reached or listed (endpoint, credentials, bucket).
+pub(super) async fn store_exists(uri: &str) -> Result<bool, StoreError> {
+    use futures::StreamExt;
+    let open_err = |message: String| StoreError::Open { path: uri.to_string(), message };
+    check_endpoint(uri)?;
+    let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri)
+        .await
+        .map_err(|e| open_err(format!("cannot reach the object store: {}", describe(&e))))?;
+    let meta = base.join(format!("{}.lance", super::META_TABLE));
+    match store.inner.list(Some(&meta)).next().await {
+        None => Ok(false),
+        Some(Ok(_)) => Ok(true),
+        Some(Err(e)) => Err(open_err(format!("cannot read the object store: {}", describe(&e)))),
+    }
+}
+
+/// Refuses an endpoint override (`AWS_ENDPOINT_URL` and its aliases) the S3 client cannot use, with a
+/// message that says why: object_store's client panics on one it cannot make a request URI of, and
+/// refuses plain HTTP without `AWS_ALLOW_HTTP` with no more than "builder error".
+fn check_endpoint(uri: &str) -> Result<(), StoreError> {
+    let open_err = |message: String| StoreError::Open { path: uri.to_string(), message };
+    for var in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ENDPOINT_URL_S3"] {
+        if let Ok(endpoint) = std::env::var(var) {
+            let valid =
+                url::Url::parse(&endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+            if !valid {
+                return Err(open_err(format!(
+                    "{var}={endpoint:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:9000)"
+                )));
+            }
+            if endpoint.starts_with("http://") && !is_truthy(std::env::var("AWS_ALLOW_HTTP").ok().as_deref()) {
+                return Err(open_err(format!(
+                    "{var}={endpoint:?} is plain http://, which the S3 client refuses unless AWS_ALLOW_HTTP=true \
+                     (or use the server's https:// endpoint)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether an environment value is "true" as object_store reads its boolean settings.
