@@ -80,7 +80,8 @@ pub enum DistillError {
     /// Another run of the actor holds the lock.
     #[error(
         "a distill run of actor `{actor}` is already running{running}: wait for it to finish \
-(`astra-mcp distill status --actor {actor}` lists runs)"
+(`astra-mcp distill status --actor {actor}` lists runs; on object storage, a run whose machine stopped holds \
+the lock until its lease expires, at most 10 minutes after that)"
     )]
     Busy { actor: String, running: String },
     /// The run started and failed; it is recorded FAILED. `message` is the cause as shown and stored

@@ -200,6 +200,78 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
         );
         assert!(!nowhere.exists(), "no store was made for a refused file");
     }
+    // version 0 does not exist; a hand-edited archival row over an insert's limits is refused, naming its
+    // line, before any store is made
+    let mut zero: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    zero["astra_mcp_export"] = 0.into();
+    let zero_file = files.path().join("zero.jsonl");
+    std::fs::write(&zero_file, [zero.to_string(), lines[1].clone()].join("\n")).unwrap();
+    let nowhere = files.path().join("no-store");
+    let out = astra(&nowhere).args(["memory", "import"]).arg(&zero_file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: export version 0 does not exist"), "{out:?}");
+    let table = |l: &String| serde_json::from_str::<serde_json::Value>(l).unwrap()["table"].clone();
+    let at = lines.iter().skip(1).position(|l| table(l) == "archival").unwrap() + 1;
+    let mut row: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
+    row["row"]["tags"] = (0..11).map(|i| format!("t{i}")).collect::<Vec<_>>().into();
+    let mut edited = lines.clone();
+    edited[at] = row.to_string();
+    let edited_file = files.path().join("edited.jsonl");
+    std::fs::write(&edited_file, edited.join("\n")).unwrap();
+    let out = astra(&nowhere).args(["memory", "import"]).arg(&edited_file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let expected = format!(
+        "{} line {}: `tags` has 11 entries, at most 10 are allowed; nothing was imported",
+        edited_file.display(),
+        at + 1
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&expected), "{out:?}");
+    assert!(!nowhere.exists(), "no store was made for a refused file");
+    // a passage whose text was edited by hand is embedded again from its new text
+    let new_text = "Production runs on Nomad 1.9, not on Kubernetes.";
+    let mut row: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
+    let old_vector = row["row"]["vector"].clone();
+    row["row"]["text"] = new_text.into();
+    let mut edited = lines.clone();
+    edited[at] = row.to_string();
+    std::fs::write(&edited_file, edited.join("\n")).unwrap();
+    let rewritten = tempfile::tempdir().unwrap();
+    stdout(astra(rewritten.path()).args(["memory", "import"]).arg(&edited_file));
+    let exported = stdout(astra(rewritten.path()).args(["memory", "export"]));
+    let stored = exported
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["row"]["id"] == row["row"]["id"])
+        .unwrap();
+    assert_eq!(stored["row"]["embedded_text"], new_text);
+    assert_ne!(stored["row"]["vector"], old_vector);
+    let vector: Vec<f32> = serde_json::from_value(stored["row"]["vector"].clone()).unwrap();
+    let expected = crate::support::embedder().embed_documents(vec![new_text.to_string()]).await.unwrap();
+    let cosine: f32 = vector.iter().zip(&expected[0]).map(|(a, b)| a * b).sum();
+    assert!(cosine > 0.999, "the stored vector is the new text's: cosine {cosine}");
+    // a block's history is not rewritten: another value for a stored version, or a version under
+    // another version's id, is refused and nothing is written
+    let block = lines.iter().skip(1).position(|l| table(l) == "core_blocks").unwrap() + 1;
+    for (field, value, refusal) in [
+        (
+            "value",
+            serde_json::json!("Ann prefers merge commits."),
+            "this store already holds version 1 of core block `human`",
+        ),
+        ("version", serde_json::json!(7), "is not version 7 of block `human`"),
+    ] {
+        let mut row: serde_json::Value = serde_json::from_str(&lines[block]).unwrap();
+        row["row"][field] = value;
+        let mut edited = lines.clone();
+        edited[block] = row.to_string();
+        std::fs::write(&edited_file, edited.join("\n")).unwrap();
+        let out = astra(copy.path()).args(["memory", "import"]).arg(&edited_file).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{field}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("line {}: ", block + 1)) && stderr.contains(refusal), "{field}: {stderr}");
+    }
+    let shown = stdout(astra(copy.path()).args(["core", "show", "human"]));
+    assert!(shown.contains("Ann prefers rebase over merge.") && !shown.contains("merge commits"), "{shown}");
     let empty_file = files.path().join("empty.jsonl");
     std::fs::write(&empty_file, "\n\n").unwrap();
     let out = astra(&files.path().join("no-store")).args(["memory", "import"]).arg(&empty_file).output().unwrap();
@@ -424,7 +496,8 @@ async fn optimize_compacts_and_reindex_reopens_a_store_of_another_model() {
     assert_eq!(archival(&stats)["rows"], 12);
     assert!(archival(&stats)["fragments"].as_u64().unwrap() >= 12, "one fragment per single insert: {stats}");
     let optimized = stdout(astra(db.path()).args(["memory", "optimize", "--prune-older-than", "0"]));
-    assert!(optimized.contains("archival"), "{optimized}");
+    let line = optimized.lines().find(|l| l.starts_with("archival ")).unwrap_or_else(|| panic!("{optimized}"));
+    assert!(line.contains(" rows 12 -> 12, fragments ") && line.contains(" -> 1, versions "), "{optimized}");
     let after: serde_json::Value =
         serde_json::from_str(&stdout(astra(db.path()).args(["memory", "stats", "--json"]))).unwrap();
     assert_eq!(archival(&after)["rows"], 12);

@@ -34,9 +34,14 @@ pub(super) fn schema() -> SchemaRef {
 
 /// The row id of one version: unique per (actor, project, section, version).
 pub(super) fn version_id(v: &CoreBlockVersion) -> String {
-    let key = format!("{}\u{0}{}\u{0}{}", v.actor_id, v.project, v.section);
+    version_key_id(&v.actor_id, &v.project, &v.section, v.version)
+}
+
+/// [`version_id`] of version `version` of block `section` of `actor` in `project`.
+pub(super) fn version_key_id(actor: &str, project: &str, section: &str, version: i64) -> String {
+    let key = format!("{actor}\u{0}{project}\u{0}{section}");
     let digest = <sha2::Sha256 as sha2::Digest>::digest(key.as_bytes());
-    format!("{}#{:010}", hex::encode(&digest[..16]), v.version)
+    format!("{}#{:010}", hex::encode(&digest[..16]), version)
 }
 
 pub(super) fn to_batch(versions: &[CoreBlockVersion]) -> Result<RecordBatch, StoreError> {

@@ -64,6 +64,12 @@ fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreE
     })?;
     let ours: u32 = super::FORMAT_VERSION.parse().expect("FORMAT_VERSION is a number");
     let newer_format = header.format_version.parse::<u32>().map_or(true, |theirs| theirs > ours);
+    if header.astra_mcp_export == 0 {
+        return Err(StoreError::Backend(format!(
+            "line {number}: export version 0 does not exist (`astra_mcp_export` counts from 1); nothing was imported: \
+give a file written by `astra-mcp memory export`"
+        )));
+    }
     if header.astra_mcp_export > EXPORT_VERSION || newer_format {
         return Err(StoreError::Backend(format!(
             "line {number}: this export is version {} of store format {}, which this astra-mcp (export version \
@@ -241,11 +247,19 @@ impl LanceStore {
             {
                 row.insert("id".into(), Value::String(id.to_string()));
             }
-            // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
             let embedded_before = row.get("embedded_text").cloned();
+            if name == super::ARCHIVAL_TABLE {
+                // a passage is embedded as its text: a text edited by hand takes its embedding along
+                if let Some(text) = row.get("text").cloned() {
+                    row.insert("embedded_text".into(), text);
+                }
+            }
+            // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
             let redacted = redact_row(&mut row, rules);
-            let stale_vector = redacted && row.get("embedded_text") != embedded_before.as_ref();
-            if (reembed || stale_vector) && row.contains_key("vector") {
+            // a row whose embedded text changed, or whose vector was left out, is embedded again
+            let no_vector = SEARCHABLE_TABLES.contains(&name) && !row.contains_key("vector");
+            let stale_vector = no_vector || row.get("embedded_text") != embedded_before.as_ref();
+            if (reembed || stale_vector) && (row.contains_key("vector") || no_vector) {
                 // placeholder of the right shape; replaced below
                 row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
             }
@@ -262,6 +276,9 @@ impl LanceStore {
             let schema = self.table(name).schema().await.map_err(backend)?;
             refuse_duplicate_ids(name, rows_in, lines)?;
             self.refuse_actor_changes(name, &schema, rows_in, lines).await?;
+            if *name == super::CORE_BLOCKS_TABLE {
+                self.refuse_core_history_changes(rows_in, lines).await?;
+            }
             let stale = rows_in.chunks(1000).zip(stale_vectors[name].chunks(1000));
             for ((chunk, stale), chunk_lines) in stale.zip(lines.chunks(1000)) {
                 match json_to_batch(schema.clone(), chunk) {
@@ -338,6 +355,63 @@ impl LanceStore {
                     "line {line}: {name} row {id} belongs to actor `{owner}` in this store, but the export gives it to \
                      `{actor}`; nothing was imported. An import never moves a memory between actors: drop that line \
                      from the file, or delete the stored row first (`astra-mcp memory rm {id} --actor {owner}`)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails when a `core_blocks` row of `rows_in` (from lines `lines`) would change a block's history: its
+    /// `id` is not its version's key ([`super::core_blocks::version_key_id`] of actor, project, section and
+    /// version), so that one block could get two rows of one version, or this store holds that version
+    /// with another value (two histories of one block, from two stores, cannot be merged row by row).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] naming the first such line and what to do, or a failed read.
+    async fn refuse_core_history_changes(
+        &self,
+        rows_in: &[Map<String, Value>],
+        lines: &[usize],
+    ) -> Result<(), StoreError> {
+        let str_of = |row: &Map<String, Value>, column: &str| {
+            row.get(column).and_then(Value::as_str).unwrap_or_default().to_string()
+        };
+        for (row, line) in rows_in.iter().zip(lines) {
+            let (actor, project, section) = (str_of(row, "actor_id"), str_of(row, "project"), str_of(row, "section"));
+            let version = row.get("version").and_then(Value::as_i64).unwrap_or_default();
+            let key = super::core_blocks::version_key_id(&actor, &project, &section, version);
+            if str_of(row, "id") != key {
+                return Err(StoreError::Backend(format!(
+                    "line {line}: core_blocks row {} is not version {version} of block `{section}` (its id would be \
+                     {key}); nothing was imported. A block version's id is derived from its actor, project, section \
+                     and version: keep the ids `memory export` wrote",
+                    str_of(row, "id")
+                )));
+            }
+        }
+        let mut stored: HashMap<String, String> = HashMap::new();
+        let table = self.table(super::CORE_BLOCKS_TABLE);
+        for chunk in rows_in.chunks(500) {
+            let ids: Vec<String> = chunk.iter().map(|row| str_of(row, "id")).collect();
+            let query = table
+                .query()
+                .only_if(in_list("id", ids.iter().map(String::as_str)))
+                .select(Select::columns(&["id", "value"]));
+            for batch in collect(&query).await.map_err(backend)? {
+                let rows = Rows::new(&batch, super::CORE_BLOCKS_TABLE);
+                stored.extend(rows.strs("id")?.into_iter().zip(rows.strs("value")?));
+            }
+        }
+        for (row, line) in rows_in.iter().zip(lines) {
+            if stored.get(&str_of(row, "id")).is_some_and(|value| *value != str_of(row, "value")) {
+                return Err(StoreError::Backend(format!(
+                    "line {line}: this store already holds version {} of core block `{}` (actor `{}`, project `{}`) \
+                     with another value; nothing was imported. An import does not rewrite a block's history: drop \
+                     that block's core_blocks lines from the file (this store keeps its own history of the block)",
+                    row.get("version").and_then(Value::as_i64).unwrap_or_default(),
+                    str_of(row, "section"),
+                    str_of(row, "actor_id"),
+                    str_of(row, "project"),
                 )));
             }
         }
