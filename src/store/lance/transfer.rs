@@ -330,24 +330,12 @@ impl LanceStore {
         rows_in: &[Map<String, Value>],
         lines: &[usize],
     ) -> Result<(), StoreError> {
-        let table = self.table(name);
         if schema.column_with_name("id").is_none() || schema.column_with_name("actor_id").is_none() {
             return Ok(());
         }
         let str_of =
             |row: &Map<String, Value>, column: &str| row.get(column).and_then(Value::as_str).map(str::to_string);
-        let mut stored: HashMap<String, String> = HashMap::new();
-        for chunk in rows_in.chunks(500) {
-            let ids: Vec<String> = chunk.iter().filter_map(|row| str_of(row, "id")).collect();
-            let query = table
-                .query()
-                .only_if(in_list("id", ids.iter().map(String::as_str)))
-                .select(Select::columns(&["id", "actor_id"]));
-            for batch in collect(&query).await.map_err(backend)? {
-                let rows = Rows::new(&batch, name);
-                stored.extend(rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?));
-            }
-        }
+        let stored = self.stored_by_id(name, rows_in, "actor_id").await?;
         for (row, line) in rows_in.iter().zip(lines) {
             let (Some(id), Some(actor)) = (str_of(row, "id"), str_of(row, "actor_id")) else { continue };
             if let Some(owner) = stored.get(&id).filter(|owner| **owner != actor) {
@@ -359,6 +347,26 @@ impl LanceStore {
             }
         }
         Ok(())
+    }
+
+    /// `column` of the rows of `name` stored under the ids of `rows_in` (import rows), by id.
+    async fn stored_by_id(
+        &self,
+        name: &'static str,
+        rows_in: &[Map<String, Value>],
+        column: &'static str,
+    ) -> Result<HashMap<String, String>, StoreError> {
+        let table = self.table(name);
+        let mut stored = HashMap::new();
+        for chunk in rows_in.chunks(500) {
+            let ids = chunk.iter().filter_map(|row| row.get("id").and_then(Value::as_str));
+            let query = table.query().only_if(in_list("id", ids)).select(Select::columns(&["id", column]));
+            for batch in collect(&query).await.map_err(backend)? {
+                let rows = Rows::new(&batch, name);
+                stored.extend(rows.strs("id")?.into_iter().zip(rows.strs(column)?));
+            }
+        }
+        Ok(stored)
     }
 
     /// Fails when a `core_blocks` row of `rows_in` (from lines `lines`) would change a block's history: its
@@ -389,19 +397,7 @@ impl LanceStore {
                 )));
             }
         }
-        let mut stored: HashMap<String, String> = HashMap::new();
-        let table = self.table(super::CORE_BLOCKS_TABLE);
-        for chunk in rows_in.chunks(500) {
-            let ids: Vec<String> = chunk.iter().map(|row| str_of(row, "id")).collect();
-            let query = table
-                .query()
-                .only_if(in_list("id", ids.iter().map(String::as_str)))
-                .select(Select::columns(&["id", "value"]));
-            for batch in collect(&query).await.map_err(backend)? {
-                let rows = Rows::new(&batch, super::CORE_BLOCKS_TABLE);
-                stored.extend(rows.strs("id")?.into_iter().zip(rows.strs("value")?));
-            }
-        }
+        let stored = self.stored_by_id(super::CORE_BLOCKS_TABLE, rows_in, "value").await?;
         for (row, line) in rows_in.iter().zip(lines) {
             if stored.get(&str_of(row, "id")).is_some_and(|value| *value != str_of(row, "value")) {
                 return Err(StoreError::Backend(format!(
