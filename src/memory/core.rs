@@ -220,7 +220,7 @@ impl CoreMemory {
             }
             // white space after the last line (blank lines, a line break) is not kept before the new one
             let value = if base.is_empty() { text.clone() } else { format!("{base}\n{text}") };
-            within_limit("core_memory_append", section, current, &value, limit)?;
+            within_limit("core_memory_append", section, current, &value, limit, CONDENSE)?;
             Ok(value)
         })
         .await
@@ -263,8 +263,8 @@ impl CoreMemory {
                     ),
                 }),
                 1 => {
-                    let value = current.replacen(old_text, &new_text, 1);
-                    within_limit(TOOL, section, current, &value, limit)?;
+                    let value = replace_once(current, old_text, &new_text);
+                    within_limit(TOOL, section, current, &value, limit, CONDENSE)?;
                     Ok(value)
                 }
                 n => Err(format!(
@@ -302,7 +302,7 @@ impl CoreMemory {
         let made = history.windows(2).rev().take(REPLACED_LOOKBACK).any(|pair| {
             pair[1].operation == "replace"
                 && pair[0].value.matches(old_text).count() == 1
-                && pair[0].value.replacen(old_text, new_text, 1) == pair[1].value
+                && replace_once(&pair[0].value, old_text, new_text) == pair[1].value
         });
         if !made {
             return Ok(None);
@@ -338,7 +338,8 @@ impl CoreMemory {
             if let Some(expected) = expected_version {
                 unchanged_since("restore", section, current, expected, "restore from there")?;
             }
-            within_limit("restore", section, current.map_or("", |c| c.value.as_str()), &value, limit)?;
+            let then = "That version is longer than the block's limit now: edit the block to a shorter value instead.";
+            within_limit("restore", section, current.map_or("", |c| c.value.as_str()), &value, limit, then)?;
             Ok(value.clone())
         })
         .await
@@ -353,7 +354,14 @@ impl CoreMemory {
         let limit = self.spec("edit", section)?.limit;
         self.change_version("", "edit", section, "edit", &|current: Option<&CoreBlockVersion>| {
             unchanged_since("edit", section, current, expected_version, "redo the edit")?;
-            within_limit("edit", section, current.map_or("", |c| c.value.as_str()), &value, limit)?;
+            within_limit(
+                "edit",
+                section,
+                current.map_or("", |c| c.value.as_str()),
+                &value,
+                limit,
+                "Shorten the text.",
+            )?;
             Ok(value.clone())
         })
         .await
@@ -433,14 +441,39 @@ fn unchanged_since(
     ))
 }
 
+/// `block` with its one occurrence of `old_text` replaced by `new_text`. Deleting whole lines (an
+/// empty `new_text`, `old_text` from a line's start to a line's end) deletes their line break too, so that no
+/// blank line is left where it was.
+fn replace_once(block: &str, old_text: &str, new_text: &str) -> String {
+    if new_text.is_empty()
+        && !old_text.is_empty()
+        && let Some(at) = block.find(old_text)
+    {
+        let end = at + old_text.len();
+        let starts_line = at == 0 || block[..at].ends_with('\n');
+        if starts_line && block[end..].starts_with('\n') {
+            return format!("{}{}", &block[..at], &block[end + 1..]);
+        }
+        // the last line: the line break before it goes
+        if starts_line && end == block.len() && at > 0 {
+            return block[..at - 1].to_string();
+        }
+    }
+    block.replacen(old_text, new_text, 1)
+}
+
+/// What an agent over a block's limit can do.
+const CONDENSE: &str = "Shorten the text, or condense the block first with core_memory_replace.";
+
 /// Refuses a new value over the block's limit, unless it shrinks a block that is over its limit already
-/// (a lowered limit must not lock the block: condensing it has to stay possible).
-fn within_limit(tool: &str, section: &str, current: &str, value: &str, limit: usize) -> Result<(), String> {
+/// (a lowered limit must not lock the block: condensing it has to stay possible). `then` is the remedy
+/// the refusal ends with, for the one who asked: an agent's tool or a person's edit.
+fn within_limit(tool: &str, section: &str, current: &str, value: &str, limit: usize, then: &str) -> Result<(), String> {
     let chars = value.chars().count();
     if chars > limit && chars >= current.chars().count() {
         return Err(format!(
             "{tool} refused: block `{section}` would have {chars} characters, over its limit of {limit} (it has {} now). \
-             Nothing was changed. Shorten the text, or condense the block first with core_memory_replace.",
+             Nothing was changed. {then}",
             current.chars().count()
         ));
     }
@@ -495,6 +528,21 @@ mod tests {
         assert!(parse_block_specs(Some("x=0")).is_err());
         assert!(parse_block_specs(Some("x=abc")).unwrap_err().contains("number"));
         assert!(parse_block_specs(Some("a=1,a=2")).unwrap_err().contains("named twice"));
+    }
+
+    /// Deleting whole lines leaves no blank line, wherever they are; deleting part of a line, or
+    /// replacing a line with text, keeps the line breaks as they were.
+    #[test]
+    fn deleting_a_whole_line_deletes_its_line_break() {
+        let block = "Prefers tabs.\nUses pytest -q.\nDeploys on Fridays.";
+        assert_eq!(replace_once(block, "Uses pytest -q.", ""), "Prefers tabs.\nDeploys on Fridays.");
+        assert_eq!(replace_once(block, "Prefers tabs.", ""), "Uses pytest -q.\nDeploys on Fridays.");
+        assert_eq!(replace_once(block, "Deploys on Fridays.", ""), "Prefers tabs.\nUses pytest -q.");
+        assert_eq!(replace_once(block, "Prefers tabs.\nUses pytest -q.", ""), "Deploys on Fridays.");
+        assert_eq!(replace_once(block, "Uses pytest -q.\n", ""), "Prefers tabs.\nDeploys on Fridays.");
+        assert_eq!(replace_once(block, " -q", ""), "Prefers tabs.\nUses pytest.\nDeploys on Fridays.");
+        assert_eq!(replace_once(block, "Uses pytest -q.", "Uses uv."), "Prefers tabs.\nUses uv.\nDeploys on Fridays.");
+        assert_eq!(replace_once("Only line.", "Only line.", ""), "");
     }
 
     #[test]
