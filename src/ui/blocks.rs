@@ -38,8 +38,17 @@ pub struct BlockQuery {
     saved: Option<i64>,
 }
 
+/// A refused change, shown above the block's page again.
+struct Refusal {
+    why: String,
+    /// The text of a refused edit, put back in the form so that nothing typed is lost.
+    draft: Option<String>,
+}
+
 /// The page of one block: its value in an edit form, its history, and a diff between two versions.
-async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, error: Option<(StatusCode, String)>) -> Response {
+/// With a refusal: status 409, the reason on top, and the refused edit's text in the form, over the
+/// current version (saving it again then replaces what the page now shows).
+async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, refusal: Option<Refusal>) -> Response {
     if !v.memories.core.blocks().iter().any(|b| b.name == section) {
         return not_found(ui, "That core memory block");
     }
@@ -78,9 +87,9 @@ async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, error: Opt
         }
         _ => None,
     };
-    let (status, error) = match error {
-        Some((status, e)) => (status, Some(e)),
-        None => (StatusCode::OK, None),
+    let (status, error, draft) = match refusal {
+        Some(r) => (StatusCode::CONFLICT, Some(r.why), r.draft),
+        None => (StatusCode::OK, None, None),
     };
     let context = json!({
         "block": {"name": block.spec.name, "value": block.value, "version": block.version, "chars": block.chars(),
@@ -88,6 +97,7 @@ async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, error: Opt
         "versions": versions,
         "diff": diff,
         "error": error,
+        "draft": draft,
         "saved": q.saved,
     });
     let mut response = page(ui, v, "block.html", "/core", &format!("Core memory: {section}"), context);
@@ -116,12 +126,18 @@ pub struct EditForm {
 }
 
 /// The answer to a change of `section`: back to its page with the new version, or the page again with
-/// the refusal (409).
-async fn changed(ui: &Ui, v: Visit, section: &str, result: Result<Block, MemoryError>) -> Response {
+/// the refusal (409) and `draft`, the text of a refused edit.
+async fn changed(
+    ui: &Ui,
+    v: Visit,
+    section: &str,
+    result: Result<Block, MemoryError>,
+    draft: Option<String>,
+) -> Response {
     match result {
         Ok(block) => Redirect::to(&format!("/core/{}?saved={}", urlencode(section), block.version)).into_response(),
         Err(MemoryError::Refused(why)) => {
-            block_page(ui, v, section, &BlockQuery::default(), Some((StatusCode::CONFLICT, why))).await
+            block_page(ui, v, section, &BlockQuery::default(), Some(Refusal { why, draft })).await
         }
         Err(e) => failed(ui, &e),
     }
@@ -142,7 +158,7 @@ pub async fn edit_block(
     // browsers send a textarea's line ends as CRLF (HTML, "form submission")
     let value = form.value.replace("\r\n", "\n");
     let result = memories.core.set(&section, &value, form.version).await;
-    changed(&ui, Visit { viewer, memories, jar }, &section, result).await
+    changed(&ui, Visit { viewer, memories, jar }, &section, result, Some(value)).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,5 +182,5 @@ pub async fn restore_block(
         Err(r) => return r,
     };
     let result = memories.core.restore(&section, form.version, Some(form.current)).await;
-    changed(&ui, Visit { viewer, memories, jar }, &section, result).await
+    changed(&ui, Visit { viewer, memories, jar }, &section, result, None).await
 }

@@ -2,14 +2,16 @@
 //! (tags, provenance, superseded chains), conversations as threads; forgetting one, and the export.
 
 use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::site::{ListQuery, Params, Ui, change, failed, not_found, one_line, page, pager, time, urlencode, visit};
+use super::site::{
+    ListQuery, Params, Ui, change, failed, message, not_found, one_line, page, pager, time, urlencode, visit,
+};
 use crate::domain::{ConversationItem, FixRecord, Passage};
 use crate::memory::injection::instruction_flags;
 use crate::tools::Memories;
@@ -302,7 +304,13 @@ pub async fn forget(
             tracing::info!(actor = %viewer.scope.actor_id, %id, table, "forgotten from the memory browser");
             Redirect::to(&format!("{list}?forgot={uuid}")).into_response()
         }
-        Ok(None) => not_found(&ui, "That memory"),
+        Ok(None) => message(
+            &ui,
+            StatusCode::NOT_FOUND,
+            "Nothing to forget",
+            "That memory is not in your memory: it may be forgotten already (in another tab, or by an agent's \
+             memory_forget), or the link is wrong. Nothing was changed.",
+        ),
         Err(e) => failed(&ui, &e),
     }
 }

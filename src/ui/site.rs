@@ -17,6 +17,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::access::{Access, Denied, Viewer};
+use crate::memory::MemoryError;
+use crate::store::StoreError;
 use crate::tools::{Hosts, Memories};
 
 /// Templates (`templates/*.html`) and static files (`static/*`), compiled into the binary.
@@ -98,9 +100,38 @@ pub(super) fn denied(ui: &Ui, why: Denied) -> Response {
     }
 }
 
-pub(super) fn failed(ui: &Ui, e: &dyn std::fmt::Display) -> Response {
+/// A page whose read or change failed: see [`failure`].
+pub(super) fn failed(ui: &Ui, e: &(dyn std::error::Error + 'static)) -> Response {
     tracing::warn!(error = %e, "a memory browser page failed");
-    message(ui, StatusCode::INTERNAL_SERVER_ERROR, "Something failed", &e.to_string())
+    let (status, title, text) = failure(e);
+    message(ui, status, title, &text)
+}
+
+/// How a failure reads in the browser: a store that did not complete the operation (out of reach, or
+/// other sessions' commits first) as such, with the cause left to the log, as the tools tell the model
+/// (`tools::failure_output`); anything else with its message.
+fn failure(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str, String) {
+    let store = e.downcast_ref::<StoreError>().or_else(|| match e.downcast_ref::<MemoryError>() {
+        Some(MemoryError::Store(s)) => Some(s),
+        _ => None,
+    });
+    match store {
+        Some(s) if s.is_contention() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Busy",
+            "Other sessions changed the same memory at the same moment, more often than a change retries; nothing \
+             was changed. Go back and try again."
+                .into(),
+        ),
+        Some(StoreError::Backend(_)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Memory unavailable",
+            "The memory store did not complete the operation: it may be out of reach for a moment. Reload the page \
+             in a moment to see where things stand; if it keeps failing, the log of `astra-mcp ui` has the cause."
+                .into(),
+        ),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "Something failed", e.to_string()),
+    }
 }
 
 pub(super) fn not_found(ui: &Ui, what: &str) -> Response {
@@ -204,7 +235,7 @@ pub(super) fn pager(query: &ListQuery, total: usize, size: usize, base: &str) ->
 
 #[cfg(test)]
 mod tests {
-    use super::{ListQuery, pager};
+    use super::*;
 
     #[test]
     fn a_page_past_the_end_links_back_to_the_last_page() {
@@ -215,5 +246,25 @@ mod tests {
         let second = pager(&query(2), 30, 25, "/archival?tag=x");
         assert_eq!(second["prev"].as_str(), Some("/archival?tag=x&page=1"));
         assert!(pager(&query(1), 30, 25, "/archival")["prev"].is_null());
+    }
+
+    /// An object store out of reach reads as a store to retry, without Lance's error text; a commit
+    /// lost to other writers as busy; a corrupt row with its message.
+    #[test]
+    fn a_store_failure_reads_as_unavailable_without_its_cause() {
+        let cause =
+            "lance error: LanceError(IO): Generic S3 error: error sending request for url (http://127.0.0.1:9/b)";
+        let outage = MemoryError::Store(StoreError::Backend(cause.into()));
+        let (status, title, text) = failure(&outage);
+        assert_eq!((status, title), (StatusCode::SERVICE_UNAVAILABLE, "Memory unavailable"));
+        assert!(text.starts_with("The memory store did not complete the operation") && !text.contains("S3"), "{text}");
+        let (status, title, _) = failure(&StoreError::Backend(cause.into()));
+        assert_eq!((status, title), (StatusCode::SERVICE_UNAVAILABLE, "Memory unavailable"), "a bare store error too");
+        let conflict = StoreError::Backend("Retryable commit conflict for version 41".into());
+        assert_eq!(failure(&conflict).1, "Busy");
+        let corrupt = StoreError::Corrupt { table: "archival", column: "tags", message: "not a list".into() };
+        let (status, title, text) = failure(&corrupt);
+        assert_eq!((status, title), (StatusCode::INTERNAL_SERVER_ERROR, "Something failed"));
+        assert!(text.contains("archival.tags"), "{text}");
     }
 }

@@ -183,6 +183,11 @@ async fn forgetting_needs_csrf_and_the_own_origin_then_the_mcp_search_loses_it()
     assert!(found.iter().all(|r| r["id"] != id.as_str()), "forgotten from the MCP search too: {found:?}");
     let (status, _) = get(&base, &format!("/archival/{id}"), &alice).await;
     assert_eq!(status, 404);
+    // the same form sent again (a second tab): nothing to forget, and it says why
+    let again = forget(&base, &token).await.unwrap();
+    assert_eq!(again.status(), 404);
+    let page = again.text().await.unwrap();
+    assert!(page.contains("it may be forgotten already") && !page.contains("is not yours"), "{page}");
 }
 
 #[tokio::test]
@@ -213,9 +218,15 @@ async fn a_core_block_is_edited_within_its_limit_and_an_old_version_restored() {
     assert_eq!(edit("two spaces", "1").await.unwrap().status(), 303);
     let stale = edit("written on an old page", "1").await.unwrap();
     assert_eq!(stale.status(), 409, "an edit of a version that is not the current one is refused");
+    let page = stale.text().await.unwrap();
+    assert!(page.contains(">written on an old page</textarea>"), "the refused text stays in the form: {page}");
+    assert!(page.contains("name=\"version\" value=\"2\""), "saving it again goes over version 2: {page}");
     let long = edit(&"x".repeat(41), "2").await.unwrap();
     assert_eq!(long.status(), 409);
-    assert!(long.text().await.unwrap().contains("over its limit of 40"));
+    let page = long.text().await.unwrap();
+    assert!(page.contains("over its limit of 40") && page.contains("Shorten the text."), "{page}");
+    assert!(!page.contains("core_memory_replace"), "a person is not told to call a tool: {page}");
+    assert!(page.contains(&format!(">{}</textarea>", "x".repeat(41))), "{page}");
 
     let restore = |current: &str| {
         client()
