@@ -125,7 +125,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         astra_mcp::store::StoreError::Backend(why) => anyhow::anyhow!("{}: {why}", file.display()),
         other => other.into(),
     })?;
-    check_import_passages(&file, &text)?;
+    let seen = check_import_rows(&file, &text)?;
     let db = app::open_store(&settings).await?;
     let report = db.import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES).await?;
     for name in astra_mcp::app::lance::SEARCHABLE_TABLES {
@@ -141,32 +141,133 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         summary(&report.rows),
         if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
     );
+    for note in import_notes(&settings, &seen) {
+        eprintln!("astra-mcp: note: {note}");
+    }
     Ok(())
 }
 
-/// The archival rows of the export `text` (read from `file`) against the limits of an insert (text
-/// length, number and form of tags: [`astra_mcp::tools::check_passage`]), so that a hand-edited file
-/// cannot store what `archival_memory_insert` and `memory ingest` refuse. Lines that are not rows are
-/// left to the import, which names them.
-fn check_import_passages(file: &std::path::Path, text: &str) -> anyhow::Result<()> {
+/// The rows of the export `text` (read from `file`) against the limits of the ways in: archival rows
+/// against an insert's ([`astra_mcp::tools::check_passage`]: text length, number and form of tags),
+/// fixes against the lengths `store_fix_memory` allows, conversation items against
+/// the stored length of an item ([`astra_mcp::memory::conversation::MAX_ITEM_CHARS`]), so that a
+/// hand-edited file cannot store what the tools refuse. Lines that are not rows are left to the
+/// import, which names them.
+///
+/// Returns the rows' actors and the core blocks each actor's newest versions leave (actor, project,
+/// section → characters), for [`import_notes`].
+fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<ImportedRows> {
+    use astra_mcp::app::lance::{ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE};
+    let mut seen = ImportedRows::default();
     let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).skip(1);
     for (n, line) in lines {
         let Ok(row) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        if row["table"] != astra_mcp::app::lance::ARCHIVAL_TABLE {
-            continue;
-        }
-        let row = &row["row"];
-        // as the import will store them: normalised, blank ones and non-strings dropped
-        let tags: Vec<String> = match row["tags"].as_array() {
-            Some(tags) => tags.iter().filter_map(|t| t.as_str().map(str::to_string)).collect(),
-            None => Vec::new(),
-        };
-        let tags = (astra_mcp::memory::IMPORT_RULES.normalize_tags)(&tags);
+        let (table, row) = (row["table"].as_str().unwrap_or_default(), &row["row"]);
         let what = format!("{} line {}", file.display(), n + 1);
-        astra_mcp::tools::check_passage(&what, row["text"].as_str().unwrap_or_default(), &tags)
-            .map_err(|e| anyhow::anyhow!("{}; nothing was imported", e.trim_end_matches('.')))?;
+        let string = |field: &str| row[field].as_str().unwrap_or_default().to_string();
+        // as the import will store them: blank ones and non-strings dropped
+        let strings = |field: &str| -> Vec<String> {
+            row[field]
+                .as_array()
+                .map_or_else(Vec::new, |a| a.iter().filter_map(|t| t.as_str().map(str::to_string)).collect())
+        };
+        if let Some(actor) = row["actor_id"].as_str() {
+            seen.actors.insert(actor.to_string());
+        }
+        let checked = match table {
+            ARCHIVAL_TABLE => {
+                let tags = (astra_mcp::memory::IMPORT_RULES.normalize_tags)(&strings("tags"));
+                astra_mcp::tools::check_passage(&what, &string("text"), &tags)
+            }
+            FIXES_TABLE => {
+                use astra_mcp::tools::{
+                    MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS,
+                };
+                let paths = strings("file_paths");
+                let fields = [
+                    ("fix_description", MAX_FIX_CHARS),
+                    ("error_type", MAX_ERROR_TYPE_CHARS),
+                    ("outcome", MAX_OUTCOME_CHARS),
+                ];
+                let over = fields
+                    .into_iter()
+                    .map(|(field, max)| (field, string(field).chars().count(), max))
+                    .chain(paths.iter().map(|p| ("file_paths[]", p.chars().count(), MAX_PATH_CHARS)))
+                    .find(|(_, chars, max)| chars > max);
+                if paths.len() > MAX_PATHS {
+                    Err(format!("{what}: `file_paths` has {} entries, a fix lists at most {MAX_PATHS}.", paths.len()))
+                } else if let Some((field, chars, max)) = over {
+                    Err(format!("{what}: `{field}` has {chars} characters, the limit is {max}; shorten it."))
+                } else {
+                    Ok(())
+                }
+            }
+            CONVERSATION_TABLE => {
+                // the `…` that marks a cut item is its one character past the limit
+                let (chars, max) =
+                    (string("text").chars().count(), astra_mcp::memory::conversation::MAX_ITEM_CHARS + 1);
+                if chars > max {
+                    Err(format!(
+                        "{what}: `text` has {chars} characters, a conversation item keeps at most {max}; shorten it."
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            CORE_BLOCKS_TABLE => {
+                let key = (string("actor_id"), string("project"), string("section"));
+                let version = row["version"].as_i64().unwrap_or_default();
+                let newest = seen.core_blocks.entry(key).or_insert((version, 0));
+                if version >= newest.0 {
+                    *newest = (version, string("value").chars().count());
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        checked.map_err(|e| anyhow::anyhow!("{}; nothing was imported", e.trim_end_matches('.')))?;
     }
-    Ok(())
+    Ok(seen)
+}
+
+/// What [`check_import_rows`] saw of an export.
+#[derive(Default)]
+struct ImportedRows {
+    actors: std::collections::BTreeSet<String>,
+    /// (actor, project, section) → (newest version, its characters).
+    core_blocks: std::collections::BTreeMap<(String, String, String), (i64, usize)>,
+}
+
+/// Notes after an import: `--actor` does not re-own rows, and imported core blocks over this
+/// configuration's limits refuse appends until condensed.
+fn import_notes(settings: &StoreSettings, seen: &ImportedRows) -> Vec<String> {
+    let mut notes = Vec::new();
+    let others: Vec<&str> = seen.actors.iter().map(String::as_str).filter(|a| *a != settings.actor_id).collect();
+    if settings.actor_id != astra_mcp::cli::DEFAULT_ACTOR && !others.is_empty() {
+        notes.push(format!(
+            "rows keep the actors written in the file ({}); --actor (ASTRA_ACTOR) `{}` does not change them",
+            others.join(", "),
+            settings.actor_id
+        ));
+    }
+    for ((actor, project, section), (_, chars)) in &seen.core_blocks {
+        let Some(spec) = settings.core_blocks.iter().find(|b| &b.name == section) else { continue };
+        if *chars > spec.limit {
+            // a block of the whole actor (`human`, `persona`) has no project
+            let of = if project.is_empty() {
+                format!("actor `{actor}`")
+            } else {
+                format!("actor `{actor}`, project `{project}`")
+            };
+            notes.push(format!(
+                "core block `{section}` of {of} has {chars} characters, over its limit of {} here: appends to it \
+                 are refused until it is condensed (core_memory_replace, or the memory browser), or its limit is \
+                 raised (--core-blocks {section}={chars})",
+                spec.limit
+            ));
+        }
+    }
+    notes
 }
 
 /// `memory ingest`: JSON lines of passages into archival memory, all checked before any is stored.

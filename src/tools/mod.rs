@@ -18,9 +18,9 @@ use serde_json::Value;
 
 pub use explain::{RankingExplanation, RankingPosition};
 pub use fixes::{
-    FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATHS, MAX_QUERY_CHARS, RunTestsOutput,
-    RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput, TOP_K_MAX,
-    receipt_line, render_fix, render_matches, to_match,
+    FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS, MAX_QUERY_CHARS,
+    RunTestsOutput, RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput,
+    TOP_K_MAX, receipt_line, render_fix, render_matches, to_match,
 };
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;

@@ -310,6 +310,94 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     assert_eq!(other_actor.status.code(), Some(1), "one actor cannot delete another's memory");
 }
 
+/// Every kind of row of a hand-edited export meets the limits of its way in (a fix those of
+/// `store_fix_memory`, a conversation item the stored length of one) or nothing is imported; an
+/// imported core block over this configuration's limit, and an `--actor` that does not re-own the
+/// file's rows, are told on stderr.
+#[tokio::test]
+async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
+    let db = tempfile::tempdir().unwrap();
+    stdout(astra(db.path()).args(["sessions", "import"]).arg(fixture("responses.jsonl")));
+    stdout(astra(db.path()).args(["smoke", "store"]));
+    {
+        use astra_mcp::memory::GateState;
+        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let a = serde_json::json!({"section": "human", "text": "Ann prefers rebase over merge, and short commits."});
+        assert!(
+            !host.call(&GateState::new("s"), "core_memory_append", crate::support::args(a)).await.unwrap().is_error
+        );
+        host.flush().await;
+    }
+    let text = stdout(astra(db.path()).args(["memory", "export"]));
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let at = |table: &str| {
+        lines.iter().position(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["table"] == table).unwrap()
+    };
+    let files = tempfile::tempdir().unwrap();
+    let nowhere = files.path().join("no-store");
+    for (table, field, value, refusal) in [
+        (
+            "fixes",
+            "fix_description",
+            serde_json::json!("f".repeat(4_001)),
+            "`fix_description` has 4001 characters, the limit is 4000",
+        ),
+        (
+            "fixes",
+            "file_paths",
+            serde_json::json!(vec!["src/a.rs"; 51]),
+            "`file_paths` has 51 entries, a fix lists at most 50",
+        ),
+        (
+            "session_items",
+            "text",
+            serde_json::json!("s".repeat(20_002)),
+            "`text` has 20002 characters, a conversation item keeps at most 20001",
+        ),
+    ] {
+        let line = at(table);
+        let mut row: serde_json::Value = serde_json::from_str(&lines[line]).unwrap();
+        row["row"][field] = value;
+        let mut edited = lines.clone();
+        edited[line] = row.to_string();
+        let file = files.path().join("edited.jsonl");
+        std::fs::write(&file, edited.join("\n")).unwrap();
+        let out = astra(&nowhere).args(["memory", "import"]).arg(&file).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{table}.{field}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let expected = format!("{} line {}: {refusal}", file.display(), line + 1);
+        assert!(stderr.contains(&expected) && stderr.contains("nothing was imported"), "{table}.{field}: {stderr}");
+        assert!(!nowhere.exists(), "no store was made for a refused file");
+    }
+
+    let file = files.path().join("export.jsonl");
+    std::fs::write(&file, &text).unwrap();
+    let small = tempfile::tempdir().unwrap();
+    let out = astra(small.path()).args(["memory", "import", "--core-blocks", "human=20"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("note: core block `human` of actor `ann` has 49 characters, over its limit of 20 here")
+            && stderr.contains("(--core-blocks human=49)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("does not change them"), "the file's actor is the command's: {stderr}");
+    let other = tempfile::tempdir().unwrap();
+    let out = astra(other.path()).env("ASTRA_ACTOR", "eve").args(["memory", "import"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "note: rows keep the actors written in the file (ann); --actor (ASTRA_ACTOR) `eve` does not change them"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("core block"), "within the default limits: {stderr}");
+    let eves = astra(other.path()).env("ASTRA_ACTOR", "eve").args(["memory", "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&eves.stderr).contains("no memories of actor `eve`"), "{eves:?}");
+    assert!(!stdout(astra(other.path()).args(["memory", "list"])).is_empty(), "the rows are ann's");
+}
+
 #[tokio::test]
 async fn import_never_moves_a_memory_to_another_actor() {
     let db = tempfile::tempdir().unwrap();
