@@ -16,20 +16,8 @@ pub(super) fn cli_project(settings: &StoreSettings) -> String {
 /// Opens the store of a command that inspects or changes existing memories: a mistyped `--db` is an
 /// error, not a new empty store.
 pub(super) async fn open_existing(settings: &StoreSettings) -> anyhow::Result<LanceStore> {
-    ensure_store_exists(&settings.db).await?;
+    LanceStore::require_existing(&settings.db).await?;
     app::open_store(&settings).await
-}
-
-/// Fails unless a store is at `db` ([`LanceStore::exists`]), so that a command that reads a store
-/// never creates an empty one at a mistyped path, bucket or prefix.
-pub(super) async fn ensure_store_exists(db: &str) -> anyhow::Result<()> {
-    let remote = db.contains("://") && !db.starts_with("file://");
-    let check = if remote { "check the bucket and prefix of --db (ASTRA_DB)" } else { "check --db (ASTRA_DB)" };
-    anyhow::ensure!(
-        LanceStore::exists(db).await?,
-        "no memory store at {db}: {check}; `astra-mcp serve` (or `memory import`) creates one"
-    );
-    Ok(())
 }
 
 /// A progress bar on stderr when it is a terminal; hidden otherwise (logs and CI stay clean).

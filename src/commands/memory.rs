@@ -368,7 +368,7 @@ async fn stats(open: OpenOptions, store: StoreArgs, json: bool) -> anyhow::Resul
 /// `memory reindex`: re-embeds every row with this binary's model.
 async fn reindex(open: OpenOptions, store: StoreArgs) -> anyhow::Result<()> {
     let settings = StoreSettings::resolve(&store, open)?;
-    super::common::ensure_store_exists(&settings.db).await?;
+    LanceStore::require_existing(&settings.db).await?;
     let db = LanceStore::open_for_reindex(&settings.db, open).await?;
     let counts = db.reindex(&settings.embedder(Workload::Batch)).await?;
     println!("re-embedded {}; the store now opens with {}", summary(&counts), astra_mcp::embed::MODEL_ID);

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use astra_mcp::app;
-use astra_mcp::app::OpenOptions;
+use astra_mcp::app::{LanceStore, OpenOptions};
 use astra_mcp::cli::{ServeArgs, UiArgs};
 use astra_mcp::config::ServeSettings;
 use astra_mcp::transport::{Shutdown, http};
@@ -29,7 +29,7 @@ pub async fn run(args: UiArgs, open: OpenOptions) -> anyhow::Result<()> {
     };
     let settings = ServeSettings::resolve(&serve, open)?;
     // a mistyped --db must not open an empty new store that shows no memories
-    super::common::ensure_store_exists(&settings.store.db).await?;
+    LanceStore::require_existing(&settings.store.db).await?;
     let mut options = settings.http.clone().expect("--http is set above");
     options.mcp = false;
     let code = Access::new_code();

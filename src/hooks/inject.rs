@@ -58,10 +58,7 @@ fn scope_of(input: &HookInput, store: &StoreSettings) -> (Scope, Option<Workspac
 /// No store at `--db` (a hook never creates one), or the store does not open.
 async fn open(input: &HookInput, settings: &HookSettings, search: bool) -> anyhow::Result<Memories> {
     let db = &settings.store.db;
-    anyhow::ensure!(
-        crate::store::lance::LanceStore::exists(db).await?,
-        "no memory store at {db}: check --db (ASTRA_DB), the store `astra-mcp serve` uses"
-    );
+    crate::store::lance::LanceStore::require_existing(db).await?;
     let embedder = settings.store.embedder(Workload::OneShot);
     if search {
         // the model (about 0.3 s) loads while the store opens

@@ -48,6 +48,9 @@ pub enum StoreError {
     /// [`Self::is_contention`] recognises.
     #[error("memory store operation failed: {0}")]
     Contention(String),
+    /// No store is where a command that only reads was pointed ([`lance::LanceStore::require_existing`]).
+    #[error("no memory store at {path}: {}; `astra-mcp serve` (or `memory import`) creates one", missing_hint(.path))]
+    Missing { path: String },
     /// A stored row could not be decoded.
     #[error("memory store row is unreadable ({table}.{column}): {message}")]
     Corrupt { table: &'static str, column: &'static str, message: String },
@@ -80,6 +83,14 @@ fn without_source_locations(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// What to check when the store at `path` does not open: a directory's writability, or a bucket's
 /// endpoint, name and credentials.
+fn missing_hint(path: &str) -> &'static str {
+    if path.contains("://") && !path.starts_with("file://") {
+        "check the bucket and prefix of --db (ASTRA_DB)"
+    } else {
+        "check --db (ASTRA_DB)"
+    }
+}
+
 fn open_hint(path: &str) -> &'static str {
     if path.contains("://") {
         "check the bucket and prefix in --db, the endpoint (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for plain HTTP) \

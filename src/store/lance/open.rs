@@ -97,6 +97,14 @@ impl LanceStore {
         remote::store_exists(path).await
     }
 
+    /// [`Self::exists`] as a check: for the commands and hooks that read a store and must not make one.
+    ///
+    /// # Errors
+    /// [`StoreError::Missing`] when no store is at `path`; [`StoreError::Open`] as [`Self::exists`].
+    pub async fn require_existing(path: &str) -> Result<(), StoreError> {
+        if Self::exists(path).await? { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
+    }
+
     async fn open_checked(path: &str, options: OpenOptions, check_model: bool) -> Result<Self, StoreError> {
         let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
         if path.starts_with("file+uring:") {
