@@ -111,6 +111,7 @@ pub fn serve(settings: &ServeSettings) -> (Hosts, StoreOpening) {
     let hosts = Hosts::new(
         settings.fixes.scope.clone(),
         settings.store.core_blocks.clone(),
+        settings.tool_timeout,
         Box::new(move |scope| {
             let fixes = FixMemoryConfig { scope, ..fixes.clone() };
             let (store, embedder, blocks) = (store.clone(), embedder.clone(), blocks.clone());

@@ -505,6 +505,11 @@ pub struct ServeArgs {
     #[arg(long, env = ev::ASTRA_TEST_TIMEOUT, default_value_t = 600, value_name = "SECS",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub test_timeout: u64,
+    /// Seconds a tool call other than `run_tests` may take (a memory store that stopped answering) before
+    /// it is answered as a failure to retry; 0: no limit.
+    #[arg(long, env = ev::ASTRA_TOOL_TIMEOUT, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub tool_timeout: u64,
     /// Accept outcomes reported by clients that run tests themselves; such fixes are stored `verified: false`.
     #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES, value_parser = clap::builder::BoolishValueParser::new())]
     pub trust_client_outcomes: bool,

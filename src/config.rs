@@ -207,6 +207,8 @@ pub struct ServeSettings {
     pub http: Option<HttpOptions>,
     /// How long calls in flight may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
+    /// How long a tool call other than `run_tests` may take (`--tool-timeout`); `None`: no limit.
+    pub tool_timeout: Option<Duration>,
 }
 
 impl ServeSettings {
@@ -231,6 +233,7 @@ impl ServeSettings {
         );
         let test_command = args.test_command.as_ref().map(|c| c.trim().to_string()).filter(|c| !c.is_empty());
         let shutdown_grace = Duration::from_secs(args.shutdown_grace);
+        let tool_timeout = (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout));
         let http = match args.http {
             None => None,
             Some(addr) => {
@@ -286,6 +289,7 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
         Ok(Self {
             http,
             shutdown_grace,
+            tool_timeout,
             fixes: FixMemoryConfig {
                 scope: Scope { actor_id: store.actor_id.clone(), project },
                 workspace,

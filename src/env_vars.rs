@@ -9,6 +9,9 @@ pub const ASTRA_WORKSPACE: &str = "ASTRA_WORKSPACE";
 pub const ASTRA_TEST_COMMAND: &str = "ASTRA_TEST_COMMAND";
 /// Test run timeout in seconds; equals `--test-timeout`.
 pub const ASTRA_TEST_TIMEOUT: &str = "ASTRA_TEST_TIMEOUT";
+/// Seconds a tool call other than `run_tests` may take before it is answered as a failure; equals
+/// `--tool-timeout`.
+pub const ASTRA_TOOL_TIMEOUT: &str = "ASTRA_TOOL_TIMEOUT";
 /// The actor that owns long-term memory (trusted configuration, never a tool argument); equals `--actor`.
 pub const ASTRA_ACTOR: &str = "ASTRA_ACTOR";
 /// The project label of new memories; equals `--project` (default: the workspace folder's name).

@@ -30,6 +30,7 @@ pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
         workspace: Some(args.workspace.clone()),
         test_command: args.test_command.clone(),
         test_timeout: args.test_timeout,
+        tool_timeout: astra_mcp::cli::DEFAULT_TOOL_TIMEOUT_SECS,
         trust_client_outcomes: false,
         min_score: astra_mcp::memory::DEFAULT_MIN_SCORE,
         near_duplicate_cosine: astra_mcp::memory::DEFAULT_NEAR_DUPLICATE_COSINE,

@@ -30,6 +30,8 @@ pub enum HostError {
 pub struct Hosts {
     default: Scope,
     blocks: Vec<BlockSpec>,
+    /// Every host's [`ToolHost::with_timeout`].
+    timeout: Option<std::time::Duration>,
     /// `None` for a set of hosts fixed at construction ([`Hosts::single`]).
     make: Option<Box<MemoriesFactory>>,
     hosts: Mutex<HashMap<Scope, ToolHost>>,
@@ -42,16 +44,23 @@ pub struct UnknownIdentity(pub Scope);
 
 impl Hosts {
     /// `default` is the identity of requests that carry none (stdio, HTTP without tokens); `blocks` are
-    /// the core memory blocks every identity has.
-    pub fn new(default: Scope, blocks: Vec<BlockSpec>, make: Box<MemoriesFactory>) -> Self {
-        Self { default, blocks, make: Some(make), hosts: Mutex::default() }
+    /// the core memory blocks every identity has; `timeout` bounds every host's tool calls
+    /// ([`ToolHost::with_timeout`]).
+    pub fn new(
+        default: Scope,
+        blocks: Vec<BlockSpec>,
+        timeout: Option<std::time::Duration>,
+        make: Box<MemoriesFactory>,
+    ) -> Self {
+        Self { default, blocks, timeout, make: Some(make), hosts: Mutex::default() }
     }
 
     /// Exactly one host, for its own scope (tests, and servers wired by hand).
     pub fn single(host: ToolHost) -> Self {
         let default = host.memories().scope.clone();
         let blocks = host.memories().core.blocks().to_vec();
-        Self { default: default.clone(), blocks, make: None, hosts: Mutex::new(HashMap::from([(default, host)])) }
+        let hosts = Mutex::new(HashMap::from([(default.clone(), host)]));
+        Self { default, blocks, timeout: None, make: None, hosts }
     }
 
     /// The core memory blocks (names and character limits) of every identity.
@@ -77,7 +86,7 @@ impl Hosts {
             return Ok(host.clone());
         }
         let make = self.make.as_ref().ok_or_else(|| UnknownIdentity(scope.clone()))?;
-        let host = ToolHost::new(make(scope.clone()).await.map_err(HostError::Unavailable)?);
+        let host = ToolHost::new(make(scope.clone()).await.map_err(HostError::Unavailable)?).with_timeout(self.timeout);
         hosts.insert(scope.clone(), host.clone());
         Ok(host)
     }

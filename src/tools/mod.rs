@@ -190,6 +190,8 @@ pub struct ToolHost {
     /// Gate state of requests that have no MCP session (the stateless 2026-07-28 protocol over HTTP):
     /// one per host, that is per actor, project and the server's workspace (docs/tools.md, "The gates").
     sessionless: Arc<GateState>,
+    /// How long a call other than `run_tests` may take ([`Self::with_timeout`]).
+    timeout: Option<std::time::Duration>,
 }
 
 impl ToolHost {
@@ -197,7 +199,18 @@ impl ToolHost {
     pub fn new(memories: Memories) -> Self {
         let recorder = ToolCallRecorder::start(memories.conversation.clone());
         let sessionless = Arc::new(GateState::new(format!("sessionless-{}", uuid::Uuid::new_v4())));
-        Self { memories, recorder, sessionless }
+        Self { memories, recorder, sessionless, timeout: None }
+    }
+
+    /// Bounds every call but `run_tests` (which has its own `--test-timeout`) by `timeout`: a call still
+    /// running then (a memory store that stopped answering: an object store's client retries for
+    /// minutes) is answered as a failure to call again, and dropped. Dropping is what a client's
+    /// cancellation does too: a write either committed or did not, and a write repeated after one that
+    /// did is kept once (deterministic ids, an append's last line). `None`: no bound.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// The gate state shared by requests without an MCP session (see the field).
@@ -246,7 +259,13 @@ impl ToolHost {
             };
             result.unwrap_or_else(|e| failure_output(name, e))
         };
-        let output = match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+        let bounded = async {
+            match self.timeout.filter(|_| tool != Tool::RunTests) {
+                Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| timed_out(tool, limit)),
+                None => call.await,
+            }
+        };
+        let output = match std::panic::AssertUnwindSafe(bounded).catch_unwind().await {
             Ok(output) => output,
             Err(panic) => {
                 let message = panic
@@ -329,9 +348,7 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
         // the store did not complete a read or a commit (unreachable, I/O): worth a retry
         ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
             tracing::error!(tool, "{e}");
-            // a write whose answer was lost may have been stored: repeating it is safe all the same
-            let writes = Tool::from_name(tool).is_some_and(Tool::recorded);
-            let again = if writes { " (a memory stored twice is kept once)" } else { "" };
+            let again = retry_note(Tool::from_name(tool));
             ToolOutput::error(format!(
                 "{tool} failed: the memory store did not complete the operation. Call it again in a moment{again}; \
                  if it keeps failing, tell the user the memory store cannot be reached (the server's log has the \
@@ -343,6 +360,34 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
             ToolOutput::error(format!("astra-mcp internal error in {tool}: {e}. Nothing was stored by this call."))
         }
     }
+}
+
+/// After "call it again": why repeating a write whose answer was lost (it may have been applied) is
+/// safe all the same; empty for a read.
+fn retry_note(tool: Option<Tool>) -> &'static str {
+    match tool {
+        Some(Tool::MemoryForget) => {
+            " (if this call went through after all, the next one says the memory is gone already)"
+        }
+        Some(t) if t.recorded() && t != Tool::RunTests => " (a memory stored twice is kept once)",
+        _ => "",
+    }
+}
+
+/// The answer to a call still running after the host's timeout ([`ToolHost::with_timeout`]).
+fn timed_out(tool: Tool, limit: std::time::Duration) -> ToolOutput {
+    let name = tool.name();
+    tracing::error!(
+        tool = name,
+        "no answer within {} s (--tool-timeout): the memory store did not answer",
+        limit.as_secs()
+    );
+    ToolOutput::error(format!(
+        "{name} failed: the memory store did not answer within {} s. Call it again in a moment{}; if it keeps \
+         failing, tell the user the memory store cannot be reached (the server's log has the cause).",
+        limit.as_secs(),
+        retry_note(Some(tool)),
+    ))
 }
 
 /// Deserializes `arguments` into `T` (unknown fields are refused), with a message that says how to fix them.
@@ -406,6 +451,13 @@ mod tests {
         let read = failure_output("archival_memory_search", ToolError::Memory(failed));
         assert!(read.text.contains("Call it again in a moment; if it keeps failing"), "{}", read.text);
         assert!(!out.text.contains("internal error"), "{}", out.text);
+        let failed = MemoryError::Store(crate::store::StoreError::Backend(cause.into()));
+        let forget = failure_output("memory_forget", ToolError::Memory(failed));
+        assert!(
+            forget.text.contains("Call it again in a moment (if this call went through after all, the next one says"),
+            "a repeated forget stores nothing, so its retry hint is its own: {}",
+            forget.text
+        );
     }
 
     /// A write that lost to other writers' commits more often than the store retries is told as such

@@ -1,9 +1,10 @@
 //! Stores on S3-compatible object storage, against a real S3 server on loopback (`tests/s3-server`,
 //! s3s-fs with atomic conditional writes; `support::S3Server`): the server's conditional PUTs, the
 //! refusal of a store that ignores them, a store moved from a local directory to the bucket and back,
-//! the S3 server killed and restarted under a running astra-mcp, a distill run started twice from
-//! two machines, and a passage forgotten on one machine gone from another's searches. Every astra-mcp here is a process of the real binary with its own HOME, sharing
-//! nothing with the others but the bucket. The many-writers checks are in `multiprocess`.
+//! the S3 server killed and restarted under a running astra-mcp, a server that froze, a distill run
+//! started twice from two machines, and a passage forgotten on one machine gone from another's
+//! searches. Every astra-mcp here is a process of the real binary with its own HOME, sharing nothing
+//! with the others but the bucket. The many-writers checks are in `multiprocess`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -516,4 +517,53 @@ async fn a_passage_forgotten_on_one_machine_is_gone_from_the_other_s_searches() 
     eprintln!("B saw the forgetting and the new passage {:?} after A's calls", forgotten.elapsed());
     a.cancel().await.unwrap();
     b.cancel().await.unwrap();
+}
+
+/// An S3 server that stops answering (SIGSTOP: the kernel accepts connections, nothing answers them)
+/// holds no tool call past `--tool-timeout`: the call is answered `isError`, to call again, when the
+/// object-store client alone would retry for minutes; once the server answers again, the same
+/// astra-mcp stores and finds without a restart of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
+    use rmcp::model::CallToolRequestParams;
+    use std::time::{Duration, Instant};
+
+    let s3 = S3Server::start();
+    let home = tempfile::tempdir().unwrap();
+    let mut m = machine(&s3, home.path(), &s3.uri("frozen"));
+    m.env("ASTRA_TOOL_TIMEOUT", "3");
+    let client = serve(m).await;
+    let peer = client.peer().clone();
+    call(
+        &peer,
+        "archival_memory_insert",
+        json!({"text": "Before the freeze: the cron runs at 02:00; token frz0001q."}),
+    )
+    .await;
+
+    s3.pause();
+    let started = Instant::now();
+    let insert = CallToolRequestParams::new("archival_memory_insert")
+        .with_arguments(crate::support::args(json!({"text": "During the freeze: token frz0002q."})));
+    let answer = tokio::time::timeout(Duration::from_secs(60), peer.call_tool(insert)).await;
+    let waited = started.elapsed();
+    s3.resume();
+    let result = answer.expect("an answer long before the object-store client gives up").unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let text: String = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
+    assert!(
+        text.starts_with(
+            "archival_memory_insert failed: the memory store did not answer within 3 s. Call it again in a moment \
+             (a memory stored twice is kept once)"
+        ),
+        "{text}"
+    );
+    assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
+
+    call(&peer, "archival_memory_insert", json!({"text": "After the freeze: token frz0003q."})).await;
+    for token in ["frz0001q", "frz0003q"] {
+        let found = call(&peer, "archival_memory_search", json!({"query": token})).await;
+        assert!(found.contains(token), "{token}: {found}");
+    }
+    client.cancel().await.unwrap();
 }

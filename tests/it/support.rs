@@ -375,6 +375,19 @@ impl S3Server {
         self.child = child;
     }
 
+    /// Stops the server (SIGSTOP): the kernel still accepts connections, nothing answers them, as
+    /// with an object store that froze. [`Self::resume`] lets it go on.
+    pub fn pause(&self) {
+        // SAFETY: kill(2) on our own child's pid, with a valid signal number
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) }, 0);
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        // SAFETY: as in `pause`
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) }, 0);
+    }
+
     /// A store URI in the bucket: `s3://astra/<name>`.
     pub fn uri(&self, name: &str) -> String {
         format!("s3://{}/{name}", Self::BUCKET)
