@@ -74,12 +74,26 @@ impl Hosts {
     }
 
     /// The host of `scope`, created on first use (it starts its tool-call recorder on the current Tokio
-    /// runtime). The first call waits until the store is open.
+    /// runtime). The first call waits until the store is open, for at most the hosts' timeout: a store
+    /// that does not answer while it opens (a frozen object store) fails the request, and the next one
+    /// waits for the same opening again.
     ///
     /// # Errors
     /// [`HostError::UnknownIdentity`] when the set is fixed and has no host for `scope`;
-    /// [`HostError::Unavailable`] when the store could not be opened.
+    /// [`HostError::Unavailable`] when the store could not be opened, or not within the timeout.
     pub async fn host(&self, scope: &Scope) -> Result<ToolHost, HostError> {
+        let Some(limit) = self.timeout else { return self.host_or_wait(scope).await };
+        tokio::time::timeout(limit, self.host_or_wait(scope)).await.unwrap_or_else(|_| {
+            Err(HostError::Unavailable(anyhow::anyhow!(
+                "the memory store did not open within {} s (--tool-timeout): call again in a moment; if it keeps \
+                 failing, the store cannot be reached (the server's log has the cause)",
+                limit.as_secs()
+            )))
+        })
+    }
+
+    /// [`Self::host`] without the timeout.
+    async fn host_or_wait(&self, scope: &Scope) -> Result<ToolHost, HostError> {
         // Held across the creation, so that concurrent first requests of one identity share one host.
         let mut hosts = self.hosts.lock().await;
         if let Some(host) = hosts.get(scope) {

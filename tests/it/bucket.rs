@@ -520,9 +520,10 @@ async fn a_passage_forgotten_on_one_machine_is_gone_from_the_other_s_searches() 
 }
 
 /// An S3 server that stops answering (SIGSTOP: the kernel accepts connections, nothing answers them)
-/// holds no tool call past `--tool-timeout`: the call is answered `isError`, to call again, when the
-/// object-store client alone would retry for minutes; once the server answers again, the same
-/// astra-mcp stores and finds without a restart of its own.
+/// holds no tool call past `--tool-timeout`, when the object-store client alone would retry for
+/// minutes: a first call while the store opens is refused, a call on the open store is answered
+/// `isError`, both to call again; once the server answers again, the same astra-mcp opens, stores and
+/// finds without a restart of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     use rmcp::model::CallToolRequestParams;
@@ -532,8 +533,20 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     let home = tempfile::tempdir().unwrap();
     let mut m = machine(&s3, home.path(), &s3.uri("frozen"));
     m.env("ASTRA_TOOL_TIMEOUT", "3");
+    s3.pause();
+    // `initialize` is answered while the store opens; the first call waits for the opening
     let client = serve(m).await;
     let peer = client.peer().clone();
+    let started = Instant::now();
+    let first = CallToolRequestParams::new("archival_memory_search")
+        .with_arguments(crate::support::args(json!({"query": "cron"})));
+    let answer = tokio::time::timeout(Duration::from_secs(60), peer.call_tool(first)).await;
+    let waited = started.elapsed();
+    s3.resume();
+    let refused = answer.expect("an answer long before the object-store client gives up").unwrap_err();
+    assert!(refused.to_string().contains("the memory store did not open within 3 s (--tool-timeout)"), "{refused}");
+    assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
+
     call(
         &peer,
         "archival_memory_insert",
