@@ -19,9 +19,6 @@ use crate::transport::limits;
 /// (`tool_timeout_sec`), so the agent reads why.
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 30;
 
-/// The actor of a command without `--actor` (`ASTRA_ACTOR`).
-pub const DEFAULT_ACTOR: &str = "local";
-
 /// Default of `--log`. Lance's warning that a compaction lost its commit to another writer's (two
 /// processes on one store compact the same fragments at about the same time) is left out: upkeep retries
 /// that compaction on the latest version and logs the conflict at debug level.
@@ -451,7 +448,7 @@ pub struct StoreArgs {
     #[arg(long, env = ev::ASTRA_DB, value_name = "PATH")]
     pub db: Option<String>,
     /// The actor that owns long-term memory. Trusted configuration: tools cannot choose it.
-    #[arg(long, env = ev::ASTRA_ACTOR, default_value = DEFAULT_ACTOR, value_name = "ID")]
+    #[arg(long, env = ev::ASTRA_ACTOR, default_value = "local", value_name = "ID")]
     pub actor: String,
     /// Project label for new memories. Default: for `serve`, the workspace folder's name (`default`
     /// without one); for a hook, the session's folder; for other commands, the current folder's name.

@@ -121,13 +121,18 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     // read and check first: a file that cannot be read, or is no export this build reads, leaves no
     // new store behind
     let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    astra_mcp::app::lance::read_export_header(&text).map_err(|e| match e {
-        astra_mcp::store::StoreError::Backend(why) => anyhow::anyhow!("{}: {why}", file.display()),
+    // what the file holds that cannot be imported reads as the file's, not the store's failure
+    let in_file = |e: astra_mcp::store::StoreError| match e {
+        astra_mcp::store::StoreError::Invalid(why) => anyhow::anyhow!("{}: {why}", file.display()),
         other => other.into(),
-    })?;
+    };
+    astra_mcp::app::lance::read_export_header(&text).map_err(in_file)?;
     let seen = check_import_rows(&file, &text)?;
     let db = app::open_store(&settings).await?;
-    let report = db.import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES).await?;
+    let report = db
+        .import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES)
+        .await
+        .map_err(in_file)?;
     for name in astra_mcp::app::lance::SEARCHABLE_TABLES {
         db.fold_new_rows_into_indexes(name).await?;
     }
@@ -141,7 +146,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         summary(&report.rows),
         if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
     );
-    for note in import_notes(&settings, &seen) {
+    for note in import_notes(&settings, &db, &seen).await? {
         eprintln!("astra-mcp: note: {note}");
     }
     Ok(())
@@ -154,8 +159,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
 /// hand-edited file cannot store what the tools refuse. Lines that are not rows are left to the
 /// import, which names them.
 ///
-/// Returns the rows' actors and the core blocks each actor's newest versions leave (actor, project,
-/// section → characters), for [`import_notes`].
+/// Returns the rows' actors and core blocks (actor, project, section), for [`import_notes`].
 fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<ImportedRows> {
     use astra_mcp::app::lance::{ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE};
     let mut seen = ImportedRows::default();
@@ -203,24 +207,19 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
                 }
             }
             CONVERSATION_TABLE => {
+                let (chars, max) = (string("text").chars().count(), astra_mcp::memory::conversation::MAX_ITEM_CHARS);
                 // the `…` that marks a cut item is its one character past the limit
-                let (chars, max) =
-                    (string("text").chars().count(), astra_mcp::memory::conversation::MAX_ITEM_CHARS + 1);
-                if chars > max {
+                if chars > max + 1 {
                     Err(format!(
-                        "{what}: `text` has {chars} characters, a conversation item keeps at most {max}; shorten it."
+                        "{what}: `text` has {chars} characters, a conversation item keeps at most {max} (and the `…` \
+                         that marks a cut); shorten it."
                     ))
                 } else {
                     Ok(())
                 }
             }
             CORE_BLOCKS_TABLE => {
-                let key = (string("actor_id"), string("project"), string("section"));
-                let version = row["version"].as_i64().unwrap_or_default();
-                let newest = seen.core_blocks.entry(key).or_insert((version, 0));
-                if version >= newest.0 {
-                    *newest = (version, string("value").chars().count());
-                }
+                seen.core_blocks.insert((string("actor_id"), string("project"), string("section")));
                 Ok(())
             }
             _ => Ok(()),
@@ -234,25 +233,31 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
 #[derive(Default)]
 struct ImportedRows {
     actors: std::collections::BTreeSet<String>,
-    /// (actor, project, section) → (newest version, its characters).
-    core_blocks: std::collections::BTreeMap<(String, String, String), (i64, usize)>,
+    /// (actor, project, section).
+    core_blocks: std::collections::BTreeSet<(String, String, String)>,
 }
 
-/// Notes after an import: `--actor` does not re-own rows, and imported core blocks over this
-/// configuration's limits refuse appends until condensed.
-fn import_notes(settings: &StoreSettings, seen: &ImportedRows) -> Vec<String> {
+/// Notes after an import: rows of other actors than the command's stay theirs (`--actor` does not
+/// re-own them), and a core block the import touched that is over this configuration's limit, as it
+/// stands in the store now, refuses appends until condensed.
+async fn import_notes(settings: &StoreSettings, db: &LanceStore, seen: &ImportedRows) -> anyhow::Result<Vec<String>> {
+    use astra_mcp::store::CoreBlockStore;
     let mut notes = Vec::new();
     let others: Vec<&str> = seen.actors.iter().map(String::as_str).filter(|a| *a != settings.actor_id).collect();
-    if settings.actor_id != astra_mcp::cli::DEFAULT_ACTOR && !others.is_empty() {
+    if !others.is_empty() {
         notes.push(format!(
-            "rows keep the actors written in the file ({}); --actor (ASTRA_ACTOR) `{}` does not change them",
+            "rows keep the actors written in the file ({}), not --actor (ASTRA_ACTOR) `{}`: pass --actor {} to list \
+             or search them",
             others.join(", "),
-            settings.actor_id
+            settings.actor_id,
+            others[0]
         ));
     }
-    for ((actor, project, section), (_, chars)) in &seen.core_blocks {
+    for (actor, project, section) in &seen.core_blocks {
         let Some(spec) = settings.core_blocks.iter().find(|b| &b.name == section) else { continue };
-        if *chars > spec.limit {
+        let Some(current) = db.current_block(actor, project, section).await? else { continue };
+        let chars = current.value.chars().count();
+        if chars > spec.limit {
             // a block of the whole actor (`human`, `persona`) has no project
             let of = if project.is_empty() {
                 format!("actor `{actor}`")
@@ -267,7 +272,7 @@ fn import_notes(settings: &StoreSettings, seen: &ImportedRows) -> Vec<String> {
             ));
         }
     }
-    notes
+    Ok(notes)
 }
 
 /// `memory ingest`: JSON lines of passages into archival memory, all checked before any is stored.

@@ -42,6 +42,10 @@ pub enum StoreError {
     /// A backend operation failed (I/O, commit conflict after retries, query error).
     #[error("memory store operation failed: {}", without_source_locations(.0))]
     Backend(String),
+    /// What an import was given does not fit (an export file's header or rows): the message names the
+    /// line and what to do; nothing was imported.
+    #[error("{0}")]
+    Invalid(String),
     /// Other sessions kept changing the rows a write needs while it ran (a passage forgotten again each
     /// time the insert found it stored): nothing of the write was committed, and calling it again is
     /// the remedy. Commit conflicts that outlast the retries are [`Self::Backend`] errors that

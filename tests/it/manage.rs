@@ -352,7 +352,7 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
             "session_items",
             "text",
             serde_json::json!("s".repeat(20_002)),
-            "`text` has 20002 characters, a conversation item keeps at most 20001",
+            "`text` has 20002 characters, a conversation item keeps at most 20000 (and the `…` that marks a cut)",
         ),
     ] {
         let line = at(table);
@@ -369,6 +369,21 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
         assert!(stderr.contains(&expected) && stderr.contains("nothing was imported"), "{table}.{field}: {stderr}");
         assert!(!nowhere.exists(), "no store was made for a refused file");
     }
+    // two rows on one line: the file's fault, named by its line and column
+    let line = at("fixes");
+    let mut edited = lines.clone();
+    edited[line] = format!("{}{}", lines[line], lines[line]);
+    let file = files.path().join("joined.jsonl");
+    std::fs::write(&file, edited.join("\n")).unwrap();
+    let out = astra(&nowhere).args(["memory", "import"]).arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let expected = format!(
+        "astra-mcp: {}: line {}: not an export row (trailing characters at column {}); give one",
+        file.display(),
+        line + 1,
+        lines[line].chars().count() + 1
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with(&expected), "{out:?}");
 
     let file = files.path().join("export.jsonl");
     std::fs::write(&file, &text).unwrap();
@@ -381,14 +396,33 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
             && stderr.contains("(--core-blocks human=49)"),
         "{stderr}"
     );
-    assert!(!stderr.contains("does not change them"), "the file's actor is the command's: {stderr}");
+    assert!(!stderr.contains("rows keep the actors"), "the file's actor is the command's: {stderr}");
+    // the note reads the block as the store holds it after the import: shrunk since the export, it is
+    // within the limit, and nothing is said
+    {
+        use astra_mcp::memory::GateState;
+        let host = crate::support::host(small.path(), crate::support::config("ann", "datekit", None, None)).await;
+        let r = serde_json::json!({"section": "human", "old_text": ", and short commits", "new_text": ""});
+        assert!(
+            !host.call(&GateState::new("s"), "core_memory_replace", crate::support::args(r)).await.unwrap().is_error
+        );
+        let a = serde_json::json!({"section": "human", "text": "Ann uses vim."});
+        assert!(
+            !host.call(&GateState::new("s"), "core_memory_append", crate::support::args(a)).await.unwrap().is_error
+        );
+        host.flush().await;
+    }
+    let out = astra(small.path()).args(["memory", "import", "--core-blocks", "human=45"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("core block"), "the stored block has 44 characters, the file's 49: {stderr}");
     let other = tempfile::tempdir().unwrap();
     let out = astra(other.path()).env("ASTRA_ACTOR", "eve").args(["memory", "import"]).arg(&file).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(
-            "note: rows keep the actors written in the file (ann); --actor (ASTRA_ACTOR) `eve` does not change them"
+            "note: rows keep the actors written in the file (ann), not --actor (ASTRA_ACTOR) `eve`: pass --actor ann"
         ),
         "{stderr}"
     );

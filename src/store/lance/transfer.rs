@@ -43,13 +43,13 @@ pub struct ExportHeader {
 /// it; for callers that refuse a file before opening a store.
 ///
 /// # Errors
-/// [`StoreError::Backend`] when the file is empty, its first line is not a header, or it was written in
+/// [`StoreError::Invalid`] when the file is empty, its first line is not a header, or it was written in
 /// a newer export version or store format than this build reads.
 pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
     match text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) {
         Some((i, line)) => parse_export_header(i + 1, line),
         None => {
-            Err(StoreError::Backend("the export is empty: give a file written by `astra-mcp memory export`".into()))
+            Err(StoreError::Invalid("the export is empty: give a file written by `astra-mcp memory export`".into()))
         }
     }
 }
@@ -58,20 +58,20 @@ pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
 /// build cannot know what they changed); older ones are read.
 fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreError> {
     let header: ExportHeader = serde_json::from_str(line).map_err(|e| {
-        StoreError::Backend(format!(
+        StoreError::Invalid(format!(
             "line {number} is not an astra-mcp export header ({e}); give a file written by `astra-mcp memory export`"
         ))
     })?;
     let ours: u32 = super::FORMAT_VERSION.parse().expect("FORMAT_VERSION is a number");
     let newer_format = header.format_version.parse::<u32>().map_or(true, |theirs| theirs > ours);
     if header.astra_mcp_export == 0 {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::Invalid(format!(
             "line {number}: export version 0 does not exist (`astra_mcp_export` counts from 1); nothing was imported: \
 give a file written by `astra-mcp memory export`"
         )));
     }
     if header.astra_mcp_export > EXPORT_VERSION || newer_format {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::Invalid(format!(
             "line {number}: this export is version {} of store format {}, which this astra-mcp (export version \
 {EXPORT_VERSION}, store format {ours}) cannot read; nothing was imported: import it with a newer astra-mcp",
             header.astra_mcp_export, header.format_version
@@ -107,7 +107,7 @@ fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
     EXPORT_TABLES
         .into_iter()
         .find(|t| *t == name)
-        .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
+        .ok_or_else(|| StoreError::Invalid(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
 }
 
 /// Rows of a batch as JSON objects (timestamps as RFC 3339 strings, vectors as arrays).
@@ -142,7 +142,7 @@ fn first_unfit_row(
 ) -> Option<StoreError> {
     chunk.iter().zip(lines).find_map(|(row, line)| {
         json_to_batch(schema.clone(), std::slice::from_ref(row)).err().map(|e| {
-            StoreError::Backend(format!(
+            StoreError::Invalid(format!(
                 "line {line}: the {name} row does not fit the table ({e}); nothing was imported. Give rows as \
                  `astra-mcp memory export` writes them"
             ))
@@ -157,7 +157,7 @@ fn refuse_duplicate_ids(name: &str, rows_in: &[Map<String, Value>], lines: &[usi
     for (row, line) in rows_in.iter().zip(lines) {
         let Some(id) = row.get("id").and_then(Value::as_str) else { continue };
         if let Some(first) = seen.insert(id, *line) {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::Invalid(format!(
                 "lines {first} and {line} both hold {name} row {id}; nothing was imported. Keep one of them"
             )));
         }
@@ -214,7 +214,7 @@ impl LanceStore {
         let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
         let header = match lines.next() {
             Some((i, line)) => parse_export_header(i + 1, line)?,
-            None => return Err(StoreError::Backend("the export is empty".into())),
+            None => return Err(StoreError::Invalid("the export is empty".into())),
         };
         let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
         let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
@@ -228,16 +228,28 @@ impl LanceStore {
                 table: String,
                 row: Map<String, Value>,
             }
-            let parsed: Line = serde_json::from_str(line)
-                .map_err(|e| StoreError::Backend(format!("line {}: not an export row: {e}", i + 1)))?;
-            let name =
-                export_table_name(&parsed.table).map_err(|e| StoreError::Backend(format!("line {}: {e}", i + 1)))?;
+            let parsed: Line = serde_json::from_str(line).map_err(|e| {
+                // serde_json counts the line as its line 1: only the column says where
+                let at = format!(" at line {} column {}", e.line(), e.column());
+                let what = e.to_string();
+                StoreError::Invalid(format!(
+                    "line {}: not an export row ({} at column {}); give one `{{\"table\", \"row\"}}` object per line, \
+                     as `memory export` writes them",
+                    i + 1,
+                    what.strip_suffix(&at).unwrap_or(&what),
+                    e.column()
+                ))
+            })?;
+            let name = export_table_name(&parsed.table).map_err(|e| match e {
+                StoreError::Invalid(why) => StoreError::Invalid(format!("line {}: {why}", i + 1)),
+                other => other,
+            })?;
             let mut row = parsed.row;
             if SEARCHABLE_TABLES.contains(&name) || name == super::FORGOTTEN_TABLE {
                 // ids are compared as strings: only the canonical spelling may enter
                 let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
                 let Some(id) = id else {
-                    return Err(StoreError::Backend(format!(
+                    return Err(StoreError::Invalid(format!(
                         "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
                         i + 1
                     )));
@@ -322,7 +334,7 @@ impl LanceStore {
     /// export's actor. Tables without `id` and `actor_id` columns are not checked.
     ///
     /// # Errors
-    /// [`StoreError::Backend`] naming the first such line, the id and both actors, or a failed read.
+    /// [`StoreError::Invalid`] naming the first such line, the id and both actors; a failed read.
     async fn refuse_actor_changes(
         &self,
         name: &'static str,
@@ -339,7 +351,7 @@ impl LanceStore {
         for (row, line) in rows_in.iter().zip(lines) {
             let (Some(id), Some(actor)) = (str_of(row, "id"), str_of(row, "actor_id")) else { continue };
             if let Some(owner) = stored.get(&id).filter(|owner| **owner != actor) {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Invalid(format!(
                     "line {line}: {name} row {id} belongs to actor `{owner}` in this store, but the export gives it to \
                      `{actor}`; nothing was imported. An import never moves a memory between actors: drop that line \
                      from the file, or delete the stored row first (`astra-mcp memory rm {id} --actor {owner}`)"
@@ -375,7 +387,7 @@ impl LanceStore {
     /// with another value (two histories of one block, from two stores, cannot be merged row by row).
     ///
     /// # Errors
-    /// [`StoreError::Backend`] naming the first such line and what to do, or a failed read.
+    /// [`StoreError::Invalid`] naming the first such line and what to do; a failed read.
     async fn refuse_core_history_changes(
         &self,
         rows_in: &[Map<String, Value>],
@@ -389,7 +401,7 @@ impl LanceStore {
             let version = row.get("version").and_then(Value::as_i64).unwrap_or_default();
             let key = super::core_blocks::version_key_id(&actor, &project, &section, version);
             if str_of(row, "id") != key {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Invalid(format!(
                     "line {line}: core_blocks row {} is not version {version} of block `{section}` (its id would be \
                      {key}); nothing was imported. A block version's id is derived from its actor, project, section \
                      and version: keep the ids `memory export` wrote",
@@ -400,7 +412,7 @@ impl LanceStore {
         let stored = self.stored_by_id(super::CORE_BLOCKS_TABLE, rows_in, "value").await?;
         for (row, line) in rows_in.iter().zip(lines) {
             if stored.get(&str_of(row, "id")).is_some_and(|value| *value != str_of(row, "value")) {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Invalid(format!(
                     "line {line}: this store already holds version {} of core block `{}` (actor `{}`, project `{}`) \
                      with another value; nothing was imported. An import does not rewrite a block's history: drop \
                      that block's core_blocks lines from the file (this store keeps its own history of the block)",
