@@ -336,7 +336,7 @@ impl CoreMemory {
         let limit = self.spec("restore", section)?.limit;
         self.change_version("", "restore", section, "restore", &|current: Option<&CoreBlockVersion>| {
             if let Some(expected) = expected_version {
-                unchanged_since("restore", section, current, expected, "restore from there")?;
+                unchanged_since("restore", section, current, expected, "open it again and restore from there")?;
             }
             let then = "That version is longer than the block's limit now: edit the block to a shorter value instead.";
             within_limit("restore", section, current.map_or("", |c| c.value.as_str()), &value, limit, then)?;
@@ -353,7 +353,8 @@ impl CoreMemory {
         let value = for_storage(value);
         let limit = self.spec("edit", section)?.limit;
         self.change_version("", "edit", section, "edit", &|current: Option<&CoreBlockVersion>| {
-            unchanged_since("edit", section, current, expected_version, "redo the edit")?;
+            let then = "check its latest change, then save your text again to replace it";
+            unchanged_since("edit", section, current, expected_version, then)?;
             within_limit(
                 "edit",
                 section,
@@ -423,7 +424,7 @@ impl CoreMemory {
 }
 
 /// Refuses the `action` (`edit`, `restore`) of a page that showed `section` at version `expected` (0:
-/// never written) when the block is at another version now; `then` says what to do after reopening it.
+/// never written) when the block is at another version now; `then` says what to do instead.
 fn unchanged_since(
     action: &str,
     section: &str,
@@ -437,7 +438,7 @@ fn unchanged_since(
     }
     Err(format!(
         "{action} refused: block `{section}` changed since you opened it (version {expected}, now {now}). Nothing \
-         was changed; open it again and {then}."
+         was changed; {then}."
     ))
 }
 

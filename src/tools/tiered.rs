@@ -476,7 +476,11 @@ pub(super) async fn core_replace(
         )));
     }
     let edited = core.replace(session.session_id(), p.section.trim(), &p.old_text, &p.new_text).await?;
-    let verb = if edited.changed { "Edited" } else { "Nothing replaced: `new_text` already stands there in" };
+    let verb = match (edited.changed, p.new_text.is_empty()) {
+        (true, _) => "Edited",
+        (false, false) => "Nothing replaced: `new_text` already stands there in",
+        (false, true) => "Nothing deleted: `old_text` is gone already from",
+    };
     Ok(ToolOutput::ok(
         block_text(verb, &edited.block),
         serde_json::to_value(block_output(&edited.block)).expect("serializable"),

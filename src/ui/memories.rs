@@ -271,7 +271,7 @@ pub async fn confirm_forget(State(ui): State<Ui>, jar: CookieJar, Path(id): Path
             let context = json!({"id": id, "table": table, "memory": memory});
             page(&ui, v, "forget.html", "", "Forget a memory", context)
         }
-        Ok(None) => not_found(&ui, "That memory"),
+        Ok(None) => nothing_to_forget(&ui),
         Err(e) => failed(&ui, &e),
     }
 }
@@ -304,15 +304,20 @@ pub async fn forget(
             tracing::info!(actor = %viewer.scope.actor_id, %id, table, "forgotten from the memory browser");
             Redirect::to(&format!("{list}?forgot={uuid}")).into_response()
         }
-        Ok(None) => message(
-            &ui,
-            StatusCode::NOT_FOUND,
-            "Nothing to forget",
-            "That memory is not in your memory: it may be forgotten already (in another tab, or by an agent's \
-             memory_forget), or the link is wrong. Nothing was changed.",
-        ),
+        Ok(None) => nothing_to_forget(&ui),
         Err(e) => failed(&ui, &e),
     }
+}
+
+/// A forget of a memory the viewer does not have: most often one forgotten already.
+fn nothing_to_forget(ui: &Ui) -> Response {
+    message(
+        ui,
+        StatusCode::NOT_FOUND,
+        "Nothing to forget",
+        "That memory is not in your memory: it may be forgotten already (in another tab, or by an agent's \
+         memory_forget), or the link is wrong. Nothing was changed.",
+    )
 }
 
 /// `/export`: the actor's memories as the JSON lines of `memory export`.

@@ -550,6 +550,12 @@ async fn core_edits_repeated_after_a_lost_answer_change_nothing() {
     assert_eq!(spaced, (8, "first\nthird  \n \n\n".to_string()));
     let fourth = edit("core_memory_append", json!({"section": "project", "text": "fourth"})).await;
     assert_eq!(fourth, (9, "first\nthird\nfourth".to_string()));
+    // deleting a whole line takes its line break with it; repeated, it deletes nothing and says so
+    let delete = json!({"section": "project", "old_text": "third", "new_text": ""});
+    assert_eq!(edit("core_memory_replace", delete.clone()).await, (10, "first\nfourth".to_string()));
+    let again = call(&host, &s, "core_memory_replace", delete).await;
+    assert!(again.text.starts_with("Nothing deleted: `old_text` is gone already from"), "{}", again.text);
+    assert_eq!(structured::<CoreBlockOutput>(&again).version, 10);
 }
 
 /// The real model, counting the texts it is given.
