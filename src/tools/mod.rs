@@ -204,9 +204,11 @@ impl ToolHost {
 
     /// Bounds every call but `run_tests` (which has its own `--test-timeout`) by `timeout`: a call still
     /// running then (a memory store that stopped answering: an object store's client retries for
-    /// minutes) is answered as a failure to call again, and dropped. Dropping is what a client's
-    /// cancellation does too: a write either committed or did not, and a write repeated after one that
-    /// did is kept once (deterministic ids, an append's last line). `None`: no bound.
+    /// minutes) is answered as a failure to call again, and no longer waited for. It is dropped, as a
+    /// client's cancellation drops it, except for an insert's commit, which runs in a task of its own
+    /// and may still complete once the store answers. A write either committed or did not, and one
+    /// repeated after one that did is kept once (deterministic ids, an append's last line, a
+    /// replacement made already). `None`: no bound.
     #[must_use]
     pub fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.timeout = timeout;
@@ -369,7 +371,9 @@ fn retry_note(tool: Option<Tool>) -> &'static str {
         Some(Tool::MemoryForget) => {
             " (if this call went through after all, the next one says the memory is gone already)"
         }
-        Some(t) if t.recorded() && t != Tool::RunTests => " (a memory stored twice is kept once)",
+        Some(Tool::CoreMemoryAppend) => " (an append repeated after one that went through is not written twice)",
+        Some(Tool::CoreMemoryReplace) => " (a replacement repeated after one that went through changes nothing)",
+        Some(Tool::StoreFixMemory | Tool::ArchivalMemoryInsert) => " (a memory stored twice is kept once)",
         _ => "",
     }
 }
