@@ -215,6 +215,11 @@ impl ToolHost {
         self
     }
 
+    /// How long a call may take ([`Self::with_timeout`]); `None`: no bound.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout
+    }
+
     /// The gate state shared by requests without an MCP session (see the field).
     pub fn sessionless(&self) -> Arc<GateState> {
         self.sessionless.clone()

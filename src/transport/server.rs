@@ -132,6 +132,25 @@ fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(e.to_string(), None)
 }
 
+/// A read of core memory for a resource or a prompt, bounded by the host's `--tool-timeout` as a tool
+/// call is ([`ToolHost::with_timeout`]): a store that stopped answering fails the request instead of
+/// holding it.
+async fn within<T, E: std::fmt::Display>(
+    host: &ToolHost,
+    read: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, McpError> {
+    let read = async { read.await.map_err(internal) };
+    match host.timeout() {
+        Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
+            Err(internal(format!(
+                "the memory store did not answer within {} s (--tool-timeout): read it again in a moment",
+                limit.as_secs()
+            )))
+        }),
+        None => read.await,
+    }
+}
+
 fn block_resource(block: &Block) -> Resource {
     Resource::new(block.uri(), block.spec.name.clone())
         .with_title(format!("Core memory: {}", block.spec.name))
@@ -264,7 +283,8 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let blocks = self.host(&context.extensions).await?.memories().core.read_all().await.map_err(internal)?;
+        let host = self.host(&context.extensions).await?;
+        let blocks = within(&host, host.memories().core.read_all()).await?;
         Ok(ListResourcesResult::with_all_items(blocks.iter().map(block_resource).collect()))
     }
 
@@ -278,7 +298,7 @@ impl ServerHandler for McpServer {
         let section = section_of_uri(&request.uri)
             .filter(|s| core.blocks().iter().any(|b| b.name == *s))
             .ok_or_else(|| unknown_resource(&request.uri, core))?;
-        let block = core.read(section).await.map_err(internal)?;
+        let block = within(&host, core.read(section)).await?;
         Ok(ReadResourceResult::new(vec![ResourceContents::text(block.value, request.uri)]).into())
     }
 
@@ -387,7 +407,8 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let blocks = self.host(&context.extensions).await?.memories().core.read_all().await.map_err(internal)?;
+        let host = self.host(&context.extensions).await?;
+        let blocks = within(&host, host.memories().core.read_all()).await?;
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, render_core_memory(&blocks))])
             .with_description("Core memory blocks of this user and project")
             .into())

@@ -573,6 +573,19 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     );
     assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
 
+    // a read of core memory (a resource) is bounded the same way, whether it needs the store or not
+    s3.pause();
+    let started = Instant::now();
+    let request = rmcp::model::ReadResourceRequestParams::new("memory://core/human");
+    let read = tokio::time::timeout(Duration::from_secs(60), peer.read_resource(request)).await;
+    let waited = started.elapsed();
+    s3.resume();
+    match read.expect("an answer long before the object-store client gives up") {
+        Ok(_) => {}
+        Err(e) => assert!(e.to_string().contains("did not answer within 3 s (--tool-timeout)"), "{e}"),
+    }
+    assert!(waited < Duration::from_secs(10), "answered after {waited:?}");
+
     call(&peer, "archival_memory_insert", json!({"text": "After the freeze: token frz0003q."})).await;
     for token in ["frz0001q", "frz0003q"] {
         let found = call(&peer, "archival_memory_search", json!({"query": token})).await;
