@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 use tokio::sync::Mutex;
 
-use super::{Memories, ToolHost};
+use super::{Memories, ToolHost, bounded};
 use crate::domain::Scope;
 use crate::memory::BlockSpec;
 
@@ -82,27 +82,25 @@ impl Hosts {
     /// [`HostError::UnknownIdentity`] when the set is fixed and has no host for `scope`;
     /// [`HostError::Unavailable`] when the store could not be opened, or not within the timeout.
     pub async fn host(&self, scope: &Scope) -> Result<ToolHost, HostError> {
-        let Some(limit) = self.timeout else { return self.host_or_wait(scope).await };
-        tokio::time::timeout(limit, self.host_or_wait(scope)).await.unwrap_or_else(|_| {
+        let host = async {
+            // Held across the creation, so that concurrent first requests of one identity share one host.
+            let mut hosts = self.hosts.lock().await;
+            if let Some(host) = hosts.get(scope) {
+                return Ok(host.clone());
+            }
+            let make = self.make.as_ref().ok_or_else(|| UnknownIdentity(scope.clone()))?;
+            let memories = make(scope.clone()).await.map_err(HostError::Unavailable)?;
+            let host = ToolHost::new(memories).with_timeout(self.timeout);
+            hosts.insert(scope.clone(), host.clone());
+            Ok(host)
+        };
+        bounded(self.timeout, host).await.unwrap_or_else(|limit| {
             Err(HostError::Unavailable(anyhow::anyhow!(
                 "the memory store did not open within {} s (--tool-timeout): call again in a moment; if it keeps \
                  failing, the store cannot be reached (the server's log has the cause)",
                 limit.as_secs()
             )))
         })
-    }
-
-    /// [`Self::host`] without the timeout.
-    async fn host_or_wait(&self, scope: &Scope) -> Result<ToolHost, HostError> {
-        // Held across the creation, so that concurrent first requests of one identity share one host.
-        let mut hosts = self.hosts.lock().await;
-        if let Some(host) = hosts.get(scope) {
-            return Ok(host.clone());
-        }
-        let make = self.make.as_ref().ok_or_else(|| UnknownIdentity(scope.clone()))?;
-        let host = ToolHost::new(make(scope.clone()).await.map_err(HostError::Unavailable)?).with_timeout(self.timeout);
-        hosts.insert(scope.clone(), host.clone());
-        Ok(host)
     }
 
     /// Waits until every host's recorded tool calls are written (call before exiting).

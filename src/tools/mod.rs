@@ -220,6 +220,15 @@ impl ToolHost {
         self.timeout
     }
 
+    /// Awaits `work` for at most this host's timeout ([`Self::with_timeout`]), for the requests that
+    /// read memory outside a tool call (resources, prompts); see [`bounded`].
+    ///
+    /// # Errors
+    /// The timeout, when it passed first.
+    pub async fn bounded<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T, std::time::Duration> {
+        bounded(self.timeout, work).await
+    }
+
     /// The gate state shared by requests without an MCP session (see the field).
     pub fn sessionless(&self) -> Arc<GateState> {
         self.sessionless.clone()
@@ -266,12 +275,8 @@ impl ToolHost {
             };
             result.unwrap_or_else(|e| failure_output(name, e))
         };
-        let bounded = async {
-            match self.timeout.filter(|_| tool != Tool::RunTests) {
-                Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| timed_out(tool, limit)),
-                None => call.await,
-            }
-        };
+        let limit = self.timeout.filter(|_| tool != Tool::RunTests);
+        let bounded = async { bounded(limit, call).await.unwrap_or_else(|limit| timed_out(tool, limit)) };
         let output = match std::panic::AssertUnwindSafe(bounded).catch_unwind().await {
             Ok(output) => output,
             Err(panic) => {
@@ -355,18 +360,23 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
         // the store did not complete a read or a commit (unreachable, I/O): worth a retry
         ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
             tracing::error!(tool, "{e}");
-            let again = retry_note(Tool::from_name(tool));
-            ToolOutput::error(format!(
-                "{tool} failed: the memory store did not complete the operation. Call it again in a moment{again}; \
-                 if it keeps failing, tell the user the memory store cannot be reached (the server's log has the \
-                 cause). Cause: {e}"
-            ))
+            let failed = store_failed(tool, "did not complete the operation");
+            ToolOutput::error(format!("{failed} Cause: {e}"))
         }
         ToolError::Memory(e) => {
             tracing::error!(tool, "{e}");
             ToolOutput::error(format!("astra-mcp internal error in {tool}: {e}. Nothing was stored by this call."))
         }
     }
+}
+
+/// The answer to a call the memory store failed (`what` it did): call again, and why that is safe.
+fn store_failed(tool: &str, what: &str) -> String {
+    let again = retry_note(Tool::from_name(tool));
+    format!(
+        "{tool} failed: the memory store {what}. Call it again in a moment{again}; if it keeps failing, tell the \
+         user the memory store cannot be reached (the server's log has the cause)."
+    )
 }
 
 /// After "call it again": why repeating a write whose answer was lost (it may have been applied) is
@@ -383,20 +393,28 @@ fn retry_note(tool: Option<Tool>) -> &'static str {
     }
 }
 
+/// Awaits `work` for at most `limit` (`None`: as long as it takes). What bounds tool calls, the wait
+/// for the store's opening and reads of core memory by `--tool-timeout`: a store that stopped
+/// answering (a frozen object store) fails the request instead of holding it.
+///
+/// # Errors
+/// `limit`, when it passed before `work` completed (`work` is then dropped).
+pub(crate) async fn bounded<T>(
+    limit: Option<std::time::Duration>,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, std::time::Duration> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| limit),
+        None => Ok(work.await),
+    }
+}
+
 /// The answer to a call still running after the host's timeout ([`ToolHost::with_timeout`]).
 fn timed_out(tool: Tool, limit: std::time::Duration) -> ToolOutput {
     let name = tool.name();
-    tracing::error!(
-        tool = name,
-        "no answer within {} s (--tool-timeout): the memory store did not answer",
-        limit.as_secs()
-    );
-    ToolOutput::error(format!(
-        "{name} failed: the memory store did not answer within {} s. Call it again in a moment{}; if it keeps \
-         failing, tell the user the memory store cannot be reached (the server's log has the cause).",
-        limit.as_secs(),
-        retry_note(Some(tool)),
-    ))
+    let secs = limit.as_secs();
+    tracing::error!(tool = name, "no answer within {secs} s (--tool-timeout): the memory store did not answer");
+    ToolOutput::error(store_failed(name, &format!("did not answer within {secs} s")))
 }
 
 /// Deserializes `arguments` into `T` (unknown fields are refused), with a message that says how to fix them.

@@ -133,22 +133,20 @@ fn internal(e: impl std::fmt::Display) -> McpError {
 }
 
 /// A read of core memory for a resource or a prompt, bounded by the host's `--tool-timeout` as a tool
-/// call is ([`ToolHost::with_timeout`]): a store that stopped answering fails the request instead of
-/// holding it.
+/// call is ([`ToolHost::bounded`]).
 async fn within<T, E: std::fmt::Display>(
     host: &ToolHost,
     read: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, McpError> {
-    let read = async { read.await.map_err(internal) };
-    match host.timeout() {
-        Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
-            Err(internal(format!(
+    host.bounded(read)
+        .await
+        .map_err(|limit| {
+            internal(format!(
                 "the memory store did not answer within {} s (--tool-timeout): read it again in a moment",
                 limit.as_secs()
-            )))
-        }),
-        None => read.await,
-    }
+            ))
+        })?
+        .map_err(internal)
 }
 
 fn block_resource(block: &Block) -> Resource {

@@ -527,7 +527,7 @@ async fn a_passage_forgotten_on_one_machine_is_gone_from_the_other_s_searches() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     use rmcp::model::CallToolRequestParams;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let s3 = S3Server::start();
     let home = tempfile::tempdir().unwrap();
@@ -537,13 +537,10 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     // `initialize` is answered while the store opens; the first call waits for the opening
     let client = serve(m).await;
     let peer = client.peer().clone();
-    let started = Instant::now();
     let first = CallToolRequestParams::new("archival_memory_search")
         .with_arguments(crate::support::args(json!({"query": "cron"})));
-    let answer = tokio::time::timeout(Duration::from_secs(60), peer.call_tool(first)).await;
-    let waited = started.elapsed();
-    s3.resume();
-    let refused = answer.expect("an answer long before the object-store client gives up").unwrap_err();
+    let (answer, waited) = while_frozen(&s3, peer.call_tool(first)).await;
+    let refused = answer.unwrap_err();
     assert!(refused.to_string().contains("the memory store did not open within 3 s (--tool-timeout)"), "{refused}");
     assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
 
@@ -554,14 +551,10 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     )
     .await;
 
-    s3.pause();
-    let started = Instant::now();
     let insert = CallToolRequestParams::new("archival_memory_insert")
         .with_arguments(crate::support::args(json!({"text": "During the freeze: token frz0002q."})));
-    let answer = tokio::time::timeout(Duration::from_secs(60), peer.call_tool(insert)).await;
-    let waited = started.elapsed();
-    s3.resume();
-    let result = answer.expect("an answer long before the object-store client gives up").unwrap();
+    let (answer, waited) = while_frozen(&s3, peer.call_tool(insert)).await;
+    let result = answer.unwrap();
     assert_eq!(result.is_error, Some(true), "{result:?}");
     let text: String = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
     assert!(
@@ -574,13 +567,9 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
 
     // a read of core memory (a resource) is bounded the same way, whether it needs the store or not
-    s3.pause();
-    let started = Instant::now();
     let request = rmcp::model::ReadResourceRequestParams::new("memory://core/human");
-    let read = tokio::time::timeout(Duration::from_secs(60), peer.read_resource(request)).await;
-    let waited = started.elapsed();
-    s3.resume();
-    match read.expect("an answer long before the object-store client gives up") {
+    let (read, waited) = while_frozen(&s3, peer.read_resource(request)).await;
+    match read {
         Ok(_) => {}
         Err(e) => assert!(e.to_string().contains("did not answer within 3 s (--tool-timeout)"), "{e}"),
     }
@@ -592,4 +581,16 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
         assert!(found.contains(token), "{token}: {found}");
     }
     client.cancel().await.unwrap();
+}
+
+/// Awaits `request` with the S3 server stopped (stopping it again is harmless), then lets it go on;
+/// the answer, which must come within 60 s (the object-store client alone retries for minutes), and
+/// how long it took.
+async fn while_frozen<T>(s3: &S3Server, request: impl std::future::Future<Output = T>) -> (T, std::time::Duration) {
+    s3.pause();
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(60), request).await;
+    let waited = started.elapsed();
+    s3.resume();
+    (answer.expect("an answer long before the object-store client gives up"), waited)
 }

@@ -39,6 +39,18 @@ async fn search(db: &Path, query: &str) -> Vec<(String, String, String)> {
     hits.into_iter().map(|h| (h.row.source, h.row.role.as_str().to_string(), h.row.text)).collect()
 }
 
+/// Makes `calls` (tool name, arguments) as actor `ann` on project `datekit` in the store at `db`, each
+/// answered without `isError`, and waits until the calls are recorded.
+async fn as_ann(db: &Path, calls: &[(&str, serde_json::Value)]) {
+    let host = crate::support::host(db, crate::support::config("ann", "datekit", None, None)).await;
+    let session = astra_mcp::memory::GateState::new("s");
+    for (tool, arguments) in calls {
+        let result = host.call(&session, tool, crate::support::args(arguments.clone())).await.unwrap();
+        assert!(!result.is_error, "{tool}: {}", result.text);
+    }
+    host.flush().await;
+}
+
 #[tokio::test]
 async fn sessions_import_reads_three_formats_once_and_makes_them_searchable() {
     let db = tempfile::tempdir().unwrap();
@@ -319,15 +331,8 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
     let db = tempfile::tempdir().unwrap();
     stdout(astra(db.path()).args(["sessions", "import"]).arg(fixture("responses.jsonl")));
     stdout(astra(db.path()).args(["smoke", "store"]));
-    {
-        use astra_mcp::memory::GateState;
-        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let a = serde_json::json!({"section": "human", "text": "Ann prefers rebase over merge, and short commits."});
-        assert!(
-            !host.call(&GateState::new("s"), "core_memory_append", crate::support::args(a)).await.unwrap().is_error
-        );
-        host.flush().await;
-    }
+    let a = serde_json::json!({"section": "human", "text": "Ann prefers rebase over merge, and short commits."});
+    as_ann(db.path(), &[("core_memory_append", a)]).await;
     let text = stdout(astra(db.path()).args(["memory", "export"]));
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
     let at = |table: &str| {
@@ -435,15 +440,8 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
 #[tokio::test]
 async fn import_never_moves_a_memory_to_another_actor() {
     let db = tempfile::tempdir().unwrap();
-    {
-        use astra_mcp::memory::GateState;
-        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let p = serde_json::json!({"text": "Ann's deploy key rotates every 30 days.", "tags": []});
-        assert!(
-            !host.call(&GateState::new("s"), "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error
-        );
-        host.flush().await;
-    }
+    let p = serde_json::json!({"text": "Ann's deploy key rotates every 30 days.", "tags": []});
+    as_ann(db.path(), &[("archival_memory_insert", p)]).await;
     let export = db.path().join("../ann.jsonl");
     stdout(astra(db.path()).args(["memory", "export", "--out"]).arg(&export));
     let text = std::fs::read_to_string(&export).unwrap();
@@ -514,16 +512,9 @@ async fn import_never_moves_a_memory_to_another_actor() {
 async fn import_redacts_secrets_of_a_hand_edited_file_and_re_embeds_only_those_rows() {
     let db = tempfile::tempdir().unwrap();
     stdout(astra(db.path()).args(["smoke", "store"]));
-    {
-        use astra_mcp::memory::GateState;
-        let host = crate::support::host(db.path(), crate::support::config("ann", "datekit", None, None)).await;
-        let s = GateState::new("s");
-        for text in ["Staging runs on Kubernetes 1.31.", "The billing service owns invoices."] {
-            let p = serde_json::json!({"text": text, "tags": []});
-            assert!(!host.call(&s, "archival_memory_insert", crate::support::args(p)).await.unwrap().is_error);
-        }
-        host.flush().await;
-    }
+    let insert = |text: &str| ("archival_memory_insert", serde_json::json!({"text": text, "tags": []}));
+    as_ann(db.path(), &[insert("Staging runs on Kubernetes 1.31."), insert("The billing service owns invoices.")])
+        .await;
     let export = db.path().join("../clean.jsonl");
     stdout(astra(db.path()).args(["memory", "export", "--out"]).arg(&export));
     let mut lines: Vec<serde_json::Value> =

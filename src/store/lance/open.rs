@@ -80,29 +80,23 @@ impl LanceStore {
         Self::open_checked(path, options, false).await
     }
 
-    /// Whether a store is at `path`: for a local path (or a `file://` URL) its directory; for an
+    /// Checks that a store is at `path`: for a local path (or a `file://` URL) its directory; for an
     /// object-store URI a `meta` table under the prefix (one listing, nothing written). Opening creates
-    /// a store where there is none, so commands that only read one ask this first: a mistyped path,
-    /// bucket or prefix is then an error, not a new empty store.
+    /// a store where there is none, so the commands and hooks that only read one ask this first: a
+    /// mistyped path, bucket or prefix is then an error, not a new empty store.
     ///
     /// # Errors
-    /// [`StoreError::Open`] when the object store cannot be listed (no credentials, unreachable).
-    pub async fn exists(path: &str) -> Result<bool, StoreError> {
-        if let Some(url) = url::Url::parse(path).ok().filter(|u| u.scheme() == "file") {
-            return Ok(url.to_file_path().is_ok_and(|p| p.is_dir()));
-        }
-        if !path.contains("://") {
-            return Ok(std::path::Path::new(path).is_dir());
-        }
-        remote::store_exists(path).await
-    }
-
-    /// [`Self::exists`] as a check: for the commands and hooks that read a store and must not make one.
-    ///
-    /// # Errors
-    /// [`StoreError::Missing`] when no store is at `path`; [`StoreError::Open`] as [`Self::exists`].
+    /// [`StoreError::Missing`] when no store is at `path`; [`StoreError::Open`] when the object store
+    /// cannot be listed (no credentials, unreachable).
     pub async fn require_existing(path: &str) -> Result<(), StoreError> {
-        if Self::exists(path).await? { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
+        let exists = if let Some(url) = url::Url::parse(path).ok().filter(|u| u.scheme() == "file") {
+            url.to_file_path().is_ok_and(|p| p.is_dir())
+        } else if !path.contains("://") {
+            std::path::Path::new(path).is_dir()
+        } else {
+            remote::store_exists(path).await?
+        };
+        if exists { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
     }
 
     async fn open_checked(path: &str, options: OpenOptions, check_model: bool) -> Result<Self, StoreError> {
