@@ -141,8 +141,13 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         1 => "; secrets redacted in 1 row".to_string(),
         n => format!("; secrets redacted in {n} rows"),
     };
+    let forgotten = match report.stayed_forgotten {
+        0 => String::new(),
+        1 => "; 1 conversation item forgotten since stays forgotten".to_string(),
+        n => format!("; {n} conversation items forgotten since stay forgotten"),
+    };
     println!(
-        "imported {}{}{redacted}",
+        "imported {}{}{redacted}{forgotten}",
         summary(&report.rows),
         if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
     );

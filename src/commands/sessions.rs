@@ -53,8 +53,12 @@ fn conversation_memory(store: LanceStore, embedder: LazyEmbedder) -> Conversatio
 
 fn print_imports(result: &sessions::FileImport) {
     for s in &result.sessions {
+        let forgotten = match s.counts.forgotten {
+            0 => String::new(),
+            n => format!(", {n} forgotten (not imported again)"),
+        };
         println!(
-            "{}: {} session {}: {} items read, {} added, {} already stored",
+            "{}: {} session {}: {} items read, {} added, {} already stored{forgotten}",
             s.path.display(),
             s.format,
             s.session_id,

@@ -64,6 +64,8 @@ pub struct ImportCounts {
     pub added: usize,
     /// Items already stored by an earlier import (nothing written).
     pub already_stored: usize,
+    /// Items forgotten since an earlier import (`memory_forget`): not stored again.
+    pub forgotten: usize,
 }
 
 /// A `conversation_search` request after validation.
@@ -179,9 +181,10 @@ impl ConversationMemory {
         let all_ids: Vec<_> = items.iter().map(id_of).collect();
         let forgotten: HashSet<_> = self.store.forgotten_item_ids(&all_ids).await?;
         let items: Vec<NewItem> = items.into_iter().filter(|i| !forgotten.contains(&id_of(i))).collect();
+        let forgotten = read - items.len();
         let ids: Vec<_> = items.iter().map(id_of).collect();
         let existing: HashSet<_> = self.store.existing_item_ids(&ids).await?;
-        let mut counts = ImportCounts { read, ..Default::default() };
+        let mut counts = ImportCounts { read, forgotten, ..Default::default() };
         let mut pending: Vec<ConversationItem> = Vec::new();
         for (pos, item) in items.iter().enumerate() {
             if existing.contains(&ids[pos]) {
@@ -211,7 +214,7 @@ impl ConversationMemory {
             let rows: Vec<_> = chunk.iter().cloned().zip(vectors).collect();
             counts.added += self.store.insert_items(&rows).await?;
         }
-        counts.already_stored = counts.read - counts.added;
+        counts.already_stored = counts.read - counts.added - counts.forgotten;
         Ok(counts)
     }
 

@@ -631,6 +631,52 @@ async fn optimize_compacts_and_reindex_reopens_a_store_of_another_model() {
     stdout(astra(db.path()).args(["memory", "stats"]));
 }
 
+/// A forgotten passage's text leaves the store's files at the next `memory optimize` (the versions
+/// before it pruned), even where it was the one deleted row of a large fragment, which Lance's default
+/// compaction leaves as it is below a tenth of deleted rows.
+#[test]
+fn memory_optimize_leaves_no_file_holding_a_forgotten_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("passages.jsonl");
+    let mut lines: Vec<String> = (0..200)
+        .map(|i| serde_json::json!({"text": format!("Service {i} keeps its cache on shard {}.", i * 7)}).to_string())
+        .collect();
+    lines[5] = serde_json::json!({"text": "The vault secret is Qwertzuiopsecret; nobody may know it."}).to_string();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    stdout(astra(&db).args(["memory", "ingest"]).arg(&file));
+    // every file of the store whose bytes hold the secret, in any case (a full-text index lower-cases)
+    let holding = || -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        let mut dirs = vec![db.clone()];
+        while let Some(d) = dirs.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if std::fs::read(&path)
+                    .unwrap()
+                    .to_ascii_lowercase()
+                    .windows(16)
+                    .any(|w| w == b"qwertzuiopsecret")
+                {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    };
+    let list = stdout(astra(&db).args(["memory", "list", "--table", "archival", "--limit", "500", "--json"]));
+    let secret = list.lines().find(|l| l.contains("Qwertzuiopsecret")).expect("ingested");
+    let id = serde_json::from_str::<serde_json::Value>(secret).unwrap()["id"].as_str().unwrap().to_string();
+    stdout(astra(&db).args(["memory", "rm", &id]));
+    assert!(!holding().is_empty(), "deleted, not yet rewritten: a file still holds it");
+    stdout(astra(&db).args(["memory", "optimize", "--prune-older-than", "0"]));
+    assert_eq!(holding(), Vec::<std::path::PathBuf>::new(), "no file holds the forgotten text");
+    let rows = stdout(astra(&db).args(["memory", "list", "--table", "archival", "--limit", "500", "--json"]));
+    assert_eq!(rows.lines().count(), 199);
+}
+
 #[test]
 fn core_history_and_restore_from_the_cli() {
     let db = tempfile::tempdir().unwrap();

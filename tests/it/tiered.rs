@@ -492,6 +492,22 @@ async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls
     assert!(mine[0].text.starts_with("tool call archival_memory_insert (ok): Stored passage"), "{}", mine[0].text);
     assert_eq!(mine[0].source, "mcp");
     assert!(!mine[0].text.contains("2 GiB"), "the passage text itself is not copied into the record");
+
+    // a refused call's record keeps the refusal but not the argument it quotes
+    let tag = "password hunter2-TAGSECRET-666, other";
+    let refused = call(&host, &s, "archival_memory_insert", json!({"text": "Tagged note.", "tags": [tag]})).await;
+    assert!(refused.is_error && refused.text.lines().next().unwrap().contains(tag), "{}", refused.text);
+    host.flush().await;
+    let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let rows = store.list_rows(Some("session_items"), Some("ann"), 50).await.unwrap();
+    let records: Vec<&str> = rows.iter().map(|r| r.preview.as_str()).filter(|r| r.contains("(error)")).collect();
+    assert_eq!(records.len(), 1, "{rows:?}");
+    assert!(
+        records[0].contains("tool call archival_memory_insert (error): archival_memory_insert: tag \"…\""),
+        "{}",
+        records[0]
+    );
+    assert!(!records[0].contains("TAGSECRET"), "{}", records[0]);
 }
 
 /// Repeating a call whose answer was lost changes nothing: the append of the line the block ends with,
@@ -662,19 +678,31 @@ async fn a_forgotten_conversation_item_leaves_no_trace_and_is_not_reimported() {
     // the item that says it ranks first, ahead of the "ok" and "noted" that follow it (their context quotes it)
     assert!(before.results[0].text.contains("quokka_passphrase_77"), "{before:?}");
     let id = before.results[0].id.clone();
+    let mut older_export = Vec::new();
+    store.export(&mut older_export, None).await.unwrap();
 
     let forgot = call(&host, &s, "memory_forget", json!({"id": id})).await;
     assert!(!forgot.is_error, "{}", forgot.text);
-    let after: ConversationSearchOutput = structured(&call(&host, &s, "conversation_search", q).await);
-    assert!(after.results.iter().all(|r| !r.keyword_hit), "no keyword match is left anywhere: {after:?}");
-    for key in ["c", "d"] {
-        let neighbour = astra_mcp::domain::conversation_item_id("ann", "chat", "test", key).to_string();
-        let (_, row) = store.show_row(&neighbour, Some("ann")).await.unwrap().unwrap();
-        assert!(!row["search_text"].as_str().unwrap().contains("quokka"), "{row}");
-    }
+    let no_trace_left = async |when: &str| {
+        let after: ConversationSearchOutput = structured(&call(&host, &s, "conversation_search", q.clone()).await);
+        assert!(after.results.iter().all(|r| !r.keyword_hit), "{when}: a keyword match is left: {after:?}");
+        for key in ["c", "d"] {
+            let neighbour = astra_mcp::domain::conversation_item_id("ann", "chat", "test", key).to_string();
+            let (_, row) = store.show_row(&neighbour, Some("ann")).await.unwrap().unwrap();
+            assert!(!row["search_text"].as_str().unwrap().contains("quokka"), "{when}: {row}");
+        }
+    };
+    no_trace_left("forgotten").await;
+    // an export made before the forgetting, imported again: the item stays forgotten, and the rows of the
+    // items after it, whose context in the export still quotes it, lose that quote once more
+    let older_export = String::from_utf8(older_export).unwrap();
+    let report = store.import(&older_export, &embedder(), &astra_mcp::memory::IMPORT_RULES).await.unwrap();
+    assert_eq!((report.stayed_forgotten, report.rows.get("session_items").copied()), (1, Some(4)), "{report:?}");
+    store.fold_new_rows_into_indexes("session_items").await.unwrap();
+    no_trace_left("an older export imported").await;
     // the next import of the same transcript (the hook runs at every stop) does not bring it back
     let again = conv.import(&target, &items).await.unwrap();
-    assert_eq!((again.added, again.already_stored), (0, 5));
+    assert_eq!((again.added, again.already_stored, again.forgotten), (0, 4, 1));
 }
 
 #[tokio::test]

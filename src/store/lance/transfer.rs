@@ -95,6 +95,9 @@ pub struct ImportReport {
     /// its rows were redacted when stored; a hand-edited or hand-made file may). Those whose embedded text
     /// changed were re-embedded.
     pub redacted: usize,
+    /// Conversation items of the export that were forgotten in this store (or in the export's) since:
+    /// not imported, and not counted in `rows`.
+    pub stayed_forgotten: usize,
 }
 
 /// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
@@ -318,12 +321,28 @@ impl LanceStore {
                 forgotten.entry(actor).or_default().push(id);
             }
         }
+        // and its words leave the context (`search_text`) of the items after it once more, which the
+        // export's rows of those items still hold (as `forget_item` did when it was forgotten)
         let table = self.table(super::CONVERSATION_TABLE);
         for (actor, ids) in &forgotten {
             for chunk in ids.chunks(500) {
                 let ids = in_list("id", chunk.iter().map(String::as_str));
                 let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
+                let mut revived = Vec::new();
+                for batch in self.select(super::CONVERSATION_TABLE, &filter, None).await? {
+                    revived.extend(super::conversation::from_batch(&batch)?);
+                }
+                if revived.is_empty() {
+                    continue;
+                }
                 delete_where(table, &filter).await?;
+                for (item, _) in &revived {
+                    self.forget_item(item).await?;
+                }
+                report.stayed_forgotten += revived.len();
+                if let Some(n) = report.rows.get_mut(super::CONVERSATION_TABLE) {
+                    *n = n.saturating_sub(revived.len());
+                }
             }
         }
         Ok(report)

@@ -324,11 +324,16 @@ impl LanceStore {
         Ok(self.vector_index(name).await?.is_some())
     }
 
-    /// Upkeep of docs/storage.md for every table: compacts small fragments (dropping deleted rows), folds
-    /// unindexed rows into the indexes, and prunes versions older than `prune_older_than`.
+    /// Upkeep of docs/storage.md for every table, now (`memory optimize`): compacts small fragments,
+    /// folds unindexed rows into the indexes, and prunes versions older than `prune_older_than`. Unlike
+    /// background upkeep, it rewrites every fragment that has a deleted row, however few, so that once the
+    /// versions before are pruned no file holds a forgotten memory's text any more (docs/tools.md,
+    /// "Forgetting"); background upkeep rewrites a fragment once a tenth of its rows are deleted (Lance's
+    /// default), as rewriting a large fragment for each forgotten row would cost more than it keeps.
     pub async fn optimize(&self, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
+        let compaction = CompactionOptions { materialize_deletions_threshold: 0.0, ..CompactionOptions::default() };
         for name in TABLES {
-            self.optimize_table(name, Some(prune_older_than), 2).await?;
+            self.optimize_table(name, Some(prune_older_than), 2, compaction.clone()).await?;
         }
         Ok(())
     }
@@ -407,7 +412,7 @@ impl LanceStore {
         // the write lock first, as writers take it before a fold's maintenance lock
         let _lock = super::commit::TableLock::acquire(self.path(), name).await?;
         let Some(_maintenance) = self.try_maintenance_lock(name) else { return Ok(()) };
-        match self.compact_locked(name, 1).await {
+        match self.compact_locked(name, 1, CompactionOptions::default()).await {
             Err(e) if is_conflict(&e) => {
                 tracing::debug!(table = name, "compaction lost to a concurrent write, left to the next one: {e}");
                 Ok(())
@@ -416,12 +421,17 @@ impl LanceStore {
         }
     }
 
-    /// Compacts `name` in up to `attempts` attempts ([`retry_at_most`]).
-    async fn compact_locked(&self, name: &'static str, attempts: usize) -> lancedb::Result<()> {
+    /// Compacts `name` as `options` say in up to `attempts` attempts ([`retry_at_most`]).
+    async fn compact_locked(
+        &self,
+        name: &'static str,
+        attempts: usize,
+        options: CompactionOptions,
+    ) -> lancedb::Result<()> {
         let table = self.table(name);
         let started = std::time::Instant::now();
         let metrics = retry_at_most(attempts, table, || {
-            table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
+            table.optimize(OptimizeAction::Compact { options: options.clone(), remap_options: None })
         })
         .await?;
         tracing::debug!(
@@ -437,11 +447,14 @@ impl LanceStore {
         Ok(())
     }
 
+    /// Upkeep of table `name`: folds new rows into its indexes, merges its vector index down to
+    /// `max_segments` segments, compacts it as `compaction` says, and prunes versions older than `prune`.
     pub(super) async fn optimize_table(
         &self,
         name: &'static str,
         prune: Option<chrono::Duration>,
         max_segments: usize,
+        compaction: CompactionOptions,
     ) -> Result<(), StoreError> {
         let _maintenance = self.maintenance_lock(name).await;
         let table = self.table(name);
@@ -451,7 +464,7 @@ impl LanceStore {
             self.fold_new_rows_into_indexes_locked(name).await?;
             self.merge_vector_index_segments(name, max_segments).await?;
         }
-        self.compact_locked(name, super::commit::WRITE_ATTEMPTS).await.map_err(backend)?;
+        self.compact_locked(name, super::commit::WRITE_ATTEMPTS, compaction).await.map_err(backend)?;
         if let Some(older_than) = prune {
             retry(table, || {
                 table.optimize(OptimizeAction::Prune {
@@ -480,6 +493,8 @@ pub(super) fn scalar_index_columns(name: &str) -> &'static [(&'static str, bool)
 
 #[cfg(test)]
 mod tests {
+    use lancedb::table::CompactionOptions;
+
     use super::wait_for_upkeep;
     use crate::store::ArchivalStore;
     use crate::store::lance::test_rows::passage;
@@ -568,7 +583,7 @@ mod tests {
             store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
         }
         assert_eq!(fts_coverage(&store).await, (0, 30), "indexed and unindexed rows after 30 single inserts");
-        store.optimize_table(ARCHIVAL_TABLE, None, 2).await.unwrap();
+        store.optimize_table(ARCHIVAL_TABLE, None, 2, CompactionOptions::default()).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 30), "after upkeep");
         let more: Vec<_> = (30..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         store.insert_passages(&more).await.unwrap();
@@ -618,7 +633,7 @@ mod tests {
         // upkeep does the same, rather than folding the rows in
         store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (22, 0));
-        store.optimize_table(ARCHIVAL_TABLE, None, 2).await.unwrap();
+        store.optimize_table(ARCHIVAL_TABLE, None, 2, CompactionOptions::default()).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 22), "emptied by upkeep");
     }
 
@@ -677,7 +692,8 @@ mod tests {
                     store.insert_passages(&[row(round, i)]).await.unwrap();
                 }
             };
-            let (upkeep, ()) = tokio::join!(store.optimize_table(ARCHIVAL_TABLE, None, 2), writes);
+            let (upkeep, ()) =
+                tokio::join!(store.optimize_table(ARCHIVAL_TABLE, None, 2, CompactionOptions::default()), writes);
             upkeep.unwrap();
         }
         wait_for_upkeep().await;

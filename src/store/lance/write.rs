@@ -169,6 +169,7 @@ impl LanceStore {
                             name,
                             Some(chrono::Duration::seconds(upkeep::PRUNE_OLDER_THAN_SECS)),
                             upkeep::MAX_VECTOR_INDEX_SEGMENTS,
+                            lancedb::table::CompactionOptions::default(),
                         )
                         .await
                 } else {
