@@ -198,14 +198,17 @@ impl Guard {
         Ok(())
     }
 
-    /// Checks `Host` (required) and `Origin` (when present) against DNS rebinding.
+    /// Checks the host a request names (required: its `Host` header, or in HTTP/2 its `:authority`,
+    /// RFC 9113 §8.3.1) and `Origin` (when present) against DNS rebinding.
     ///
     /// # Errors
     /// The reason, for a 403 response.
-    pub fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), String> {
+    pub fn check_host_and_origin(&self, request: &Request) -> Result<(), String> {
+        let headers = request.headers();
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
+            .or_else(|| request.uri().authority().map(|a| a.as_str()))
             .ok_or("the request has no Host header")?
             .to_ascii_lowercase();
         let (name, port) = split_authority(&host);
@@ -271,6 +274,9 @@ in `allowed_origins` of the config file may call this server"
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Scope, &'static str> {
         if self.tokens.is_empty() {
             return Ok(self.default_scope.clone());
+        }
+        if headers.get_all(header::AUTHORIZATION).iter().nth(1).is_some() {
+            return Err("the request has more than one Authorization header: send one, `Bearer <token>`");
         }
         let token = headers
             .get(header::AUTHORIZATION)
@@ -395,7 +401,7 @@ const CORS_ALLOW_HEADERS: &str =
 const CORS_EXPOSE_HEADERS: &str = "mcp-session-id, mcp-protocol-version, www-authenticate";
 
 async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    if let Err(reason) = guard.check_host_and_origin(request.headers()) {
+    if let Err(reason) = guard.check_host_and_origin(&request) {
         tracing::warn!(%reason, "request refused");
         return json_error(StatusCode::FORBIDDEN, &reason);
     }
@@ -421,7 +427,7 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
 
 /// The `Host`/`Origin` check alone, for a listener that serves no MCP (`astra-mcp ui`).
 async fn host_guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    if let Err(reason) = guard.check_host_and_origin(request.headers()) {
+    if let Err(reason) = guard.check_host_and_origin(&request) {
         tracing::warn!(%reason, "request refused");
         return json_error(StatusCode::FORBIDDEN, &reason);
     }

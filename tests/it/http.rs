@@ -132,6 +132,11 @@ async fn with_tokens_a_request_needs_one_and_a_session_keeps_its_owner() {
         let (status, _, body) = post(&server.url, &headers, None, initialize()).await;
         assert_eq!(status, 401, "{auth:?}: {body:?}");
     }
+    // two tokens in one request are ambiguous: refused, whichever comes first
+    let both = [("authorization", &*format!("Bearer {ALICE}")), ("authorization", &*format!("Bearer {BOB}"))];
+    let (status, _, body) = post(&server.url, &both, None, initialize()).await;
+    assert_eq!(status, 401, "{body:?}");
+    assert!(body[0]["error"]["message"].as_str().unwrap().contains("more than one Authorization header"), "{body:?}");
     let raw = reqwest::Client::new().get(format!("{}/sse", server.base())).send().await.unwrap();
     assert_eq!(raw.status().as_u16(), 401);
     assert_eq!(raw.headers()["www-authenticate"], "Bearer realm=\"astra-mcp\"");
@@ -478,4 +483,43 @@ async fn an_idle_session_expires_to_404_and_a_new_one_opens() {
     assert_ne!(fresh, session);
     let (status, _, _) = post(&server.url, &[], Some(&fresh), ping).await;
     assert_eq!(status, 200);
+}
+
+/// HTTP/2 over cleartext with prior knowledge (h2c, RFC 9113 §3.3), as `curl --http2-prior-knowledge`
+/// speaks it: the host is checked from `:authority` (HTTP/2 has no `Host` header), so a loopback
+/// authority opens a session and a foreign one is refused for DNS rebinding, as over HTTP/1.1.
+#[tokio::test]
+async fn http2_requests_are_checked_by_their_authority() {
+    use http_body_util::{BodyExt, Full};
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let address = server.base().trim_start_matches("http://").to_string();
+    let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    for (authority, status) in [(address.as_str(), 200), ("evil.example", 403)] {
+        let request = hyper::Request::post(format!("http://{authority}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Full::new(bytes::Bytes::from(initialize().to_string())))
+            .unwrap();
+        assert!(request.headers().get("host").is_none());
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.version(), hyper::Version::HTTP_2);
+        let got = response.status().as_u16();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(got, status, "{authority}: {body}");
+        if status == 200 {
+            assert!(body.contains("\"serverInfo\""), "{body}");
+        } else {
+            assert!(body.contains("DNS rebinding"), "{body}");
+        }
+    }
 }

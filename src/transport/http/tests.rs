@@ -27,7 +27,15 @@ fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
 #[test]
 fn foreign_hosts_and_origins_are_refused() {
     let g = guard(vec![], &["https://app.example.com", "http://tools.example.com:*"]);
-    let ok = |pairs: &[(&'static str, &str)]| g.check_host_and_origin(&headers(pairs)).is_ok();
+    let ok = |pairs: &[(&'static str, &str)]| {
+        let mut request = Request::new(axum::body::Body::empty());
+        *request.headers_mut() = headers(pairs);
+        g.check_host_and_origin(&request).is_ok()
+    };
+    // HTTP/2 names the host in `:authority`, the request's URI, and sends no Host header
+    let h2 = |uri: &str| g.check_host_and_origin(&Request::post(uri).body(axum::body::Body::empty()).unwrap());
+    assert!(h2("http://127.0.0.1:4000/mcp").is_ok());
+    assert!(h2("http://evil.example/mcp").unwrap_err().contains("Host `evil.example` is not allowed"));
     assert!(ok(&[("host", "127.0.0.1:4000")]));
     assert!(ok(&[("host", "localhost:4000"), ("origin", "http://localhost:5173")]));
     assert!(ok(&[("host", "[::1]:4000"), ("origin", "http://[::1]:4000")]));
