@@ -261,7 +261,6 @@ impl ToolHost {
         let m = &self.memories;
         let actor = m.scope.actor_id.as_str();
         let turn = session.next_turn();
-        let quoted = if tool.recorded() { argument_texts(&arguments) } else { Vec::new() };
         let call = async {
             let result = match tool {
                 Tool::SearchCodebaseMemory => fixes::search(&m.fixes, session, arguments).await,
@@ -292,33 +291,26 @@ impl ToolHost {
                 ))
             }
         };
-        self.record(session, turn, tool, &output, &quoted);
+        self.record(session, turn, tool, &output);
         Ok(output)
     }
 
     /// Queues the call as a `tool` item of the session: the tool's name and the first line of its result
     /// (for `run_tests`, the start of the whole report). Arguments and the rest of a result are left
     /// out: texts the agent stored live in their own tables (and result texts quote them), and
-    /// forgetting them must not leave a copy here. An error's first line often quotes the argument it
-    /// refuses (nothing was stored, so nothing could be forgotten): each of `quoted` (the call's
-    /// [`argument_texts`]) is written `…` there.
-    fn record(&self, session: &GateState, turn: i64, tool: Tool, output: &ToolOutput, quoted: &[String]) {
+    /// forgetting them must not leave a copy here. Of a failed call only that it failed is kept: its
+    /// message often quotes the argument it refuses, escaped or trimmed, and nothing was stored that
+    /// could be forgotten (`run_tests` keeps its report: the tests' output, not the agent's text).
+    fn record(&self, session: &GateState, turn: i64, tool: Tool, output: &ToolOutput) {
         if !tool.recorded() {
             return;
         }
         let name = tool.name();
-        let mut shown = std::borrow::Cow::Borrowed(if tool == Tool::RunTests {
-            output.text.as_str()
-        } else {
-            output.text.lines().next().unwrap_or("")
-        });
-        if output.is_error && tool != Tool::RunTests {
-            for text in quoted {
-                if shown.contains(text.as_str()) {
-                    shown = std::borrow::Cow::Owned(shown.replace(text.as_str(), "…"));
-                }
-            }
-        }
+        let shown = match tool {
+            Tool::RunTests => output.text.as_str(),
+            _ if output.is_error => "",
+            _ => output.text.lines().next().unwrap_or(""),
+        };
         let result: String = shown.chars().take(RECORDED_RESULT_CHARS).collect();
         let status = if output.is_error { "error" } else { "ok" };
         self.recorder.record(
@@ -333,30 +325,16 @@ impl ToolHost {
                 turn,
                 role: Role::Tool,
                 speaker: None,
-                text: format!("tool call {name} ({status}): {result}"),
+                text: if result.is_empty() {
+                    format!("tool call {name} ({status})")
+                } else {
+                    format!("tool call {name} ({status}): {result}")
+                },
                 timestamp: Some(chrono::Utc::now()),
                 date_label: None,
             },
         );
     }
-}
-
-/// The string values of a call's arguments, at any depth, of at least 4 characters (shorter ones are
-/// section names and the like, and would match inside other words), longest first: what a record of a
-/// failed call leaves out ([`ToolHost::record`]).
-fn argument_texts(arguments: &JsonObject) -> Vec<String> {
-    fn walk(value: &Value, out: &mut Vec<String>) {
-        match value {
-            Value::String(text) if text.chars().count() >= 4 => out.push(text.clone()),
-            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-            Value::Object(fields) => fields.values().for_each(|v| walk(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    arguments.values().for_each(|v| walk(v, &mut out));
-    out.sort_by_key(|text| std::cmp::Reverse(text.len()));
-    out
 }
 
 /// A failed call, before it is rendered for the model.

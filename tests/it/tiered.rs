@@ -493,21 +493,16 @@ async fn conversation_search_filters_roles_and_time_and_sees_recorded_tool_calls
     assert_eq!(mine[0].source, "mcp");
     assert!(!mine[0].text.contains("2 GiB"), "the passage text itself is not copied into the record");
 
-    // a refused call's record keeps the refusal but not the argument it quotes
-    let tag = "password hunter2-TAGSECRET-666, other";
+    // a refused call's record says that it failed, and quotes nothing of it: refusals quote the refused
+    // argument, in any form (escaped, trimmed), and nothing was stored that could be forgotten
+    let tag = "password hunter2-TAGSECRET-666,\nother";
     let refused = call(&host, &s, "archival_memory_insert", json!({"text": "Tagged note.", "tags": [tag]})).await;
-    assert!(refused.is_error && refused.text.lines().next().unwrap().contains(tag), "{}", refused.text);
+    assert!(refused.is_error && refused.text.contains("TAGSECRET"), "{}", refused.text);
     host.flush().await;
     let store = LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
     let rows = store.list_rows(Some("session_items"), Some("ann"), 50).await.unwrap();
     let records: Vec<&str> = rows.iter().map(|r| r.preview.as_str()).filter(|r| r.contains("(error)")).collect();
-    assert_eq!(records.len(), 1, "{rows:?}");
-    assert!(
-        records[0].contains("tool call archival_memory_insert (error): archival_memory_insert: tag \"…\""),
-        "{}",
-        records[0]
-    );
-    assert!(!records[0].contains("TAGSECRET"), "{}", records[0]);
+    assert_eq!(records, ["tool call archival_memory_insert (error)"], "{rows:?}");
 }
 
 /// Repeating a call whose answer was lost changes nothing: the append of the line the block ends with,
