@@ -205,12 +205,24 @@ impl Guard {
     /// The reason, for a 403 response.
     pub fn check_host_and_origin(&self, request: &Request) -> Result<(), String> {
         let headers = request.headers();
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| request.uri().authority().map(|a| a.as_str()))
-            .ok_or("the request has no Host header")?
-            .to_ascii_lowercase();
+        let mut hosts = headers.get_all(header::HOST).iter();
+        let (host, another) = (hosts.next(), hosts.next());
+        if another.is_some() {
+            return Err("the request has more than one Host header (RFC 9112 §3.2): send one".into());
+        }
+        let host = host.map(|h| h.to_str().unwrap_or_default());
+        let host = match (host, request.uri().authority().map(|a| a.as_str())) {
+            // two names of the host that disagree: which one a proxy or the check reads is a guess
+            (Some(host), Some(authority)) if !host.eq_ignore_ascii_case(authority) => {
+                return Err(format!(
+                    "the request names two hosts, `{host}` in Host and `{authority}` in its URI (RFC 9113 \
+§8.3.1): send one"
+                ));
+            }
+            (Some(host), _) | (None, Some(host)) => host,
+            (None, None) => return Err("the request has no Host header".into()),
+        }
+        .to_ascii_lowercase();
         let (name, port) = split_authority(&host);
         let bound_ip = (!self.bound.ip().is_unspecified()).then(|| self.bound.ip().to_string());
         let host_ok = LOOPBACK_NAMES.contains(&name)

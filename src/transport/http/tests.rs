@@ -36,6 +36,24 @@ fn foreign_hosts_and_origins_are_refused() {
     let h2 = |uri: &str| g.check_host_and_origin(&Request::post(uri).body(axum::body::Body::empty()).unwrap());
     assert!(h2("http://127.0.0.1:4000/mcp").is_ok());
     assert!(h2("http://evil.example/mcp").unwrap_err().contains("Host `evil.example` is not allowed"));
+    // a Host header and an authority that disagree, or two Host headers, are refused in either order
+    let request = |uri: &str, hosts: &[&str]| {
+        let mut request = Request::post(uri).body(axum::body::Body::empty()).unwrap();
+        for host in hosts {
+            request.headers_mut().append(header::HOST, HeaderValue::from_str(host).unwrap());
+        }
+        g.check_host_and_origin(&request)
+    };
+    assert!(request("http://127.0.0.1:4000/mcp", &["127.0.0.1:4000"]).is_ok());
+    for (uri, hosts) in [
+        ("http://evil.example/mcp", &["127.0.0.1:4000"][..]),
+        ("http://127.0.0.1:4000/mcp", &["evil.example"]),
+        ("/mcp", &["127.0.0.1:4000", "evil.example"]),
+        ("/mcp", &["evil.example", "127.0.0.1:4000"]),
+    ] {
+        let refused = request(uri, hosts).unwrap_err();
+        assert!(refused.contains("two hosts") || refused.contains("more than one Host"), "{uri} {hosts:?}: {refused}");
+    }
     assert!(ok(&[("host", "127.0.0.1:4000")]));
     assert!(ok(&[("host", "localhost:4000"), ("origin", "http://localhost:5173")]));
     assert!(ok(&[("host", "[::1]:4000"), ("origin", "http://[::1]:4000")]));
