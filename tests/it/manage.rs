@@ -39,6 +39,15 @@ async fn search(db: &Path, query: &str) -> Vec<(String, String, String)> {
     hits.into_iter().map(|h| (h.row.source, h.row.role.as_str().to_string(), h.row.text)).collect()
 }
 
+/// `memory import` of `lines` (written to `file`) into the store at `db`, which must refuse it (exit
+/// code 1); its stderr.
+fn refused_import(db: &Path, file: &Path, lines: &[String]) -> String {
+    std::fs::write(file, lines.join("\n")).unwrap();
+    let out = astra(db).args(["memory", "import"]).arg(file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
 /// Makes `calls` (tool name, arguments) as actor `ann` on project `datekit` in the store at `db`, each
 /// answered without `isError`, and waits until the calls are recorded.
 async fn as_ann(db: &Path, calls: &[(&str, serde_json::Value)]) {
@@ -197,12 +206,9 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
         let mut newer: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         newer[field] = value.clone();
         let newer_file = files.path().join("newer.jsonl");
-        // a blank line first: the header is the first non-blank line, and the message names its number
-        std::fs::write(&newer_file, ["".to_string(), newer.to_string(), lines[1].clone()].join("\n")).unwrap();
         let nowhere = files.path().join("no-store");
-        let out = astra(&nowhere).args(["memory", "import"]).arg(&newer_file).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{field} = {value}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        // a blank line first: the header is the first non-blank line, and the message names its number
+        let err = refused_import(&nowhere, &newer_file, &["".to_string(), newer.to_string(), lines[1].clone()]);
         assert!(
             err.contains(&format!("{}: line 2: this export is version", newer_file.display()))
                 && err.contains(
@@ -217,11 +223,9 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     let mut zero: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
     zero["astra_mcp_export"] = 0.into();
     let zero_file = files.path().join("zero.jsonl");
-    std::fs::write(&zero_file, [zero.to_string(), lines[1].clone()].join("\n")).unwrap();
     let nowhere = files.path().join("no-store");
-    let out = astra(&nowhere).args(["memory", "import"]).arg(&zero_file).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: export version 0 does not exist"), "{out:?}");
+    let err = refused_import(&nowhere, &zero_file, &[zero.to_string(), lines[1].clone()]);
+    assert!(err.contains("line 1: export version 0 does not exist"), "{err}");
     let table = |l: &String| serde_json::from_str::<serde_json::Value>(l).unwrap()["table"].clone();
     let at = lines.iter().skip(1).position(|l| table(l) == "archival").unwrap() + 1;
     let mut row: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
@@ -229,15 +233,13 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     let mut edited = lines.clone();
     edited[at] = row.to_string();
     let edited_file = files.path().join("edited.jsonl");
-    std::fs::write(&edited_file, edited.join("\n")).unwrap();
-    let out = astra(&nowhere).args(["memory", "import"]).arg(&edited_file).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    let err = refused_import(&nowhere, &edited_file, &edited);
     let expected = format!(
         "{} line {}: `tags` has 11 entries, at most 10 are allowed; nothing was imported",
         edited_file.display(),
         at + 1
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&expected), "{out:?}");
+    assert!(err.contains(&expected), "{err}");
     assert!(!nowhere.exists(), "no store was made for a refused file");
     // a passage whose text was edited by hand is embedded again from its new text
     let new_text = "Production runs on Nomad 1.9, not on Kubernetes.";
@@ -366,10 +368,7 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
         let mut edited = lines.clone();
         edited[line] = row.to_string();
         let file = files.path().join("edited.jsonl");
-        std::fs::write(&file, edited.join("\n")).unwrap();
-        let out = astra(&nowhere).args(["memory", "import"]).arg(&file).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{table}.{field}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = refused_import(&nowhere, &file, &edited);
         let expected = format!("{} line {}: {refusal}", file.display(), line + 1);
         assert!(stderr.contains(&expected) && stderr.contains("nothing was imported"), "{table}.{field}: {stderr}");
         assert!(!nowhere.exists(), "no store was made for a refused file");
@@ -379,16 +378,14 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
     let mut edited = lines.clone();
     edited[line] = format!("{}{}", lines[line], lines[line]);
     let file = files.path().join("joined.jsonl");
-    std::fs::write(&file, edited.join("\n")).unwrap();
-    let out = astra(&nowhere).args(["memory", "import"]).arg(&file).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    let err = refused_import(&nowhere, &file, &edited);
     let expected = format!(
         "astra-mcp: {}: line {}: not an export row (trailing characters at column {}); give one",
         file.display(),
         line + 1,
         lines[line].chars().count() + 1
     );
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with(&expected), "{out:?}");
+    assert!(err.starts_with(&expected), "{err}");
 
     let file = files.path().join("export.jsonl");
     std::fs::write(&file, &text).unwrap();
