@@ -121,11 +121,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     // read and check first: a file that cannot be read, or is no export this build reads, leaves no
     // new store behind
     let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    // what the file holds that cannot be imported reads as the file's, not the store's failure
-    let in_file = |e: astra_mcp::store::StoreError| match e {
-        astra_mcp::store::StoreError::Invalid(why) => anyhow::anyhow!("{}: {why}", file.display()),
-        other => other.into(),
-    };
+    let in_file = |e| in_file(&file, e);
     astra_mcp::app::lance::read_export_header(&text).map_err(in_file)?;
     let seen = check_import_rows(&file, &text)?;
     let db = app::open_store(&settings).await?;
@@ -161,8 +157,9 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
 /// against an insert's ([`astra_mcp::tools::check_passage`]: text length, number and form of tags),
 /// fixes against the lengths `store_fix_memory` allows, conversation items against
 /// the stored length of an item ([`astra_mcp::memory::conversation::MAX_ITEM_CHARS`]), so that a
-/// hand-edited file cannot store what the tools refuse. Lines that are not rows are left to the
-/// import, which names them.
+/// hand-edited file cannot store what the tools refuse. A line that is no row of a table fails here
+/// too ([`astra_mcp::app::lance::parse_export_row`], as the import would name it): all before a store
+/// is made.
 ///
 /// Returns the rows' actors and core blocks (actor, project, section), for [`import_notes`].
 fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<ImportedRows> {
@@ -170,8 +167,8 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
     let mut seen = ImportedRows::default();
     let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).skip(1);
     for (n, line) in lines {
-        let Ok(row) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let (table, row) = (row["table"].as_str().unwrap_or_default(), &row["row"]);
+        let (table, row) = astra_mcp::app::lance::parse_export_row(n + 1, line).map_err(|e| in_file(file, e))?;
+        let row = &serde_json::Value::Object(row);
         let what = format!("{} line {}", file.display(), n + 1);
         let string = |field: &str| row[field].as_str().unwrap_or_default().to_string();
         // as the import will store them: blank ones and non-strings dropped
@@ -232,6 +229,17 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
         checked.map_err(|e| anyhow::anyhow!("{}; nothing was imported", e.trim_end_matches('.')))?;
     }
     Ok(seen)
+}
+
+/// A store error of `memory import` as the file's fault when it is one ([`StoreError::Invalid`]: what
+/// the file holds cannot be imported), named after the file; otherwise the store's.
+///
+/// [`StoreError::Invalid`]: astra_mcp::store::StoreError::Invalid
+fn in_file(file: &std::path::Path, e: astra_mcp::store::StoreError) -> anyhow::Error {
+    match e {
+        astra_mcp::store::StoreError::Invalid(why) => anyhow::anyhow!("{}: {why}", file.display()),
+        other => other.into(),
+    }
 }
 
 /// What [`check_import_rows`] saw of an export.

@@ -386,6 +386,7 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
         lines[line].chars().count() + 1
     );
     assert!(err.starts_with(&expected), "{err}");
+    assert!(!nowhere.exists(), "no store was made for a refused file");
 
     let file = files.path().join("export.jsonl");
     std::fs::write(&file, &text).unwrap();

@@ -74,7 +74,7 @@ pub use distill::DISTILL_RUNS_TABLE;
 pub use fixes::FIXES_TABLE;
 pub use open::OpenOptions;
 pub use search::{ANN_EF, ANN_EF_MAX, ANN_REFINE_FACTOR, ANN_ROWS_PER_EF, ann_ef};
-pub use transfer::{EXPORT_VERSION, ExportHeader, ImportReport, TableCounts, read_export_header};
+pub use transfer::{EXPORT_VERSION, ExportHeader, ImportReport, TableCounts, parse_export_row, read_export_header};
 pub use upkeep::{
     ANN_MIN_ROWS, COMPACT_EVERY_WRITES, MAX_VECTOR_INDEX_SEGMENTS, PRUNE_OLDER_THAN_SECS, UPKEEP_EVERY_WRITES,
     UPKEEP_FRAGMENTS, wait_for_upkeep,

@@ -54,6 +54,35 @@ pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
     }
 }
 
+/// Line `number` of an export (after its header) as a row: the table it belongs to and its columns.
+///
+/// # Errors
+/// [`StoreError::Invalid`] naming the line (and the column) when it is no `{"table", "row"}` object, or
+/// names no table an export holds.
+pub fn parse_export_row(number: usize, line: &str) -> Result<(&'static str, Map<String, Value>), StoreError> {
+    #[derive(Deserialize)]
+    struct Line {
+        table: String,
+        row: Map<String, Value>,
+    }
+    let parsed: Line = serde_json::from_str(line).map_err(|e| {
+        // serde_json counts the line as its line 1: only the column says where
+        let at = format!(" at line {} column {}", e.line(), e.column());
+        let what = e.to_string();
+        StoreError::Invalid(format!(
+            "line {number}: not an export row ({} at column {}); give one `{{\"table\", \"row\"}}` object per line, as \
+             `memory export` writes them",
+            what.strip_suffix(&at).unwrap_or(&what),
+            e.column()
+        ))
+    })?;
+    let name = export_table_name(&parsed.table).map_err(|e| match e {
+        StoreError::Invalid(why) => StoreError::Invalid(format!("line {number}: {why}")),
+        other => other,
+    })?;
+    Ok((name, parsed.row))
+}
+
 /// Line `number` of an export as its header: newer export versions and store formats are refused (this
 /// build cannot know what they changed); older ones are read.
 fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreError> {
@@ -226,28 +255,7 @@ impl LanceStore {
         let mut stale_vectors: BTreeMap<&'static str, Vec<bool>> = BTreeMap::new();
         let mut report = ImportReport::default();
         for (i, line) in lines {
-            #[derive(Deserialize)]
-            struct Line {
-                table: String,
-                row: Map<String, Value>,
-            }
-            let parsed: Line = serde_json::from_str(line).map_err(|e| {
-                // serde_json counts the line as its line 1: only the column says where
-                let at = format!(" at line {} column {}", e.line(), e.column());
-                let what = e.to_string();
-                StoreError::Invalid(format!(
-                    "line {}: not an export row ({} at column {}); give one `{{\"table\", \"row\"}}` object per line, \
-                     as `memory export` writes them",
-                    i + 1,
-                    what.strip_suffix(&at).unwrap_or(&what),
-                    e.column()
-                ))
-            })?;
-            let name = export_table_name(&parsed.table).map_err(|e| match e {
-                StoreError::Invalid(why) => StoreError::Invalid(format!("line {}: {why}", i + 1)),
-                other => other,
-            })?;
-            let mut row = parsed.row;
+            let (name, mut row) = parse_export_row(i + 1, line)?;
             if SEARCHABLE_TABLES.contains(&name) || name == super::FORGOTTEN_TABLE {
                 // ids are compared as strings: only the canonical spelling may enter
                 let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
