@@ -89,10 +89,13 @@ async fn two_server_processes_answer_the_same_searches_identically() {
             let text = format!("The {service} service runs on port {} behind the gateway.", 8000 + i % 8);
             assert!(!call(&host, &s, "archival_memory_insert", json!({"text": text})).await.is_error);
         }
+        // the recorded calls written, so that no write of this process holds a table's lock below
+        host.flush().await;
     }
     let transcripts = ["claude-code.jsonl", "codex.jsonl", "responses.jsonl"]
         .map(|f| repo().join("tests/fixtures/transcripts").join(f));
-    let imported = Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
+    // awaited, not blocking: this runtime's own tasks (upkeep) go on while the import waits for a lock
+    let imported = tokio::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"))
         .args(["sessions", "import"])
         .args(&transcripts)
         .env("ASTRA_DB", db.path())
@@ -100,6 +103,7 @@ async fn two_server_processes_answer_the_same_searches_identically() {
         .env("ASTRA_PROJECT", "datekit")
         .env("ASTRA_LOG", "warn")
         .output()
+        .await
         .unwrap();
     assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
 
