@@ -25,6 +25,19 @@ pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 50;
 /// that compaction on the latest version and logs the conflict at debug level.
 pub const DEFAULT_LOG: &str = "warn,astra_mcp=info,lance::dataset::optimize=error";
 
+/// The filter `--log` asks for, with `rmcp` held at `info` when a bare `debug` or `trace` level would
+/// reach it: at debug, rmcp logs every JSON-RPC message in full (tool arguments, the text of a memory
+/// before its secrets are redacted). A filter that names `rmcp` (`debug,rmcp=debug`) is left as it is.
+pub fn log_filter(filter: &str) -> std::borrow::Cow<'_, str> {
+    let directives = || filter.split(',').map(str::trim);
+    let verbose = directives().any(|d| d.eq_ignore_ascii_case("debug") || d.eq_ignore_ascii_case("trace"));
+    if verbose && !directives().any(|d| d.starts_with("rmcp")) {
+        format!("{filter},rmcp=info").into()
+    } else {
+        filter.into()
+    }
+}
+
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp", version, about, long_about = None)]
@@ -799,5 +812,20 @@ fn parse_http_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     match text.strip_prefix("localhost:").map(str::parse::<u16>) {
         Some(Ok(port)) => Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
         _ => Err(format!("`{text}` is not an IP address and port: use e.g. 127.0.0.1:8765 (or localhost:8765)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_bare_debug_level_keeps_rmcp_at_info_unless_rmcp_is_named() {
+        assert_eq!(super::log_filter("debug"), "debug,rmcp=info");
+        assert_eq!(super::log_filter("warn,TRACE"), "warn,TRACE,rmcp=info");
+        assert_eq!(super::log_filter("debug,rmcp=debug"), "debug,rmcp=debug");
+        assert_eq!(super::log_filter("debug,rmcp::service=trace"), "debug,rmcp::service=trace");
+        // a target's own level reaches no rmcp log; the default and `off` stay as they are
+        assert_eq!(super::log_filter("astra_mcp=debug"), "astra_mcp=debug");
+        assert_eq!(super::log_filter(super::DEFAULT_LOG), super::DEFAULT_LOG);
+        assert_eq!(super::log_filter("off"), "off");
     }
 }

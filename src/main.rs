@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         && cli.log == DEFAULT_LOG
         && std::env::var_os(astra_mcp::env_vars::ASTRA_LOG).is_none();
     let log = if hook_quiet { "off" } else { cli.log.as_str() };
-    let filter = tracing_subscriber::EnvFilter::try_new(log).unwrap_or_else(|e| {
+    let filter = tracing_subscriber::EnvFilter::try_new(astra_mcp::cli::log_filter(log)).unwrap_or_else(|e| {
         eprintln!("astra-mcp: invalid --log filter `{}` ({e}); using `info`", cli.log);
         tracing_subscriber::EnvFilter::new("info")
     });

@@ -317,6 +317,36 @@ fn piped_session(db: &std::path::Path, calls: &[serde_json::Value]) -> Vec<serde
     reader.join().unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// `ASTRA_LOG=debug` logs at debug without the tool arguments (rmcp, which would print every message in
+/// full, stays at info); naming rmcp (`debug,rmcp=debug`) still gets them.
+#[test]
+fn a_debug_log_holds_no_tool_argument_unless_rmcp_is_asked_for() {
+    let db = tempfile::tempdir().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "script", "version": "0"}}});
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "archival_memory_insert", "arguments": {"text": "The staging login is kept in vault path kv/st4g1ng."}}});
+    let stderr = |log: &str| {
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let out = Command::new(BIN)
+            .args(["serve", "--stdio", "--db"])
+            .arg(db.path())
+            .env("ASTRA_CACHE_DIR", crate::support::cache_dir())
+            .env("ASTRA_LOG", log)
+            .write_stdin(format!("{init}\n{initialized}\n{call}\n"))
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        assert!(String::from_utf8_lossy(&out.stdout).contains("\"id\":1"), "the call is answered");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let debug = stderr("debug");
+    assert!(debug.contains(" DEBUG "), "debug lines are written: {debug}");
+    assert!(!debug.contains("st4g1ng"), "no tool argument in the log: {debug}");
+    assert!(stderr("debug,rmcp=debug").contains("st4g1ng"), "named, rmcp logs the messages");
+}
+
 /// A client that writes its requests and closes stdin before reading gets them answered: calls read
 /// just before EOF run (for up to `EOF_GRACE`) instead of being refused as "server shutting down".
 #[test]
