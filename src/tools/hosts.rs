@@ -68,6 +68,11 @@ impl Hosts {
         &self.blocks
     }
 
+    /// What bounds every host's tool calls and the store's opening (`--tool-timeout`); `None`: no bound.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout
+    }
+
     /// The identity of requests that carry none: the server's `--actor` and project.
     pub fn default_scope(&self) -> &Scope {
         &self.default

@@ -49,8 +49,38 @@ pub fn router(ui: Ui) -> Router {
         .route("/login", get(login::login_page).post(login::login))
         .route("/logout", post(login::logout))
         .route("/static/{file}", get(asset))
+        .layer(axum::middleware::from_fn_with_state(ui.clone(), within_timeout))
         .with_state(ui)
         .layer(axum::middleware::map_response(secure_headers))
+}
+
+/// Every page within `--tool-timeout`, as a tool call ([`crate::tools::bounded`]): a store that stopped
+/// answering (a frozen object store) fails the page with 503 instead of holding the browser. A change
+/// cut off there may or may not be written, as a timed-out tool call's: the page says to reload and see.
+async fn within_timeout(
+    axum::extract::State(ui): axum::extract::State<Ui>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let change = request.method() == axum::http::Method::POST;
+    match crate::tools::bounded(ui.hosts.timeout(), next.run(request)).await {
+        Ok(response) => response,
+        Err(limit) => {
+            let secs = limit.as_secs();
+            tracing::error!("a memory browser page had no answer within {secs} s (--tool-timeout)");
+            let then = if change {
+                "Your change may or may not be made: reload its page in a moment to see."
+            } else {
+                "Reload the page in a moment."
+            };
+            site::message(
+                &ui,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "No answer",
+                &format!("The memory store did not answer within {secs} s. {then}"),
+            )
+        }
+    }
 }
 
 /// The security headers of every page.

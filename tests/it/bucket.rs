@@ -583,6 +583,55 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
     client.cancel().await.unwrap();
 }
 
+/// The memory browser is bounded the same way: with the S3 server stopped, a change of a core block
+/// answers 503 within `--tool-timeout`, saying the change may or may not be made, and once the server
+/// answers again the same astra-mcp serves the page, without a restart of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_object_store_holds_no_memory_browser_page_past_the_tool_timeout() {
+    use std::io::BufRead;
+    use std::time::Duration;
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let s3 = S3Server::start();
+    let home = tempfile::tempdir().unwrap();
+    let mut m = machine(&s3, home.path(), &s3.uri("frozen-ui"));
+    m.args(["serve", "--http", "127.0.0.1:0"]).env("ASTRA_TOOL_TIMEOUT", "3").stdout(std::process::Stdio::piped());
+    let mut server = Killed(m.spawn().unwrap());
+    let mut line = String::new();
+    std::io::BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_suffix("/mcp").unwrap_or_else(|| panic!("first stdout line: {line:?}")).to_string();
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let page = client.get(format!("{base}/core/project")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let html = page.text().await.unwrap();
+    let at = html.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    let csrf = html[at..].split('"').next().unwrap().to_string();
+
+    let edit = client
+        .post(format!("{base}/core/project"))
+        .header("cookie", &cookie)
+        .header("origin", &base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&value=written+while+frozen&version=0"))
+        .send();
+    let (answer, waited) = while_frozen(&s3, edit).await;
+    let answer = answer.unwrap();
+    assert_eq!(answer.status(), 503);
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("did not answer within 3 s. Your change may or may not be made"), "{text}");
+    assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
+
+    let page = client.get(format!("{base}/core/project")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(page.status(), 200, "the same server serves the page once the store answers");
+    drop(server);
+}
+
 /// Awaits `request` with the S3 server stopped (stopping it again is harmless), then lets it go on;
 /// the answer, which must come within 60 s (the object-store client alone retries for minutes), and
 /// how long it took.
