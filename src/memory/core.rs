@@ -346,6 +346,38 @@ impl CoreMemory {
         .map(|edited| edited.block)
     }
 
+    /// Deletes `version` of `section` from the block's history, for a value that must not stay on record (a
+    /// secret pasted into a block and edited out since). The current version is refused: a new version
+    /// without the text comes first. Errors: `Refused` for an unknown block, an absent version (purged
+    /// already, or never written) or the current one; `Store` when the store fails.
+    pub async fn purge(&self, section: &str, version: i64) -> Result<(), MemoryError> {
+        let history = self.history(section).await?;
+        let Some(current) = history.last() else {
+            return Err(MemoryError::refused(format!("block `{section}` was never written: nothing to purge")));
+        };
+        if version == current.version {
+            return Err(MemoryError::refused(format!(
+                "version {version} is the current value of block `{section}`: save a new version without the text \
+                 you want gone first, then purge this one"
+            )));
+        }
+        let absent = || {
+            MemoryError::refused(format!(
+                "block `{section}` has no version {version} (purged already?); its versions are {}",
+                history.iter().map(|v| v.version.to_string()).collect::<Vec<_>>().join(", ")
+            ))
+        };
+        if !history.iter().any(|v| v.version == version) {
+            return Err(absent());
+        }
+        let project = self.block_project(self.spec("purge", section)?);
+        if !self.store.purge_block_version(&self.scope.actor_id, &project, section, version).await? {
+            return Err(absent());
+        }
+        tracing::info!(actor = %self.scope.actor_id, section, version, "core block version purged");
+        Ok(())
+    }
+
     /// Sets `section` to `value` (secrets redacted) as a new version, within the block's limit, if its
     /// current version is still `expected_version` (0: never written), checked atomically with the write:
     /// an edit made on a page that another writer changed meanwhile is refused, not written over it.

@@ -557,6 +557,16 @@ pub trait CoreBlockStore: Send + Sync {
         template: &CoreBlockVersion,
         edit: &BlockEdit<'_>,
     ) -> Result<Result<CoreBlockVersion, String>, StoreError>;
+    /// Deletes `version` of a block from its history: the row leaves every read at once, and its text the
+    /// store's files at the next compaction that rewrites its fragment (`memory optimize`). `false` when
+    /// the block has no such version. The caller decides whether the version may go (the current one).
+    async fn purge_block_version(
+        &self,
+        actor_id: &str,
+        project: &str,
+        section: &str,
+        version: i64,
+    ) -> Result<bool, StoreError>;
     /// Every version of a block, oldest first.
     async fn block_history(
         &self,

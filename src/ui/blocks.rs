@@ -1,14 +1,17 @@
 //! Core memory: every block against its limit; one block's value in an edit form, its history, the diff
-//! between two versions, and restore.
+//! between two versions, restore, and the purge of an old version.
 
-use axum::extract::{Form, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::site::{Params, Ui, Visit, change, failed, not_found, page, time, urlencode, visit};
+use super::access::Denied;
+use super::site::{
+    Params, Posted, Ui, Visit, change, denied, failed, kept_text, memories_of, not_found, page, time, urlencode, visit,
+};
 use crate::memory::{Block, MemoryError};
 
 /// `/core`: every core memory block with its size against its limit.
@@ -36,6 +39,7 @@ pub struct BlockQuery {
     from: Option<i64>,
     to: Option<i64>,
     saved: Option<i64>,
+    purged: Option<i64>,
 }
 
 /// A refused change, shown above the block's page again.
@@ -99,6 +103,7 @@ async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, refusal: O
         "error": error,
         "draft": draft,
         "saved": q.saved,
+        "purged": q.purged,
     });
     let mut response = page(ui, v, "block.html", "/core", &format!("Core memory: {section}"), context);
     *response.status_mut() = status;
@@ -149,16 +154,45 @@ pub async fn edit_block(
     jar: CookieJar,
     headers: HeaderMap,
     Path(section): Path<String>,
-    Form(form): Form<EditForm>,
+    Posted(form): Posted<EditForm>,
 ) -> Response {
-    let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
     // browsers send a textarea's line ends as CRLF (HTML, "form submission")
     let value = form.value.replace("\r\n", "\n");
+    let viewer = match ui.access.mutation(&jar, &headers, &form.csrf) {
+        Ok(viewer) => viewer,
+        Err(Denied::LogIn) => return session_ended(&ui, jar, &section, value).await,
+        Err(d) => return denied(&ui, d),
+    };
+    let memories = match memories_of(&ui, &viewer).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
     let result = memories.core.set(&section, &value, form.version).await;
     changed(&ui, Visit { viewer, memories, jar }, &section, result, Some(value)).await
+}
+
+/// An edit whose session is gone (the server restarted, or the session sat unused too long; the origin
+/// was checked): nothing is saved and the typed text is not lost. On an open listener the block's page
+/// comes back in a new session with the text in its form, to save again; behind a login, a page quotes
+/// the text to copy before logging in again (401).
+async fn session_ended(ui: &Ui, jar: CookieJar, section: &str, draft: String) -> Response {
+    let why = "Your session had ended (the memory browser restarted, or sat unused for 12 hours), so nothing was \
+               saved.";
+    match ui.access.viewer(jar) {
+        Ok((viewer, jar)) => {
+            let memories = match memories_of(ui, &viewer).await {
+                Ok(m) => m,
+                Err(r) => return r,
+            };
+            let refusal =
+                Refusal { why: format!("{why} Your text is in the form: save it again."), draft: Some(draft) };
+            block_page(ui, Visit { viewer, memories, jar }, section, &BlockQuery::default(), Some(refusal)).await
+        }
+        Err(_) => {
+            let text = format!("{why} Copy your text below, log in again, and save it on the block's page.");
+            kept_text(ui, StatusCode::UNAUTHORIZED, "Session ended", &text, &draft)
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -175,7 +209,7 @@ pub async fn restore_block(
     jar: CookieJar,
     headers: HeaderMap,
     Path(section): Path<String>,
-    Form(form): Form<RestoreForm>,
+    Posted(form): Posted<RestoreForm>,
 ) -> Response {
     let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
         Ok(c) => c,
@@ -183,4 +217,64 @@ pub async fn restore_block(
     };
     let result = memories.core.restore(&section, form.version, Some(form.current)).await;
     changed(&ui, Visit { viewer, memories, jar }, &section, result, None).await
+}
+
+#[derive(Debug, Deserialize)]
+pub struct VersionQuery {
+    version: i64,
+}
+
+/// `/core/{section}/purge?version=N`: the version's value and the button that purges it.
+pub async fn confirm_purge(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    Path(section): Path<String>,
+    Params(q): Params<VersionQuery>,
+) -> Response {
+    let v = match visit(&ui, jar).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if !v.memories.core.blocks().iter().any(|b| b.name == section) {
+        return not_found(&ui, "That core memory block");
+    }
+    let history = match v.memories.core.history(&section).await {
+        Ok(h) => h,
+        Err(e) => return failed(&ui, &e),
+    };
+    let Some(old) = history.iter().find(|h| h.version == q.version) else {
+        return not_found(&ui, &format!("Version {} of block `{section}`", q.version));
+    };
+    let current = history.last().is_some_and(|h| h.version == old.version);
+    let context = json!({"section": section, "version": old.version, "value": old.value,
+                         "created_at": time(old.created_at), "current": current});
+    page(&ui, v, "purge.html", "/core", &format!("Purge version {} of {section}", old.version), context)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PurgeForm {
+    csrf: String,
+    version: i64,
+}
+
+/// `POST /core/{section}/purge`: deletes one old version from the block's history (never the current one).
+pub async fn purge_version(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    headers: HeaderMap,
+    Path(section): Path<String>,
+    Posted(form): Posted<PurgeForm>,
+) -> Response {
+    let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let visit = Visit { viewer, memories, jar };
+    match visit.memories.core.purge(&section, form.version).await {
+        Ok(()) => Redirect::to(&format!("/core/{}?purged={}", urlencode(&section), form.version)).into_response(),
+        Err(MemoryError::Refused(why)) => {
+            block_page(&ui, visit, &section, &BlockQuery::default(), Some(Refusal { why, draft: None })).await
+        }
+        Err(e) => failed(&ui, &e),
+    }
 }

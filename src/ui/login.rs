@@ -1,6 +1,6 @@
 //! Logging in and out: the token form, the one-time code of `astra-mcp ui`'s URL, and logging out.
 
-use axum::extract::{Form, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::memories::CsrfForm;
-use super::site::{Ui, denied};
+use super::site::{Posted, Ui, denied};
 
 #[derive(Debug, Deserialize, Default)]
 pub struct LoginQuery {
@@ -59,7 +59,12 @@ pub struct LoginForm {
 }
 
 /// `POST /login`: a bearer token of the server, once, for a session cookie.
-pub async fn login(State(ui): State<Ui>, jar: CookieJar, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
+pub async fn login(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    headers: HeaderMap,
+    Posted(form): Posted<LoginForm>,
+) -> Response {
     match ui.access.log_in_with_token(&form.token, &headers, jar) {
         Ok(Some(jar)) => (jar, Redirect::to("/")).into_response(),
         Ok(None) => login_form(&ui, StatusCode::UNAUTHORIZED, Some("That is not one of this server's bearer tokens.")),
@@ -68,7 +73,12 @@ pub async fn login(State(ui): State<Ui>, jar: CookieJar, headers: HeaderMap, For
 }
 
 /// `POST /logout`.
-pub async fn logout(State(ui): State<Ui>, jar: CookieJar, headers: HeaderMap, Form(form): Form<CsrfForm>) -> Response {
+pub async fn logout(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    headers: HeaderMap,
+    Posted(form): Posted<CsrfForm>,
+) -> Response {
     match ui.access.log_out(jar, &headers, &form.csrf) {
         Ok(jar) => (jar, Redirect::to("/login")).into_response(),
         Err(d) => denied(&ui, d),

@@ -1,7 +1,7 @@
 //! The lists and pages of stored memories: fixes (with their receipts and staleness), archival passages
 //! (tags, provenance, superseded chains), conversations as threads; forgetting one, and the export.
 
-use axum::extract::{Form, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_extra::extract::cookie::CookieJar;
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::site::{
-    ListQuery, Params, Ui, change, failed, message, not_found, one_line, page, pager, time, urlencode, visit,
+    ListQuery, Params, Posted, Ui, change, failed, message, not_found, one_line, page, pager, time, urlencode, visit,
 };
 use crate::domain::{ConversationItem, FixRecord, Passage};
 use crate::memory::injection::instruction_flags;
@@ -287,7 +287,7 @@ pub async fn forget(
     jar: CookieJar,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Form(form): Form<CsrfForm>,
+    Posted(form): Posted<CsrfForm>,
 ) -> Response {
     let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
         Ok(c) => c,

@@ -43,6 +43,7 @@ pub fn router(ui: Ui) -> Router {
         .route("/core", get(blocks::core))
         .route("/core/{section}", get(blocks::block).post(blocks::edit_block))
         .route("/core/{section}/restore", post(blocks::restore_block))
+        .route("/core/{section}/purge", get(blocks::confirm_purge).post(blocks::purge_version))
         .route("/search", get(search::search))
         .route("/forget/{id}", get(memories::confirm_forget).post(memories::forget))
         .route("/export", get(memories::export))

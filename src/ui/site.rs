@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Query};
+use axum::extract::{Form, FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -83,10 +83,15 @@ pub(super) fn urlencode(text: &str) -> String {
 }
 
 pub(super) fn message(ui: &Ui, status: StatusCode, title: &str, text: &str) -> Response {
+    kept_text(ui, status, title, text, "")
+}
+
+/// [`message`] with `kept` quoted below it: text a person typed that was not saved, to copy.
+pub(super) fn kept_text(ui: &Ui, status: StatusCode, title: &str, text: &str, kept: &str) -> Response {
     let mut response = ui.render(
         "message.html",
         minijinja::Value::from_serialize(json!({
-            "title": title, "message": text, "nav": [],
+            "title": title, "message": text, "kept": kept, "nav": [],
         })),
     );
     *response.status_mut() = status;
@@ -201,6 +206,26 @@ impl<T: DeserializeOwned + Send> FromRequestParts<Ui> for Params<T> {
                 StatusCode::BAD_REQUEST,
                 "Bad address",
                 &format!("{}. Fix the address, or follow a link from the page before.", rejection.body_text()),
+            )),
+        }
+    }
+}
+
+/// A form's body as `T`. A malformed or incomplete one (a POST made by hand) gets the browser's own 400
+/// page naming what is wrong, not the framework's plain-text 422.
+pub struct Posted<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequest<Ui> for Posted<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, ui: &Ui) -> Result<Self, Response> {
+        match Form::<T>::from_request(request, ui).await {
+            Ok(Form(form)) => Ok(Self(form)),
+            Err(rejection) => Err(message(
+                ui,
+                StatusCode::BAD_REQUEST,
+                "Bad form",
+                &format!("{}. Send the form from its page.", rejection.body_text()),
             )),
         }
     }

@@ -107,6 +107,16 @@ try {
   await page.goto(`${base}/core/project?from=2&to=3`);
   assert.match(await page.locator("pre.diff .del").textContent(), /staging cluster/);
   await shot("block");
+  // ... and purge version 2, which held it, from the history through its confirmation page.
+  await page.goto(`${base}/core/project`);
+  await page.getByRole("link", { name: "Purge version 2" }).click();
+  await page.getByRole("button", { name: "Purge version 2" }).click();
+  await page.waitForURL(/\/core\/project\?purged=2/);
+  assert.match(await page.getByRole("status").textContent(), /Version 2 is purged/);
+  assert.doesNotMatch(await page.content(), /staging cluster/);
+  const exported = await alice.request.get(`${base}/export`);
+  assert.equal(exported.status(), 200);
+  assert.doesNotMatch(await exported.text(), /staging cluster/, "the store no longer holds version 2");
 
   // A change from a foreign origin, with the session cookie and a valid CSRF token, is refused.
   await page.goto(`${base}/forget/${ids.script}`);

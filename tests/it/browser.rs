@@ -1,7 +1,7 @@
 //! The memory browser in a real browser: Debian's Chromium driven by playwright-core
 //! (`tests/browser/ui.mjs`), against the real binary with memories stored through the MCP tools. The
 //! script logs in with a token, opens every view, searches, forgets a passage, restores a core block
-//! version, checks that stored `<script>` stays inert, that another actor's ids are 404, that a change
+//! version and purges another from the history (gone from the export), checks that stored `<script>` stays inert, that another actor's ids are 404, that a change
 //! from a foreign origin is refused, keyboard focus, and the layout at 375 px; it leaves a screenshot
 //! of each view in `target/ui-screenshots/`. This side checks what must have changed behind the page:
 //! the forgotten passage is gone from the MCP search, and the restored value is the block's.

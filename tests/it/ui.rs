@@ -261,6 +261,124 @@ async fn a_core_block_is_edited_within_its_limit_and_an_old_version_restored() {
     assert!(shown.contains("tabs, not spaces") && !shown.contains("two spaces"), "{shown}");
 }
 
+/// An old version of a core block is purged from its history after a confirmation page: no page or export
+/// shows its text again; the current version is refused (a new version comes first), and so is a version
+/// purged already.
+#[tokio::test]
+async fn an_old_core_block_version_is_purged_from_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &["--actor", "carol", "--project", "web"]);
+    let base = server.base().to_string();
+    let first = client().get(format!("{base}/core/project")).send().await.unwrap();
+    let cookie = session_cookie(&first);
+    let token = csrf(&first.text().await.unwrap());
+    let post = |path: &str, pairs: &[(&str, &str)]| {
+        client()
+            .post(format!("{base}{path}"))
+            .header("cookie", &cookie)
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(pairs))
+            .send()
+    };
+    let t = token.as_str();
+    for (value, version) in [("the staging door code is 4921", "0"), ("deploys go through staging", "1")] {
+        let saved = post("/core/project", &[("csrf", t), ("value", value), ("version", version)]).await.unwrap();
+        assert_eq!(saved.status(), 303);
+    }
+    let (_, page) = get(&base, "/core/project", &cookie).await;
+    assert!(page.contains("href=\"/core/project/purge?version=1\""), "an old version offers a purge: {page}");
+    assert!(!page.contains("purge?version=2"), "the current one does not: {page}");
+    let (status, confirm) = get(&base, "/core/project/purge?version=1", &cookie).await;
+    assert_eq!(status, 200);
+    assert!(confirm.contains("the staging door code is 4921") && confirm.contains("Purge version 1"), "{confirm}");
+
+    let current = post("/core/project/purge", &[("csrf", t), ("version", "2")]).await.unwrap();
+    assert_eq!(current.status(), 409);
+    assert!(current.text().await.unwrap().contains("is the current value of block `project`"));
+    let forged = post("/core/project/purge", &[("csrf", "not-the-token"), ("version", "1")]).await.unwrap();
+    assert_eq!(forged.status(), 403, "a purge needs the page's CSRF token");
+    let by_hand = post("/core/project/purge", &[("version", "1")]).await.unwrap();
+    assert_eq!(by_hand.status(), 400, "a form without its fields is the browser's own page, not a 422");
+    let page = by_hand.text().await.unwrap();
+    assert!(page.contains("missing field `csrf`") && page.contains("Send the form from its page."), "{page}");
+
+    let purged = post("/core/project/purge", &[("csrf", t), ("version", "1")]).await.unwrap();
+    assert_eq!(purged.status(), 303);
+    assert_eq!(purged.headers()["location"], "/core/project?purged=1");
+    let (_, page) = get(&base, "/core/project?purged=1", &cookie).await;
+    assert!(page.contains("Version 1 is purged from the history"), "{page}");
+    assert!(!page.contains("4921") && page.contains("deploys go through staging"), "{page}");
+    let (_, export) = get(&base, "/export", &cookie).await;
+    assert!(!export.contains("4921") && export.contains("deploys go through staging"), "{export}");
+    let again = post("/core/project/purge", &[("csrf", t), ("version", "1")]).await.unwrap();
+    assert_eq!(again.status(), 409);
+    assert!(again.text().await.unwrap().contains("has no version 1 (purged already?); its versions are 2"));
+    let (status, _) = get(&base, "/core/project/purge?version=1", &cookie).await;
+    assert_eq!(status, 404);
+}
+
+/// An edit sent after its session ended (here the server restarted: sessions live in its memory) saves
+/// nothing and loses nothing: an open listener shows the block's page again in a new session with the
+/// text in the form, and saving that form works; behind a login the text is quoted to copy (401).
+#[tokio::test]
+async fn an_edit_after_a_restart_keeps_its_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let flags = ["--actor", "carol", "--project", "web"];
+    let before = Server::start(&db, &flags);
+    let first = client().get(format!("{}/core/project", before.base())).send().await.unwrap();
+    let (old_cookie, old_token) = (session_cookie(&first), csrf(&first.text().await.unwrap()));
+    drop(before);
+    let server = Server::start(&db, &flags);
+    let base = server.base().to_string();
+    let edit = |cookie: &str, token: &str, value: &str| {
+        client()
+            .post(format!("{base}/core/project"))
+            .header("cookie", cookie)
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", token), ("value", value), ("version", "0")]))
+            .send()
+    };
+    let typed = "typed before the restart <b>kept</b>";
+    let lost = edit(&old_cookie, &old_token, typed).await.unwrap();
+    assert_eq!(lost.status(), 409);
+    let cookie = session_cookie(&lost);
+    let page = lost.text().await.unwrap();
+    assert!(page.contains("Your session had ended") && page.contains("nothing was saved"), "{page}");
+    assert!(page.contains(">\ntyped before the restart &lt;b&gt;kept&lt;&#x2f;b&gt;</textarea>"), "{page}");
+    let token = csrf(&page);
+    assert_ne!(token, old_token);
+    let (_, shown) = get(&base, "/core/project", &cookie).await;
+    assert!(shown.contains("Never written."), "nothing was saved: {shown}");
+    assert_eq!(edit(&cookie, &token, typed).await.unwrap().status(), 303, "the form of that page saves");
+    let (_, shown) = get(&base, "/core/project", &cookie).await;
+    assert!(shown.contains("typed before the restart &lt;b&gt;kept"), "{shown}");
+    drop(server);
+
+    // behind a login
+    let server = start_with_tokens(dir.path());
+    let base = server.base().to_string();
+    let draft_from = |origin: &str| {
+        client()
+            .post(format!("{base}/core/project"))
+            .header("cookie", &cookie)
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", token.as_str()), ("value", "a second draft"), ("version", "1")]))
+            .send()
+    };
+    let response = draft_from(&base).await.unwrap();
+    assert_eq!(response.status(), 401);
+    let page = response.text().await.unwrap();
+    assert!(page.contains("log in again") && page.contains(">a second draft</pre>"), "{page}");
+    // from another origin the same post is refused before anything is shown
+    let response = draft_from("http://evil.example").await.unwrap();
+    assert_eq!(response.status(), 403);
+    assert!(!response.text().await.unwrap().contains("a second draft"));
+}
+
 #[tokio::test]
 async fn ui_prints_a_url_that_logs_in_once_and_serves_no_mcp() {
     use std::io::BufRead;

@@ -147,6 +147,21 @@ impl CoreBlockStore for LanceStore {
         )))
     }
 
+    async fn purge_block_version(
+        &self,
+        actor_id: &str,
+        project: &str,
+        section: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let table = self.table(CORE_BLOCKS_TABLE);
+        // from the latest version, not a view that lags other machines: a version written there is found
+        table.checkout_latest().await.map_err(backend)?;
+        let id = version_key_id(actor_id, project, section, version);
+        let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id));
+        Ok(super::commit::delete_where(table, &filter).await? > 0)
+    }
+
     async fn block_history(
         &self,
         actor_id: &str,
