@@ -25,17 +25,25 @@ pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 50;
 /// that compaction on the latest version and logs the conflict at debug level.
 pub const DEFAULT_LOG: &str = "warn,astra_mcp=info,lance::dataset::optimize=error";
 
-/// The filter `--log` asks for, with `rmcp` held at `info` when a bare `debug` or `trace` level would
-/// reach it: at debug, rmcp logs every JSON-RPC message in full (tool arguments, the text of a memory
-/// before its secrets are redacted). A filter that names `rmcp` (`debug,rmcp=debug`) is left as it is.
+/// The filter `--log` asks for, with a bare `debug` or `trace` level narrowed to astra-mcp's own logs
+/// (the other crates at `info`): at debug, rmcp logs every JSON-RPC message in full (tool arguments, the
+/// text of a memory before its secrets are redacted) and Lance its query plans (the words searched for).
+/// A crate named in the filter (`debug,rmcp=debug`, `lance=trace`) gets the level it is given.
 pub fn log_filter(filter: &str) -> std::borrow::Cow<'_, str> {
-    let directives = || filter.split(',').map(str::trim);
-    let verbose = directives().any(|d| d.eq_ignore_ascii_case("debug") || d.eq_ignore_ascii_case("trace"));
-    if verbose && !directives().any(|d| d.starts_with("rmcp")) {
-        format!("{filter},rmcp=info").into()
-    } else {
-        filter.into()
+    let directives: Vec<&str> = filter.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+    let verbose = |d: &str| d.eq_ignore_ascii_case("debug") || d.eq_ignore_ascii_case("trace");
+    let Some(level) = directives.iter().rfind(|d| verbose(d)).map(|d| d.to_ascii_lowercase()) else {
+        return filter.into();
+    };
+    let rest: Vec<&str> = directives.iter().copied().filter(|d| !verbose(d)).collect();
+    // the level everything else keeps: another bare level of the filter, else `info`
+    let mut out: Vec<String> =
+        if rest.iter().any(|d| !d.contains('=')) { Vec::new() } else { vec!["info".to_string()] };
+    out.extend(rest.iter().map(|d| d.to_string()));
+    if !rest.iter().any(|d| d.split('=').next() == Some("astra_mcp")) {
+        out.push(format!("astra_mcp={level}"));
     }
+    out.join(",").into()
 }
 
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
@@ -818,13 +826,15 @@ fn parse_http_addr(text: &str) -> Result<std::net::SocketAddr, String> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_bare_debug_level_keeps_rmcp_at_info_unless_rmcp_is_named() {
-        assert_eq!(super::log_filter("debug"), "debug,rmcp=info");
-        assert_eq!(super::log_filter("warn,TRACE"), "warn,TRACE,rmcp=info");
-        assert_eq!(super::log_filter("debug,rmcp=debug"), "debug,rmcp=debug");
-        assert_eq!(super::log_filter("debug,rmcp::service=trace"), "debug,rmcp::service=trace");
-        // a target's own level reaches no rmcp log; the default and `off` stay as they are
+    fn a_bare_debug_level_is_astra_mcps_alone_unless_a_crate_is_named() {
+        assert_eq!(super::log_filter("debug"), "info,astra_mcp=debug");
+        assert_eq!(super::log_filter("warn,TRACE"), "warn,astra_mcp=trace");
+        assert_eq!(super::log_filter("debug,rmcp=debug"), "info,rmcp=debug,astra_mcp=debug");
+        assert_eq!(super::log_filter("trace,astra_mcp=info"), "info,astra_mcp=info");
+        assert_eq!(super::log_filter("trace,astra_mcp::search=info"), "info,astra_mcp::search=info,astra_mcp=trace");
+        // no bare debug or trace: as given
         assert_eq!(super::log_filter("astra_mcp=debug"), "astra_mcp=debug");
+        assert_eq!(super::log_filter("info,lance=debug"), "info,lance=debug");
         assert_eq!(super::log_filter(super::DEFAULT_LOG), super::DEFAULT_LOG);
         assert_eq!(super::log_filter("off"), "off");
     }

@@ -317,15 +317,18 @@ fn piped_session(db: &std::path::Path, calls: &[serde_json::Value]) -> Vec<serde
     reader.join().unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// `ASTRA_LOG=debug` logs at debug without the tool arguments (rmcp, which would print every message in
-/// full, stays at info); naming rmcp (`debug,rmcp=debug`) still gets them.
+/// `ASTRA_LOG=debug` logs astra-mcp's debug lines without the tool arguments: not rmcp's messages (an
+/// insert's text) nor Lance's query plans (a search's words); naming rmcp (`debug,rmcp=debug`) still
+/// gets them.
 #[test]
-fn a_debug_log_holds_no_tool_argument_unless_rmcp_is_asked_for() {
+fn a_debug_log_holds_no_tool_argument_unless_a_crate_is_asked_for() {
     let db = tempfile::tempdir().unwrap();
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "script", "version": "0"}}});
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "archival_memory_insert", "arguments": {"text": "The staging login is kept in vault path kv/st4g1ng."}}});
+    let call = |id: i64, name: &str, arguments: serde_json::Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+    let insert =
+        call(1, "archival_memory_insert", json!({"text": "The staging login is kept in vault path kv/st4g1ng."}));
+    let search = call(2, "archival_memory_search", json!({"query": "where is qu3ryw0rd kept"}));
     let stderr = |log: &str| {
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let out = Command::new(BIN)
@@ -333,18 +336,21 @@ fn a_debug_log_holds_no_tool_argument_unless_rmcp_is_asked_for() {
             .arg(db.path())
             .env("ASTRA_CACHE_DIR", crate::support::cache_dir())
             .env("ASTRA_LOG", log)
-            .write_stdin(format!("{init}\n{initialized}\n{call}\n"))
+            .write_stdin(format!("{init}\n{initialized}\n{insert}\n{search}\n"))
             .assert()
             .success()
             .get_output()
             .clone();
-        assert!(String::from_utf8_lossy(&out.stdout).contains("\"id\":1"), "the call is answered");
+        let answers = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(answers.contains("\"id\":1") && answers.contains("\"id\":2"), "both calls answered: {answers}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let debug = stderr("debug");
-    assert!(debug.contains(" DEBUG "), "debug lines are written: {debug}");
-    assert!(!debug.contains("st4g1ng"), "no tool argument in the log: {debug}");
-    assert!(stderr("debug,rmcp=debug").contains("st4g1ng"), "named, rmcp logs the messages");
+    let own = debug.lines().any(|l| l.contains(" DEBUG ") && l.contains(" astra_mcp::"));
+    assert!(own, "astra-mcp's debug lines are written: {debug}");
+    assert!(!debug.contains("st4g1ng") && !debug.contains("qu3ryw0rd"), "no tool argument in the log: {debug}");
+    let named = stderr("debug,rmcp=debug");
+    assert!(named.contains("st4g1ng") && named.contains("qu3ryw0rd"), "named, rmcp logs the messages");
 }
 
 /// A client that writes its requests and closes stdin before reading gets them answered: calls read
