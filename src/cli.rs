@@ -555,6 +555,10 @@ pub struct UiArgs {
     /// The workspace whose files decide whether a fix is stale (default: none, staleness unknown).
     #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Seconds a page may take (a memory store that stopped answering) before it answers 503; 0: no limit.
+    #[arg(long, env = ev::ASTRA_TOOL_TIMEOUT, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub tool_timeout: u64,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]

@@ -23,7 +23,7 @@ pub async fn run(args: UiArgs, open: OpenOptions) -> anyhow::Result<()> {
         workspace: args.workspace,
         test_command: None,
         test_timeout: 600,
-        tool_timeout: astra_mcp::cli::DEFAULT_TOOL_TIMEOUT_SECS,
+        tool_timeout: args.tool_timeout,
         trust_client_outcomes: false,
         min_score: astra_mcp::memory::DEFAULT_MIN_SCORE,
         near_duplicate_cosine: astra_mcp::memory::DEFAULT_NEAR_DUPLICATE_COSINE,

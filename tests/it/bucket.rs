@@ -585,11 +585,11 @@ async fn a_frozen_object_store_holds_no_tool_call_past_the_tool_timeout() {
 
 /// The memory browser is bounded the same way: with the S3 server stopped, a change of a core block
 /// answers 503 within `--tool-timeout`, saying the change may or may not be made, and once the server
-/// answers again the same astra-mcp serves the page, without a restart of its own.
+/// answers again the same astra-mcp serves the page, without a restart of its own; `astra-mcp ui`
+/// answers the same within its own `--tool-timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_object_store_holds_no_memory_browser_page_past_the_tool_timeout() {
     use std::io::BufRead;
-    use std::time::Duration;
     struct Killed(std::process::Child);
     impl Drop for Killed {
         fn drop(&mut self) {
@@ -597,39 +597,65 @@ async fn a_frozen_object_store_holds_no_memory_browser_page_past_the_tool_timeou
             let _ = self.0.wait();
         }
     }
+    /// The first stdout line of `command`, started (`serve`'s MCP URL, `ui`'s login URL), and the process.
+    fn started(mut command: Command) -> (Killed, String) {
+        let mut child = Killed(command.stdout(std::process::Stdio::piped()).spawn().unwrap());
+        let mut line = String::new();
+        std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        (child, line.trim().to_string())
+    }
     let s3 = S3Server::start();
     let home = tempfile::tempdir().unwrap();
-    let mut m = machine(&s3, home.path(), &s3.uri("frozen-ui"));
-    m.args(["serve", "--http", "127.0.0.1:0"]).env("ASTRA_TOOL_TIMEOUT", "3").stdout(std::process::Stdio::piped());
-    let mut server = Killed(m.spawn().unwrap());
-    let mut line = String::new();
-    std::io::BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let base = line.trim().strip_suffix("/mcp").unwrap_or_else(|| panic!("first stdout line: {line:?}")).to_string();
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let page = client.get(format!("{base}/core/project")).send().await.unwrap();
-    assert_eq!(page.status(), 200);
-    let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let html = page.text().await.unwrap();
-    let at = html.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
-    let csrf = html[at..].split('"').next().unwrap().to_string();
+    let cookie_of =
+        |r: &reqwest::Response| r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
 
+    let mut m = machine(&s3, home.path(), &s3.uri("frozen-ui"));
+    m.args(["serve", "--http", "127.0.0.1:0"]).env("ASTRA_TOOL_TIMEOUT", "3");
+    let (server, url) = started(m);
+    let base = url.strip_suffix("/mcp").unwrap_or_else(|| panic!("first stdout line: {url:?}")).to_string();
+    let first = client.get(format!("{base}/core")).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let cookie = cookie_of(&first);
+    edit_while_frozen(&s3, &client, &base, &cookie).await;
+    let page = client.get(format!("{base}/core/project")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(page.status(), 200, "the same server serves the page once the store answers");
+    drop(server);
+
+    // `astra-mcp ui` takes the same bound
+    let mut m = machine(&s3, home.path(), &s3.uri("frozen-ui"));
+    m.args(["ui", "--no-open", "--tool-timeout", "3"]);
+    let (ui, url) = started(m);
+    let login = client.get(&url).send().await.unwrap();
+    assert_eq!(login.status(), 303, "the one-time URL logs in: {url}");
+    let base = url.split("/login").next().unwrap();
+    edit_while_frozen(&s3, &client, base, &cookie_of(&login)).await;
+    drop(ui);
+}
+
+/// Opens block `project` in the memory browser at `base`, then sends an edit of it with the S3 server
+/// stopped: it must answer 503 within the server's 3 s `--tool-timeout`.
+async fn edit_while_frozen(s3: &S3Server, client: &reqwest::Client, base: &str, cookie: &str) {
+    use std::time::Duration;
+    let html = client.get(format!("{base}/core/project")).header("cookie", cookie).send().await.unwrap();
+    let html = html.text().await.unwrap();
+    let field = |name: &str| {
+        let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name}: {html}"));
+        html[at..].split('"').nth(3).unwrap().to_string()
+    };
     let edit = client
         .post(format!("{base}/core/project"))
-        .header("cookie", &cookie)
-        .header("origin", &base)
+        .header("cookie", cookie)
+        .header("origin", base)
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("csrf={csrf}&value=written+while+frozen&version=0"))
+        .body(format!("csrf={}&value=written+while+frozen&version={}", field("csrf"), field("version")))
         .send();
-    let (answer, waited) = while_frozen(&s3, edit).await;
+    let (answer, waited) = while_frozen(s3, edit).await;
     let answer = answer.unwrap();
     assert_eq!(answer.status(), 503);
     let text = answer.text().await.unwrap();
     assert!(text.contains("did not answer within 3 s. Your change may or may not be made"), "{text}");
     assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "answered after {waited:?}");
-
-    let page = client.get(format!("{base}/core/project")).header("cookie", &cookie).send().await.unwrap();
-    assert_eq!(page.status(), 200, "the same server serves the page once the store answers");
-    drop(server);
 }
 
 /// Awaits `request` with the S3 server stopped (stopping it again is harmless), then lets it go on;
