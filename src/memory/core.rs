@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 use super::MemoryError;
 use super::redact::for_storage;
 use crate::domain::{CoreBlockVersion, Scope};
-use crate::store::CoreBlockStore;
+use crate::store::{CoreBlockStore, Purge};
 
 /// Character limit of a block unless configured otherwise.
 pub const DEFAULT_BLOCK_LIMIT: usize = 2_000;
@@ -351,31 +351,25 @@ impl CoreMemory {
     /// without the text comes first. Errors: `Refused` for an unknown block, an absent version (purged
     /// already, or never written) or the current one; `Store` when the store fails.
     pub async fn purge(&self, section: &str, version: i64) -> Result<(), MemoryError> {
-        let history = self.history(section).await?;
-        let Some(current) = history.last() else {
-            return Err(MemoryError::refused(format!("block `{section}` was never written: nothing to purge")));
-        };
-        if version == current.version {
-            return Err(MemoryError::refused(format!(
+        let project = self.block_project(self.spec("purge", section)?);
+        match self.store.purge_block_version(&self.scope.actor_id, &project, section, version).await? {
+            Purge::Purged => {
+                tracing::info!(actor = %self.scope.actor_id, section, version, "core block version purged");
+                Ok(())
+            }
+            Purge::Current => Err(MemoryError::refused(format!(
                 "version {version} is the current value of block `{section}`: save a new version without the text \
                  you want gone first, then purge this one"
-            )));
+            ))),
+            Purge::Absent => {
+                let versions: Vec<String> =
+                    self.history(section).await?.iter().map(|v| v.version.to_string()).collect();
+                Err(MemoryError::refused(format!(
+                    "block `{section}` has no version {version} (purged already?); its versions are {}",
+                    if versions.is_empty() { "none".to_string() } else { versions.join(", ") }
+                )))
+            }
         }
-        let absent = || {
-            MemoryError::refused(format!(
-                "block `{section}` has no version {version} (purged already?); its versions are {}",
-                history.iter().map(|v| v.version.to_string()).collect::<Vec<_>>().join(", ")
-            ))
-        };
-        if !history.iter().any(|v| v.version == version) {
-            return Err(absent());
-        }
-        let project = self.block_project(self.spec("purge", section)?);
-        if !self.store.purge_block_version(&self.scope.actor_id, &project, section, version).await? {
-            return Err(absent());
-        }
-        tracing::info!(actor = %self.scope.actor_id, section, version, "core block version purged");
-        Ok(())
     }
 
     /// Sets `section` to `value` (secrets redacted) as a new version, within the block's limit, if its

@@ -42,8 +42,8 @@ pub enum StoreError {
     /// A backend operation failed (I/O, commit conflict after retries, query error).
     #[error("memory store operation failed: {}", without_source_locations(.0))]
     Backend(String),
-    /// What an import was given does not fit (an export file's header or rows): the message names the
-    /// line and what to do; nothing was imported.
+    /// What an import or a command was given does not fit (an export file's header or rows, a version
+    /// that may not be purged): the message names it and what to do; nothing was changed.
     #[error("{0}")]
     Invalid(String),
     /// Other sessions kept changing the rows a write needs while it ran (a passage forgotten again each
@@ -558,15 +558,16 @@ pub trait CoreBlockStore: Send + Sync {
         edit: &BlockEdit<'_>,
     ) -> Result<Result<CoreBlockVersion, String>, StoreError>;
     /// Deletes `version` of a block from its history: the row leaves every read at once, and its text the
-    /// store's files at the next compaction that rewrites its fragment (`memory optimize`). `false` when
-    /// the block has no such version. The caller decides whether the version may go (the current one).
+    /// store's files at the next compaction that rewrites its fragment (`memory optimize`). The block's
+    /// latest version (its current value) stays: the next change would take its number again, and a
+    /// page that showed the block at that number would then save over a change it never saw.
     async fn purge_block_version(
         &self,
         actor_id: &str,
         project: &str,
         section: &str,
         version: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Purge, StoreError>;
     /// Every version of a block, oldest first.
     async fn block_history(
         &self,
@@ -574,6 +575,16 @@ pub trait CoreBlockStore: Send + Sync {
         project: &str,
         section: &str,
     ) -> Result<Vec<CoreBlockVersion>, StoreError>;
+}
+
+/// What [`CoreBlockStore::purge_block_version`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purge {
+    Purged,
+    /// The block has no such version (never written, or purged already).
+    Absent,
+    /// The version is the block's current value: kept.
+    Current,
 }
 
 /// One page of a listing and how many rows the whole listing has.

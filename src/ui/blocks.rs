@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use super::access::Denied;
 use super::site::{
-    Params, Posted, Ui, Visit, change, denied, failed, kept_text, memories_of, not_found, page, time, urlencode, visit,
+    Params, Posted, SESSION_ENDED, Ui, Visit, change, denied, failed, kept_text, memories_of, not_found, page, time,
+    urlencode, visit,
 };
 use crate::memory::{Block, MemoryError};
 
@@ -60,17 +61,19 @@ async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, refusal: O
         (Ok(b), Ok(h)) => (b, h),
         (Err(e), _) | (_, Err(e)) => return failed(ui, &e),
     };
+    // the version before `version` in the history (0: none); purged versions leave gaps in the numbers
+    let before = |version: i64| history.iter().map(|h| h.version).filter(|v| *v < version).max().unwrap_or(0);
     let versions: Vec<Value> = history
         .iter()
         .rev()
         .map(|h| {
-            json!({"version": h.version, "operation": h.operation, "created_at": time(h.created_at),
-                   "chars": h.value.chars().count(), "session_id": h.session_id,
+            json!({"version": h.version, "before": before(h.version), "operation": h.operation,
+                   "created_at": time(h.created_at), "chars": h.value.chars().count(), "session_id": h.session_id,
                    "current": h.version == block.version})
         })
         .collect();
     let to = q.to.unwrap_or(block.version);
-    let from = q.from.unwrap_or(to - 1);
+    let from = q.from.unwrap_or_else(|| before(to));
     let value_of = |version: i64| history.iter().find(|h| h.version == version).map(|h| h.value.as_str());
     let diff = match (value_of(from).or((from == 0).then_some("")), value_of(to)) {
         (Some(old), Some(new)) if to > 0 => {
@@ -176,8 +179,7 @@ pub async fn edit_block(
 /// comes back in a new session with the text in its form, to save again; behind a login, a page quotes
 /// the text to copy before logging in again (401).
 async fn session_ended(ui: &Ui, jar: CookieJar, section: &str, draft: String) -> Response {
-    let why = "Your session had ended (the memory browser restarted, or sat unused for 12 hours), so nothing was \
-               saved.";
+    let why = SESSION_ENDED;
     match ui.access.viewer(jar) {
         Ok((viewer, jar)) => {
             let memories = match memories_of(ui, &viewer).await {

@@ -156,14 +156,28 @@ pub(super) async fn visit(ui: &Ui, jar: CookieJar) -> Result<Visit, Response> {
     Ok(Visit { viewer, memories, jar })
 }
 
-/// A mutation's viewer and memory, after its checks.
+/// Why a change sent without a live session did nothing.
+pub(super) const SESSION_ENDED: &str =
+    "Your session had ended (the memory browser restarted, or sat unused for 12 hours), so nothing was changed.";
+
+/// A mutation's viewer and memory, after its checks. Without a live session the answer is a page that
+/// says nothing was changed (401), not the login form a page visit gets: a forget or a purge sent from a
+/// page opened before a restart must not look done.
 pub(super) async fn change(
     ui: &Ui,
     jar: &CookieJar,
     headers: &HeaderMap,
     csrf: &str,
 ) -> Result<(Viewer, Memories), Response> {
-    let viewer = ui.access.mutation(jar, headers, csrf).map_err(|d| denied(ui, d))?;
+    let viewer = ui.access.mutation(jar, headers, csrf).map_err(|d| match d {
+        Denied::LogIn => message(
+            ui,
+            StatusCode::UNAUTHORIZED,
+            "Session ended",
+            &format!("{SESSION_ENDED} Open the page again (logging in first, if asked) and repeat the change."),
+        ),
+        d => denied(ui, d),
+    })?;
     let memories = memories_of(ui, &viewer).await?;
     Ok((viewer, memories))
 }

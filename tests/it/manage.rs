@@ -695,6 +695,28 @@ fn core_history_and_restore_from_the_cli() {
     stdout(astra(db.path()).args(["core", "restore", "project", "1"]));
     let shown = stdout(astra(db.path()).args(["core", "show", "project"]));
     assert!(shown.contains("<project chars=\"7/2000\">\nv1 fact\n</project>"), "{shown}");
+
+    // `memory rm` purges an old version, never the current one: its number would be taken again by
+    // the next change, under an editor that showed the block at that number
+    let rows = stdout(astra(db.path()).args(["memory", "list", "--table", "core_blocks", "--json"]));
+    let id_of = |version: i64| {
+        rows.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|r| r["id"].as_str().unwrap().ends_with(&format!("#{version:010}")))
+            .unwrap_or_else(|| panic!("no version {version}: {rows}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let current = astra(db.path()).args(["memory", "rm", &id_of(3)]).output().unwrap();
+    assert_eq!(current.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&current.stderr);
+    assert!(said.contains("its current value: change the block first"), "{said}");
+    assert!(stdout(astra(db.path()).args(["memory", "rm", &id_of(1)])).contains("from core_blocks"));
+    stdout(astra(db.path()).args(["core", "restore", "project", "2"]));
+    let history = stdout(astra(db.path()).args(["core", "history", "project"]));
+    assert!(!history.contains("version 1"), "{history}");
+    assert!(history.contains("version 3") && history.contains("version 4"), "no number is taken twice: {history}");
 }
 
 #[test]

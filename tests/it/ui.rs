@@ -173,7 +173,9 @@ async fn forgetting_needs_csrf_and_the_own_origin_then_the_mcp_search_loses_it()
         .send()
         .await
         .unwrap();
-    assert_eq!(no_cookie.status(), 303, "without a session the browser is sent to log in");
+    assert_eq!(no_cookie.status(), 401, "without a session nothing is forgotten, and the page says so");
+    let page = no_cookie.text().await.unwrap();
+    assert!(page.contains("so nothing was changed") && page.contains("repeat the change"), "{page}");
     assert_eq!(mcp_search(&server.url, ALICE, "flaky upload test S3 mock").await.len(), 1, "still stored");
 
     let done = forget(&base, &token).await.unwrap();
@@ -309,6 +311,9 @@ async fn an_old_core_block_version_is_purged_from_the_history() {
     let (_, page) = get(&base, "/core/project?purged=1", &cookie).await;
     assert!(page.contains("Version 1 is purged from the history"), "{page}");
     assert!(!page.contains("4921") && page.contains("deploys go through staging"), "{page}");
+    // version 2's diff is against the version before it that is left: none
+    assert!(page.contains("?from=0&amp;to=2\">Diff</a>"), "{page}");
+    assert!(page.contains("<span class=\"ins\">+ deploys go through staging</span>"), "{page}");
     let (_, export) = get(&base, "/export", &cookie).await;
     assert!(!export.contains("4921") && export.contains("deploys go through staging"), "{export}");
     let again = post("/core/project/purge", &[("csrf", t), ("version", "1")]).await.unwrap();
@@ -346,7 +351,7 @@ async fn an_edit_after_a_restart_keeps_its_text() {
     assert_eq!(lost.status(), 409);
     let cookie = session_cookie(&lost);
     let page = lost.text().await.unwrap();
-    assert!(page.contains("Your session had ended") && page.contains("nothing was saved"), "{page}");
+    assert!(page.contains("Your session had ended") && page.contains("nothing was changed"), "{page}");
     assert!(page.contains(">\ntyped before the restart &lt;b&gt;kept&lt;&#x2f;b&gt;</textarea>"), "{page}");
     let token = csrf(&page);
     assert_ne!(token, old_token);

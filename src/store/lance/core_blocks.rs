@@ -16,7 +16,7 @@ use super::rows::{self, Rows};
 use super::sql::sql_literal;
 use super::{LanceStore, backend};
 use crate::domain::CoreBlockVersion;
-use crate::store::{BlockEdit, CoreBlockStore, StoreError};
+use crate::store::{BlockEdit, CoreBlockStore, Purge, StoreError};
 
 /// Name of the core memory table.
 pub const CORE_BLOCKS_TABLE: &str = "core_blocks";
@@ -153,13 +153,22 @@ impl CoreBlockStore for LanceStore {
         project: &str,
         section: &str,
         version: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Purge, StoreError> {
         let table = self.table(CORE_BLOCKS_TABLE);
-        // from the latest version, not a view that lags other machines: a version written there is found
+        // From the latest version, not a view that lags other machines: a version written there is found.
+        // A version that is not the latest now stays so (numbers only grow, and the latest is never
+        // purged), so checking before the delete is enough, across machines too.
         table.checkout_latest().await.map_err(backend)?;
+        let history = self.history_from(table, actor_id, project, section).await?;
+        if !history.iter().any(|v| v.version == version) {
+            return Ok(Purge::Absent);
+        }
+        if history.last().is_some_and(|latest| latest.version == version) {
+            return Ok(Purge::Current);
+        }
         let id = version_key_id(actor_id, project, section, version);
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id));
-        Ok(super::commit::delete_where(table, &filter).await? > 0)
+        Ok(if super::commit::delete_where(table, &filter).await? > 0 { Purge::Purged } else { Purge::Absent })
     }
 
     async fn block_history(

@@ -16,7 +16,7 @@ use super::upkeep::{self, UPKEEP_EVERY_WRITES};
 use super::{
     CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FORGOTTEN_TABLE, LanceStore, SEARCHABLE_TABLES, backend, collect, rows,
 };
-use crate::store::StoreError;
+use crate::store::{CoreBlockStore, Purge, StoreError};
 
 /// Tables of up to this many rows fold new rows into their full-text indexes as soon as the rows the
 /// index does not cover exceed [`FTS_UNINDEXED_SHARE`] of those it does; larger ones leave it to upkeep.
@@ -338,11 +338,24 @@ impl LanceStore {
                 return Ok(Some(name));
             }
         }
-        // a version of a core block (ids from `memory list --table core_blocks`): purged from the history
-        let table = self.table(CORE_BLOCKS_TABLE);
-        table.checkout_latest().await.map_err(backend)?;
-        let deleted = delete_where(table, &filter).await?;
-        Ok((deleted > 0).then_some(CORE_BLOCKS_TABLE))
+        // a version of a core block (ids from `memory list --table core_blocks`): purged from the history,
+        // unless it is the block's current value
+        self.table(CORE_BLOCKS_TABLE).checkout_latest().await.map_err(backend)?;
+        let found = self.select(CORE_BLOCKS_TABLE, &filter, Some(1)).await?;
+        let Some(v) =
+            found.iter().map(super::core_blocks::from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
+        else {
+            return Ok(None);
+        };
+        match self.purge_block_version(&v.actor_id, &v.project, &v.section, v.version).await? {
+            Purge::Purged => Ok(Some(CORE_BLOCKS_TABLE)),
+            Purge::Absent => Ok(None),
+            Purge::Current => Err(StoreError::Invalid(format!(
+                "{id} is version {} of core block `{}`, its current value: change the block first (`core_memory_replace`, \
+                 the memory browser, or `astra-mcp core restore`), then purge this version",
+                v.version, v.section
+            ))),
+        }
     }
 
     /// Appends passages without the insert-if-absent check (benchmark loading into a fresh store).
