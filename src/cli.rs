@@ -25,23 +25,36 @@ pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 50;
 /// that compaction on the latest version and logs the conflict at debug level.
 pub const DEFAULT_LOG: &str = "warn,astra_mcp=info,lance::dataset::optimize=error";
 
-/// The filter `--log` asks for, with a bare `debug` or `trace` level narrowed to astra-mcp's own logs
-/// (the other crates at `info`): at debug, rmcp logs every JSON-RPC message in full (tool arguments, the
-/// text of a memory before its secrets are redacted) and Lance its query plans (the words searched for).
-/// A crate named in the filter (`debug,rmcp=debug`, `lance=trace`) gets the level it is given.
+/// The filter `--log` asks for, with what names no crate made astra-mcp's own: a bare `debug` or `trace`
+/// level (or `4`, `5`) becomes `info` plus that level for `astra_mcp`, and a span directive without a
+/// target (`[span]=debug`) is scoped to `astra_mcp`. At debug, rmcp logs every JSON-RPC message in full
+/// (tool arguments, the text of a memory before its secrets are redacted) and Lance its query plans (the
+/// words searched for). A crate named in the filter (`debug,rmcp=debug`) gets the level it is given.
 pub fn log_filter(filter: &str) -> std::borrow::Cow<'_, str> {
+    use tracing::level_filters::LevelFilter;
     let directives: Vec<&str> = filter.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
-    let verbose = |d: &str| d.eq_ignore_ascii_case("debug") || d.eq_ignore_ascii_case("trace");
-    let Some(level) = directives.iter().rfind(|d| verbose(d)).map(|d| d.to_ascii_lowercase()) else {
+    let verbose = |d: &str| d.parse::<LevelFilter>().ok().filter(|level| *level > LevelFilter::INFO);
+    if !directives.iter().any(|d| verbose(d).is_some() || d.starts_with('[')) {
         return filter.into();
-    };
-    let rest: Vec<&str> = directives.iter().copied().filter(|d| !verbose(d)).collect();
-    // the level everything else keeps: another bare level of the filter, else `info`
-    let mut out: Vec<String> =
-        if rest.iter().any(|d| !d.contains('=')) { Vec::new() } else { vec!["info".to_string()] };
-    out.extend(rest.iter().map(|d| d.to_string()));
-    if !rest.iter().any(|d| d.split('=').next() == Some("astra_mcp")) {
-        out.push(format!("astra_mcp={level}"));
+    }
+    let level = directives.iter().filter_map(|d| verbose(d)).max();
+    let rest: Vec<String> = directives
+        .iter()
+        .filter(|d| verbose(d).is_none())
+        .map(|d| if d.starts_with('[') { format!("astra_mcp{d}") } else { d.to_string() })
+        .collect();
+    let mut out = Vec::new();
+    if let Some(level) = level {
+        // the level everything else keeps: another bare level of the filter, else `info`
+        if !rest.iter().any(|d| d.parse::<LevelFilter>().is_ok()) {
+            out.push("info".to_string());
+        }
+        out.extend(rest);
+        if !out.iter().any(|d| d.split('=').next() == Some("astra_mcp")) {
+            out.push(format!("astra_mcp={}", level.to_string().to_ascii_lowercase()));
+        }
+    } else {
+        out = rest;
     }
     out.join(",").into()
 }
@@ -836,6 +849,12 @@ mod tests {
         assert_eq!(super::log_filter("debug,rmcp=debug"), "info,rmcp=debug,astra_mcp=debug");
         assert_eq!(super::log_filter("trace,astra_mcp=info"), "info,astra_mcp=info");
         assert_eq!(super::log_filter("trace,astra_mcp::search=info"), "info,astra_mcp::search=info,astra_mcp=trace");
+        // numeric levels, and span directives without a target
+        assert_eq!(super::log_filter("5"), "info,astra_mcp=trace");
+        assert_eq!(super::log_filter("warn,4"), "warn,astra_mcp=debug");
+        assert_eq!(super::log_filter("[serve_inner]=debug"), "astra_mcp[serve_inner]=debug");
+        assert_eq!(super::log_filter("debug,[serve_inner]"), "info,astra_mcp[serve_inner],astra_mcp=debug");
+        assert_eq!(super::log_filter("3"), "3");
         // no bare debug or trace: as given
         assert_eq!(super::log_filter("astra_mcp=debug"), "astra_mcp=debug");
         assert_eq!(super::log_filter("info,lance=debug"), "info,lance=debug");

@@ -345,10 +345,12 @@ fn a_debug_log_holds_no_tool_argument_unless_a_crate_is_asked_for() {
         assert!(answers.contains("\"id\":1") && answers.contains("\"id\":2"), "both calls answered: {answers}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let debug = stderr("debug");
-    let own = debug.lines().any(|l| l.contains(" DEBUG ") && l.contains(" astra_mcp::"));
-    assert!(own, "astra-mcp's debug lines are written: {debug}");
-    assert!(!debug.contains("st4g1ng") && !debug.contains("qu3ryw0rd"), "no tool argument in the log: {debug}");
+    for log in ["debug", "5"] {
+        let debug = stderr(log);
+        let own = debug.lines().any(|l| l.contains(" DEBUG ") && l.contains(" astra_mcp::"));
+        assert!(own, "{log}: astra-mcp's debug lines are written: {debug}");
+        assert!(!debug.contains("st4g1ng") && !debug.contains("qu3ryw0rd"), "{log}: no tool argument: {debug}");
+    }
     let named = stderr("debug,rmcp=debug");
     assert!(named.contains("st4g1ng") && named.contains("qu3ryw0rd"), "named, rmcp logs the messages");
 }
