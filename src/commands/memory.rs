@@ -75,19 +75,24 @@ async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool)
 async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Result<()> {
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
-    let mut missing = Vec::new();
+    // every id is tried, whatever the ones before it met; what was not deleted is said at the end
+    let (mut missing, mut refused) = (Vec::new(), Vec::new());
     for id in &ids {
-        match db.delete_row(&settings.actor_id, id).await? {
-            Some(table) => println!("deleted {id} from {table}"),
-            None => missing.push(id.clone()),
+        match db.delete_row(&settings.actor_id, id).await {
+            Ok(Some(table)) => println!("deleted {id} from {table}"),
+            Ok(None) => missing.push(id.clone()),
+            Err(astra_mcp::store::StoreError::Invalid(why)) => refused.push(why),
+            Err(e) => return Err(e.into()),
         }
     }
-    anyhow::ensure!(
-        missing.is_empty(),
-        "no memory of actor `{}` with id {}: see `astra-mcp memory list`",
-        settings.actor_id,
-        missing.join(", ")
-    );
+    if !missing.is_empty() {
+        refused.push(format!(
+            "no memory of actor `{}` with id {}: see `astra-mcp memory list`",
+            settings.actor_id,
+            missing.join(", ")
+        ));
+    }
+    anyhow::ensure!(refused.is_empty(), "{}", refused.join("; "));
     Ok(())
 }
 

@@ -328,8 +328,8 @@ impl CoreMemory {
         let history = self.history(section).await?;
         let old = history.iter().find(|v| v.version == version).ok_or_else(|| {
             MemoryError::refused(format!(
-                "block `{section}` has no version {version}; its versions are 1 to {}",
-                history.last().map_or(0, |v| v.version)
+                "block `{section}` has no version {version}; its versions are {}",
+                version_list(&history)
             ))
         })?;
         let value = old.value.clone();
@@ -361,14 +361,10 @@ impl CoreMemory {
                 "version {version} is the current value of block `{section}`: save a new version without the text \
                  you want gone first, then purge this one"
             ))),
-            Purge::Absent => {
-                let versions: Vec<String> =
-                    self.history(section).await?.iter().map(|v| v.version.to_string()).collect();
-                Err(MemoryError::refused(format!(
-                    "block `{section}` has no version {version} (purged already?); its versions are {}",
-                    if versions.is_empty() { "none".to_string() } else { versions.join(", ") }
-                )))
-            }
+            Purge::Absent => Err(MemoryError::refused(format!(
+                "block `{section}` has no version {version} (purged already?); its versions are {}",
+                version_list(&self.history(section).await?)
+            ))),
         }
     }
 
@@ -505,6 +501,14 @@ fn within_limit(tool: &str, section: &str, current: &str, value: &str, limit: us
         ));
     }
     Ok(())
+}
+
+/// The version numbers of a history, for a refusal: "1, 3, 4" (purged ones leave gaps), or "none".
+fn version_list(history: &[CoreBlockVersion]) -> String {
+    if history.is_empty() {
+        return "none".to_string();
+    }
+    history.iter().map(|v| v.version.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// The passage of `block` most like `needle` (normalised Levenshtein), among its lines and runs of

@@ -94,6 +94,11 @@ async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, refusal: O
         }
         _ => None,
     };
+    // a diff asked for by the address (an old link, a bookmark) between versions that are not there
+    let no_diff =
+        [q.from.filter(|v| *v != 0), q.to].into_iter().flatten().find(|v| value_of(*v).is_none()).map(|v| {
+            format!("Version {v} is not in this block's history (purged, or never written): no diff to show.")
+        });
     let (status, error, draft) = match refusal {
         Some(r) => (StatusCode::CONFLICT, Some(r.why), r.draft),
         None => (StatusCode::OK, None, None),
@@ -103,6 +108,7 @@ async fn block_page(ui: &Ui, v: Visit, section: &str, q: &BlockQuery, refusal: O
                   "limit": block.spec.limit, "updated_at": block.updated_at.map(time)},
         "versions": versions,
         "diff": diff,
+        "no_diff": no_diff,
         "error": error,
         "draft": draft,
         "saved": q.saved,

@@ -314,6 +314,8 @@ async fn an_old_core_block_version_is_purged_from_the_history() {
     // version 2's diff is against the version before it that is left: none
     assert!(page.contains("?from=0&amp;to=2\">Diff</a>"), "{page}");
     assert!(page.contains("<span class=\"ins\">+ deploys go through staging</span>"), "{page}");
+    let (_, page) = get(&base, "/core/project?from=1&to=2", &cookie).await;
+    assert!(page.contains("Version 1 is not in this block&#x27;s history (purged, or never written)"), "{page}");
     let (_, export) = get(&base, "/export", &cookie).await;
     assert!(!export.contains("4921") && export.contains("deploys go through staging"), "{export}");
     let again = post("/core/project/purge", &[("csrf", t), ("version", "1")]).await.unwrap();
