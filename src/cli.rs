@@ -489,10 +489,12 @@ pub struct StoreArgs {
     /// without one); for a hook, the session's folder; for other commands, the current folder's name.
     #[arg(long, env = ev::ASTRA_PROJECT, value_name = "NAME")]
     pub project: Option<String>,
-    /// Directory with `model.onnx` and the tokenizer files. Default: the cache `scripts/setup` fills.
+    /// Directory with `model.onnx` and the tokenizer files. Default: the ones installed with the binary
+    /// (`<prefix>/share/astra-mcp`), else the cache `scripts/setup` fills.
     #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
     pub model_dir: Option<PathBuf>,
-    /// ONNX Runtime library (`libonnxruntime.so.1.31.1`). Default: the cache `scripts/setup` fills.
+    /// ONNX Runtime library (`libonnxruntime.so.1.31.1`). Default: the one installed with the binary
+    /// (`<prefix>/share/astra-mcp`), else the cache `scripts/setup` fills.
     #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
     pub ort_dylib: Option<PathBuf>,
     /// Core memory blocks beyond `persona`, `human`, `project`, and character limits: `name=limit,...`,

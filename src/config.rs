@@ -44,15 +44,11 @@ impl StoreSettings {
     pub fn resolve(args: &StoreArgs, open: OpenOptions) -> anyhow::Result<Self> {
         let actor_id = args.actor.trim().to_string();
         anyhow::ensure!(!actor_id.is_empty(), "--actor (ASTRA_ACTOR) is empty: give an actor id");
-        let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
         Ok(Self {
             db: args.db.clone().unwrap_or_else(|| default_db_path().to_string_lossy().into_owned()),
             actor_id,
             project: args.project.as_ref().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()),
-            model: ModelPaths {
-                model_dir: args.model_dir.clone().unwrap_or(cache.model_dir),
-                ort_dylib: args.ort_dylib.clone().unwrap_or(cache.ort_dylib),
-            },
+            model: ModelPaths::resolve(args.model_dir.clone(), args.ort_dylib.clone()),
             core_blocks: parse_block_specs(args.core_blocks.as_deref())
                 .map_err(|e| anyhow::anyhow!("--core-blocks (ASTRA_CORE_BLOCKS): {e}"))?,
             open,

@@ -82,11 +82,7 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
 /// The embedder of the evaluations, loaded, with the server's interactive settings (so timings are
 /// the server's).
 async fn eval_embedder(model_dir: Option<PathBuf>, ort_dylib: Option<PathBuf>) -> anyhow::Result<LazyEmbedder> {
-    let cache = ModelPaths::in_cache(&ModelPaths::default_cache_dir());
-    let embedder = LazyEmbedder::onnx(
-        ModelPaths { model_dir: model_dir.unwrap_or(cache.model_dir), ort_dylib: ort_dylib.unwrap_or(cache.ort_dylib) },
-        Workload::Interactive,
-    );
+    let embedder = LazyEmbedder::onnx(ModelPaths::resolve(model_dir, ort_dylib), Workload::Interactive);
     embedder.get().await?;
     Ok(embedder)
 }

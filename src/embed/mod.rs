@@ -70,7 +70,7 @@ pub enum Workload {
 pub enum EmbedError {
     /// A pinned file is not where the configuration says.
     #[error(
-        "{file} not found at {path}: run `scripts/setup` to provision the model and ONNX Runtime, or point {env} at a directory/file that has it"
+        "{file} not found at {path}: reinstall astra-mcp (`uv tool install --reinstall astra-mcp`), or in a source checkout run `scripts/setup`, or point {env} at a directory/file that has it"
     )]
     MissingFile { file: String, path: PathBuf, env: &'static str },
     /// A pinned file exists but is not the pinned content.
@@ -104,7 +104,26 @@ impl ModelPaths {
         dirs::cache_dir().unwrap_or_else(|| PathBuf::from(".cache")).join("astra-mcp")
     }
 
-    /// Default locations under [`Self::default_cache_dir`].
+    /// The files installed with the binary, when they are there: `<prefix>/share/astra-mcp`, where
+    /// `<prefix>/bin/astra-mcp` is the real path of the running executable (symlinks resolved, so the
+    /// `~/.local/bin/astra-mcp` link of `uv tool install` finds the tool's own prefix). The wheel
+    /// installs the model and ONNX Runtime there, in the cache's layout ([`Self::in_cache`]).
+    pub fn installed() -> Option<Self> {
+        let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+        let share = exe.parent()?.parent()?.join("share").join("astra-mcp");
+        let paths = Self::in_cache(&share);
+        paths.model_dir.join("model.onnx").is_file().then_some(paths)
+    }
+
+    /// Where the files are when no flag names them: each of `model_dir` and `ort_dylib` when given
+    /// (`--model-dir`/`ASTRA_MODEL_DIR`, `--ort-dylib`/`ORT_DYLIB_PATH`), else the files installed with
+    /// the binary ([`Self::installed`]), else the cache `scripts/setup` fills ([`Self::default_cache_dir`]).
+    pub fn resolve(model_dir: Option<PathBuf>, ort_dylib: Option<PathBuf>) -> Self {
+        let found = Self::installed().unwrap_or_else(|| Self::in_cache(&Self::default_cache_dir()));
+        Self { model_dir: model_dir.unwrap_or(found.model_dir), ort_dylib: ort_dylib.unwrap_or(found.ort_dylib) }
+    }
+
+    /// Default locations under a cache directory laid out as `scripts/setup` fills it.
     pub fn in_cache(cache: &Path) -> Self {
         Self {
             model_dir: cache.join("models").join("all-MiniLM-L6-v2-int8"),

@@ -20,6 +20,7 @@ mod fuzz;
 mod gates;
 mod hooks;
 mod http;
+mod install;
 mod interop;
 mod limits;
 mod manage;

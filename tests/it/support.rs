@@ -431,3 +431,54 @@ impl Drop for S3Server {
         let _ = self.child.wait();
     }
 }
+
+/// Installs the wheel `scripts/test` built (`$ASTRA_TEST_WHEEL`, from `scripts/wheel`) the way the README
+/// tells users to, `uv tool install <wheel>` (uv pinned in the tooling venv), into the fresh home `home`,
+/// offline. Returns the directory uv links the tool's executables into (`<home>/.local/bin`), which
+/// holds `astra-mcp`.
+pub fn install_wheel(home: &Path) -> PathBuf {
+    let wheel = std::env::var_os("ASTRA_TEST_WHEEL")
+        .map(PathBuf::from)
+        .expect("ASTRA_TEST_WHEEL is not set: run the tests with scripts/test, which builds the wheel (scripts/wheel)");
+    assert!(wheel.is_file(), "ASTRA_TEST_WHEEL={} is not a file: run scripts/test", wheel.display());
+    let uv = cache_dir().join("venv/bin/uv");
+    let mut command = std::process::Command::new(&uv);
+    let output = in_fresh_home(&mut command, home)
+        .args(["tool", "install", "--offline", "--no-config"])
+        .arg(&wheel)
+        // the interpreter of the tool's venv: the one this machine's tooling venv is made from
+        .env("UV_PYTHON", venv_python().canonicalize().unwrap())
+        .env("UV_PYTHON_DOWNLOADS", "never")
+        .env_remove("VIRTUAL_ENV")
+        .output()
+        .unwrap_or_else(|e| panic!("{} did not start ({e}): run scripts/setup", uv.display()));
+    assert!(
+        output.status.success(),
+        "uv tool install {} failed\nstdout: {}\nstderr: {}",
+        wheel.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bin = home.join(".local/bin");
+    assert!(bin.join("astra-mcp").exists(), "uv installed no astra-mcp into {}", bin.display());
+    bin
+}
+
+/// `command` as a new user with the home `home` runs it: `HOME`, the XDG directories and uv's cache under
+/// it, and none of the variables that point the binary at this machine's provisioned files or store
+/// (`ASTRA_CACHE_DIR`, `ASTRA_MODEL_DIR`, `ORT_DYLIB_PATH`, `ASTRA_DB`, `ASTRA_ACTOR`, …), so a test cannot
+/// pass by finding them.
+pub fn in_fresh_home<'a>(command: &'a mut std::process::Command, home: &Path) -> &'a mut std::process::Command {
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("ASTRA_") || key.starts_with("ORT_") || key.starts_with("XDG_") || key.starts_with("UV_") {
+            command.env_remove(&*key);
+        }
+    }
+    command
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("UV_CACHE_DIR", home.join(".cache/uv"))
+}
