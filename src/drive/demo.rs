@@ -275,8 +275,8 @@ async fn untouched_tests_pass(
             std::fs::write(dest, new)?;
         }
     }
-    let mut command = tokio::process::Command::new("sh");
-    command.arg("-c").arg(&settings.test_command).current_dir(check).kill_on_drop(true);
+    let mut command = crate::memory::testrun::shell(&settings.test_command);
+    command.current_dir(check).kill_on_drop(true);
     command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     match tokio::time::timeout(settings.test_timeout, command.status()).await {
         Ok(status) => Ok(status.context("running the untouched acceptance tests")?.success()),

@@ -165,7 +165,7 @@ fn apply_edit(workspace: &Workspace, p: &ApplyEditParams) -> LocalOutput {
     }
     let path = workspace.root().join(&rel);
     // An in-place write through a hard link would change a file outside the workspace too.
-    if std::fs::metadata(&path).is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1) {
+    if has_other_hard_links(&path) {
         return LocalOutput::error(format!(
             "apply_edit: {rel} has other hard links (possibly outside the workspace); not edited"
         ));
@@ -180,7 +180,7 @@ fn apply_edit(workspace: &Workspace, p: &ApplyEditParams) -> LocalOutput {
         )),
         1 => {
             let edited = text.replacen(p.old_text.as_str(), &p.new_text, 1);
-            if let Err(e) = std::fs::write(&path, edited) {
+            if let Err(e) = write_edited(&path, &edited) {
                 return LocalOutput::error(format!("apply_edit: cannot write {rel}: {e}"));
             }
             LocalOutput { text: format!("edited {rel}: 1 replacement"), is_error: false, edited: true }
@@ -189,4 +189,34 @@ fn apply_edit(workspace: &Workspace, p: &ApplyEditParams) -> LocalOutput {
             "apply_edit: `old_text` occurs {n} times in {rel}; include more surrounding lines so it occurs once"
         )),
     }
+}
+
+/// Whether the file at `path` has other hard links (its link count is above 1).
+#[cfg(unix)]
+fn has_other_hard_links(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1)
+}
+
+/// Windows gives a file's link count only through an API std has not stabilised
+/// (`std::os::windows::fs::MetadataExt::number_of_links`); there [`write_edited`] never writes through
+/// a link instead.
+#[cfg(not(unix))]
+fn has_other_hard_links(_path: &std::path::Path) -> bool {
+    false
+}
+
+/// Writes the edited text in place (a file with other links was refused before).
+#[cfg(unix)]
+fn write_edited(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    std::fs::write(path, text)
+}
+
+/// Writes the edited text to a new file in the same folder and renames it over the old one, so that
+/// another hard link of the old file (possibly outside the workspace) keeps the old content.
+#[cfg(not(unix))]
+fn write_edited(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(std::path::Path::new(".")))?;
+    file.write_all(text.as_bytes())?;
+    file.persist(path).map(drop).map_err(|e| e.error)
 }

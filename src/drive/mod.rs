@@ -160,13 +160,18 @@ struct Evidence {
 }
 
 impl Evidence {
-    /// Opens the run's files for appending, readable by the owner only (they quote tool outputs).
+    /// Opens the run's files for appending, readable by the owner only on Unix (mode 0600: they quote
+    /// tool outputs). Windows has no mode bits: there the files get the access list of their folder.
     fn open(dir: &std::path::Path) -> Result<Self, DriveError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let fail = |e: std::io::Error| DriveError::Evidence { path: dir.display().to_string(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(fail)?;
-        let append =
-            |name: &str| std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
+        let append = |name: &str| {
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).append(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            options.open(dir.join(name))
+        };
         Ok(Self {
             transcript: append("transcript.jsonl").map_err(fail)?,
             events: append("events.jsonl").map_err(fail)?,

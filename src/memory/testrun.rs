@@ -150,7 +150,7 @@ pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
 /// After the shell exits and its process group is killed, how long to wait for the output pipes to close.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Runs `command` with `sh -c` in `cwd`, in its own process group, with no stdin.
+/// Runs `command` with the platform's shell ([`shell`]) in `cwd`, in its own process group, with no stdin.
 ///
 /// The run ends when the shell exits or `timeout` passes; then the whole process group is killed (test
 /// processes left in the background are part of the run), and so it is when the returned future is
@@ -162,9 +162,8 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Only when the shell cannot be started or waited for; a failing or timed-out run is an `Ok` [`TestRun`].
 pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Result<TestRun> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
+    let mut shell = shell(command);
+    shell
         .current_dir(cwd)
         .env("COLUMNS", "200")
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -173,9 +172,12 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    shell.process_group(0);
+    #[cfg(windows)]
+    shell.creation_flags(CREATE_NEW_PROCESS_GROUP);
+    let mut child = shell.spawn()?;
     let mut group = ProcessGroup::new(child.id());
     let mut stdout = Tail::collect(child.stdout.take());
     let mut stderr = Tail::collect(child.stderr.take());
@@ -264,10 +266,48 @@ impl ProcessGroup {
     }
 }
 
+#[cfg(unix)]
 fn kill_group(pgid: i32) {
     // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Windows has no process group to signal: `taskkill /F /T` ends the shell and the processes it started
+/// (started, not waited for: this runs on the async runtime). Processes whose parent already exited are
+/// no longer found through it, unlike a Unix process group's.
+#[cfg(windows)]
+fn kill_group(pid: i32) {
+    let _ = std::process::Command::new("taskkill")
+        .args(["/F", "/T", "/PID", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+}
+
+/// `CREATE_NEW_PROCESS_GROUP` (Windows process creation flags): the console's Ctrl-C sent to the server
+/// does not reach the test run, which is ended with [`kill_group`] instead.
+#[cfg(windows)]
+const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+
+/// A [`tokio::process::Command`] that runs `command` through the platform's shell: `sh -c` on Unix,
+/// `cmd /C` on Windows (the command line passed as written, not re-quoted). The test commands users
+/// configure are shell command lines (`cd app && pytest -q`), so they keep their meaning on each platform
+/// only as far as the two shells agree.
+pub fn shell(command: &str) -> tokio::process::Command {
+    #[cfg(unix)]
+    {
+        let mut shell = tokio::process::Command::new("sh");
+        shell.arg("-c").arg(command);
+        shell
+    }
+    #[cfg(windows)]
+    {
+        let mut shell = tokio::process::Command::new("cmd");
+        shell.arg("/C").raw_arg(command);
+        shell
     }
 }
 
@@ -561,6 +601,8 @@ FAILED tests/test_cors.py::test_second_origin
         assert_eq!(a.len(), "pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]".len());
     }
 
+    // the test commands below are POSIX shell (`sh -c`)
+    #[cfg(unix)]
     #[tokio::test]
     async fn run_reports_exit_code_and_timeout() {
         let dir = tempfile::tempdir().unwrap();
@@ -589,6 +631,7 @@ FAILED tests/test_cors.py::test_second_origin
         assert_eq!(colored.summary, "2 passed in 0.01s", "ANSI colour codes are stripped");
     }
 
+    #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn background_children_do_not_hold_the_run_open_and_are_killed() {
         let dir = tempfile::tempdir().unwrap();
@@ -605,10 +648,12 @@ FAILED tests/test_cors.py::test_second_origin
         assert!(!alive, "the background child {pid} outlived the test run");
     }
 
+    #[cfg(target_os = "linux")]
     fn is_zombie(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.contains(") Z ")).unwrap_or(true)
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn output_is_bounded() {
         use tokio::io::AsyncReadExt;

@@ -299,6 +299,7 @@ mod tests {
         assert_eq!(covered, ["Cargo.toml", "src/app.py", "src/target/mod.py"]);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_fifo_in_the_workspace_is_skipped_not_read() {
         let (dir, ws) = workspace();
@@ -309,6 +310,7 @@ mod tests {
         assert_eq!(ws.check_relative_file("pipe"), Err(PathError::NotAFile("pipe".into())));
     }
 
+    #[cfg(unix)]
     #[test]
     fn hostile_paths_are_refused() {
         let (dir, ws) = workspace();

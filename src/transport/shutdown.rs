@@ -132,6 +132,10 @@ pub async fn exit_on_second_signal() {
 /// installed). The handlers are installed before it returns, so a signal that arrives before the future
 /// is first polled still counts rather than killing the process (the default action). Call it within the
 /// Tokio runtime.
+///
+/// On Windows, which has no signals, the console's Ctrl-C, Ctrl-Break and close events stand in for
+/// them (`tokio::signal::windows`).
+#[cfg(unix)]
 pub fn signal_received() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
     let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
@@ -141,6 +145,25 @@ pub fn signal_received() -> impl Future<Output = ()> + Send + 'static {
                 tokio::select! {
                     _ = term.recv() => {}
                     _ = int.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+/// See the Unix version above.
+#[cfg(windows)]
+pub fn signal_received() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+    let handlers = (ctrl_c(), ctrl_break(), ctrl_close());
+    async move {
+        match handlers {
+            (Ok(mut c), Ok(mut brk), Ok(mut close)) => {
+                tokio::select! {
+                    _ = c.recv() => {}
+                    _ = brk.recv() => {}
+                    _ = close.recv() => {}
                 }
             }
             _ => std::future::pending().await,

@@ -26,6 +26,7 @@ mod limits;
 mod manage;
 mod mcp;
 mod multiprocess;
+mod registry;
 mod retrieval;
 mod schemas;
 mod store;

@@ -18,7 +18,8 @@ use crate::store::StoreError;
 pub(super) const WRITE_ATTEMPTS: usize = 16;
 
 /// An exclusive lock on one table for one write: first an in-process async mutex, then `flock(2)` on
-/// `<db>/<table>.lock` (other processes), both released when dropped. The flock is a no-op for
+/// `<db>/<table>.lock` (other processes; std's `File::lock`, which is `flock(2)` on Unix and
+/// `LockFileEx` on Windows), both released when dropped. The flock is a no-op for
 /// object-store URIs. Held only around one insert-if-absent, read-modify-write or fix upsert; and, taken
 /// without waiting ([`Self::try_acquire`]), for a whole distillation run of one actor
 /// (`<db>/distill-<sha256(actor)[..16]>.lock`).
@@ -50,12 +51,9 @@ impl TableLock {
         }
         let path = std::path::Path::new(db).join(format!("{table}.lock"));
         let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-            use std::os::fd::AsRawFd;
             let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
-            // SAFETY: flock on a descriptor we own; blocks this pool thread until the lock is ours.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            // blocks this pool thread until the lock is ours
+            file.lock()?;
             Ok(file)
         })
         .await
@@ -77,16 +75,13 @@ impl TableLock {
             .write(true)
             .open(&path)
             .map_err(|e| StoreError::Backend(format!("cannot open the lock {}: {e}", path.display())))?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                return Ok(None);
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Self { file: Some(file), local })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(StoreError::Backend(format!("cannot lock {}: {e}", path.display())))
             }
-            return Err(StoreError::Backend(format!("cannot lock {}: {e}", path.display())));
         }
-        Ok(Some(Self { file: Some(file), local }))
     }
 }
 

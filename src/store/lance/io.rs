@@ -203,8 +203,6 @@ impl ObjectStoreProvider for UringFileStoreProvider {
 
 #[cfg(test)]
 mod tests {
-    use lance_io::object_store::{ObjectStoreParams, ObjectStoreProvider};
-
     #[cfg(target_os = "linux")]
     #[test]
     fn the_open_files_limit_is_raised_for_io_uring_reads_within_the_hard_limit() {
@@ -226,8 +224,11 @@ mod tests {
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &before) }, 0);
     }
 
+    // Lance registers `file+uring` on Linux only
+    #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_file_url_gets_lance_s_io_uring_store_for_the_same_path() {
+        use lance_io::object_store::{ObjectStoreParams, ObjectStoreProvider};
         let url = url::Url::from_directory_path("/tmp/my stores/#1 100%").unwrap();
         let store = super::UringFileStoreProvider.new_store(url.clone(), &ObjectStoreParams::default()).await.unwrap();
         assert_eq!(store.scheme(), "file+uring", "Lance reads it through io_uring");
