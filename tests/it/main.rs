@@ -32,3 +32,4 @@ mod support;
 mod tiered;
 mod ui;
 mod upkeep;
+mod zeroconf;
