@@ -107,22 +107,57 @@ pub fn serve(settings: &ServeSettings) -> (Hosts, StoreOpening) {
     .shared();
     let (fixes, blocks, near) =
         (settings.fixes.clone(), settings.store.core_blocks.clone(), settings.near_duplicate_cosine);
+    // the label the workspace's git remote gave, and the folder label an existing store may still use
+    let remote_label = settings.fixes.scope.project.clone();
+    let folder_label = settings.choice.folder_label.clone();
     let store = opening.clone();
     let hosts = Hosts::new(
         settings.fixes.scope.clone(),
         settings.store.core_blocks.clone(),
         settings.tool_timeout,
-        Box::new(move |scope| {
-            let fixes = FixMemoryConfig { scope, ..fixes.clone() };
+        Box::new(move |mut scope| {
             let (store, embedder, blocks) = (store.clone(), embedder.clone(), blocks.clone());
+            let (fixes, remote_label, folder_label) = (fixes.clone(), remote_label.clone(), folder_label.clone());
             async move {
                 let store = store.await.map_err(|e| anyhow::anyhow!("{e:#}"))?;
+                if scope.project == remote_label {
+                    scope.project =
+                        existing_label(&store, &scope.actor_id, &remote_label, folder_label.as_deref()).await;
+                }
+                let fixes = FixMemoryConfig { scope, ..fixes };
                 Ok(memories(store, embedder, fixes, blocks, near))
             }
             .boxed()
         }),
     );
     (hosts, opening)
+}
+
+/// The project label `actor`'s memories of a workspace use in `store`: `folder` (the workspace folder's
+/// name, which earlier versions used) when the store holds `actor`'s memories under it and none under
+/// `label` (the label from the git remote), so that an existing store keeps its name; else `label`.
+/// Said at info on stderr when the folder label is kept. A store that cannot be read gives `label`.
+pub async fn existing_label(store: &LanceStore, actor: &str, label: &str, folder: Option<&str>) -> String {
+    let Some(folder) = folder.filter(|f| *f != label) else { return label.to_string() };
+    let held = async {
+        Ok::<_, crate::store::StoreError>(
+            !store.holds_project(actor, label).await? && store.holds_project(actor, folder).await?,
+        )
+    };
+    match held.await {
+        Ok(true) => {
+            tracing::info!(
+                "project label `{folder}` kept for actor `{actor}`: this store holds its memories under the \
+                 workspace folder's name and none under `{label}`, the git remote's label (pass --project to choose)"
+            );
+            folder.to_string()
+        }
+        Ok(false) => label.to_string(),
+        Err(e) => {
+            tracing::warn!("cannot tell whether this store uses the project label `{folder}` ({e}): using `{label}`");
+            label.to_string()
+        }
+    }
 }
 
 /// The store a server opens at launch ([`serve`]); clones share one opening. Resolves to

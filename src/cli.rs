@@ -300,7 +300,7 @@ pub struct HookArgs {
     pub timeout_ms: Option<u64>,
     /// The project's test command, e.g. `python -m pytest -q`: a Bash call that runs it counts as a test
     /// run, besides the known runners (pytest, cargo test, go test, npm/pnpm/yarn test, jest, vitest,
-    /// mvn/gradle test).
+    /// mvn/gradle test). Default: the workspace's, as `serve` finds it (`.astra-mcp.toml`, else detected).
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
     pub test_command: Option<String>,
     /// Cosine floor of the fixes a failing test run brings up.
@@ -485,8 +485,9 @@ pub struct StoreArgs {
     /// The actor that owns long-term memory. Trusted configuration: tools cannot choose it.
     #[arg(long, env = ev::ASTRA_ACTOR, default_value = "local", value_name = "ID")]
     pub actor: String,
-    /// Project label for new memories. Default: for `serve`, the workspace folder's name (`default`
-    /// without one); for a hook, the session's folder; for other commands, the current folder's name.
+    /// Project label for new memories. Default: for `serve` and a hook, the workspace's (`project` in
+    /// its `.astra-mcp.toml`, else its git remote as `owner/repo`, else its folder's name; `default` for
+    /// a server without a workspace); for other commands, the current folder's name.
     #[arg(long, env = ev::ASTRA_PROJECT, value_name = "NAME")]
     pub project: Option<String>,
     /// Directory with `model.onnx` and the tokenizer files. Default: the ones installed with the binary
@@ -529,10 +530,13 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     /// Workspace root: where `run_tests` runs and what `store_fix_memory` paths are relative to.
-    /// Without it, `run_tests` and `store_fix_memory` refuse; every other tool works.
+    /// Default: the git work tree the server is started in, else its working directory when that has
+    /// a test setup or `.astra-mcp.toml`. Without one, `run_tests` and `store_fix_memory` refuse.
     #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Shell command that runs the workspace's tests, e.g. `python -m pytest -q`.
+    /// Shell command that runs the workspace's tests, e.g. `python -m pytest -q`. Default:
+    /// `test_command` in the workspace's `.astra-mcp.toml`, else detected (pytest, cargo test, go test,
+    /// npm test, make test).
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
     pub test_command: Option<String>,
     /// Seconds before a test run is killed.

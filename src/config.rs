@@ -12,6 +12,7 @@ use crate::domain::Scope;
 use crate::embed::{LazyEmbedder, ModelPaths, Workload};
 use crate::memory::FixMemoryConfig;
 use crate::memory::core::{BlockSpec, parse_block_specs};
+use crate::memory::project::{self, ProjectFile, TestCommand};
 use crate::memory::workspace::Workspace;
 use crate::store::lance::OpenOptions;
 use crate::transport::http::{HttpOptions, TokenIdentity};
@@ -205,18 +206,62 @@ pub struct ServeSettings {
     pub shutdown_grace: Duration,
     /// How long a tool call other than `run_tests` may take (`--tool-timeout`); `None`: no limit.
     pub tool_timeout: Option<Duration>,
+    /// How the workspace, project label and test command were chosen.
+    pub choice: ProjectChoice,
+}
+
+/// How a server's workspace, project label and test command were chosen (docs/settings.md,
+/// "Workspace, project and test command"), for its log and for keeping an existing store's label.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProjectChoice {
+    /// Where the workspace came from (`--workspace`, the git work tree around the working directory,
+    /// …); `None` without a workspace.
+    pub workspace: Option<String>,
+    /// Where the project label came from.
+    pub project: String,
+    /// The workspace folder's name, when the label came from the git remote and differs from it: a
+    /// store that holds an actor's memories under this label and none under the remote's keeps it
+    /// (`app::existing_label`).
+    pub folder_label: Option<String>,
 }
 
 impl ServeSettings {
+    /// Resolves `args` for a server started in the current working directory.
+    ///
+    /// # Errors
+    /// Invalid settings, an unusable `.astra-mcp.toml`, or a `--test-command` with no workspace to run in.
     pub fn resolve(args: &ServeArgs, open: OpenOptions) -> anyhow::Result<Self> {
+        Self::resolve_in(args, open, std::env::current_dir().ok().as_deref())
+    }
+
+    /// [`Self::resolve`] for a server whose working directory is `cwd`. Without `--workspace`, the
+    /// workspace is the one `cwd` is in ([`project::discover`]); the project label is `--project`, else
+    /// the workspace's ([`project::project_name`]), else `default`; the test command is
+    /// `--test-command`, else the workspace's ([`project::test_command`]).
+    ///
+    /// # Errors
+    /// As [`Self::resolve`].
+    pub fn resolve_in(args: &ServeArgs, open: OpenOptions, cwd: Option<&std::path::Path>) -> anyhow::Result<Self> {
         let store = StoreSettings::resolve(&args.store, open)?;
-        let workspace = args
-            .workspace
-            .as_deref()
-            .map(Workspace::open)
-            .transpose()
-            .context("--workspace (ASTRA_WORKSPACE) must name an existing directory")?;
-        let project = store.project_or(workspace.as_ref().map(Workspace::folder_name));
+        let (workspace, workspace_source) = match &args.workspace {
+            Some(dir) => (
+                Some(Workspace::open(dir).context("--workspace (ASTRA_WORKSPACE) must name an existing directory")?),
+                Some("--workspace (ASTRA_WORKSPACE)".to_string()),
+            ),
+            None => match cwd.and_then(project::discover) {
+                Some(found) => {
+                    (Some(Workspace::open(&found.root).context("opening the workspace")?), Some(found.how.to_string()))
+                }
+                None => (None, None),
+            },
+        };
+        let file = workspace.as_ref().map(|w| ProjectFile::load(w.root())).transpose()?.flatten();
+        let name = workspace.as_ref().map(|w| project::project_name(w.root(), file.as_ref()));
+        let (project, project_source, folder_label) = match (&store.project, name) {
+            (Some(project), _) => (project.clone(), "--project (ASTRA_PROJECT)".to_string(), None),
+            (None, Some(name)) => (name.label, name.source, name.folder_label),
+            (None, None) => (DEFAULT_PROJECT.to_string(), "no workspace, so the default label".to_string(), None),
+        };
         anyhow::ensure!(
             (0.0..=1.0).contains(&args.near_duplicate_cosine),
             "--near-duplicate-cosine (ASTRA_NEAR_DUPLICATE_COSINE) is a cosine similarity between 0 and 1, got {}",
@@ -227,7 +272,30 @@ impl ServeSettings {
             "--min-score (ASTRA_MIN_SCORE) is a cosine similarity between -1 and 1, got {}",
             args.min_score
         );
-        let test_command = args.test_command.as_ref().map(|c| c.trim().to_string()).filter(|c| !c.is_empty());
+        let test_command = match args.test_command.as_ref().map(|c| c.trim()).filter(|c| !c.is_empty()) {
+            Some(command) => {
+                anyhow::ensure!(
+                    workspace.is_some(),
+                    "--test-command (ASTRA_TEST_COMMAND) is set but there is no workspace to run it in: the working \
+directory {} is in no git work tree and has no {} or test setup. Pass --workspace DIR (ASTRA_WORKSPACE), or start \
+the server in the project directory",
+                    cwd.map_or_else(|| "(unknown)".to_string(), |d| d.display().to_string()),
+                    project::PROJECT_FILE
+                );
+                Some(TestCommand::given(command))
+            }
+            None => workspace.as_ref().and_then(|w| project::test_command(w.root(), file.as_ref())),
+        };
+        let shown_command = test_command.as_ref().map(|c| crate::memory::redact::redact(&c.command).into_owned());
+        tracing::info!(
+            workspace = ?workspace.as_ref().map(|w| w.root().to_path_buf()),
+            workspace_source = workspace_source.as_deref().unwrap_or("none found"),
+            project = %project,
+            project_source = %project_source,
+            test_command = shown_command.as_deref().unwrap_or("none"),
+            test_command_source = test_command.as_ref().map_or("none found", |c| c.source.as_str()),
+            "workspace, project and test command"
+        );
         let shutdown_grace = Duration::from_secs(args.shutdown_grace);
         let tool_timeout = (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout));
         let http = match args.http {
@@ -296,6 +364,7 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
             },
             near_duplicate_cosine: args.near_duplicate_cosine,
             store,
+            choice: ProjectChoice { workspace: workspace_source, project: project_source, folder_label },
         })
     }
 }

@@ -19,13 +19,19 @@ pub async fn run(args: ServeArgs, open: OpenOptions) -> anyhow::Result<()> {
     let (hosts, opening) = app::serve(&settings);
     let hosts = Arc::new(hosts);
     let ready = {
-        let (opening, settings) = (opening.clone(), settings.clone());
+        let (opening, settings, hosts) = (opening.clone(), settings.clone(), hosts.clone());
         async move {
             if opening.await.is_ok() {
+                // The default identity's host is made now, so its project label (an existing store may
+                // keep the folder's: app::existing_label) is settled once, at start.
+                let project = match hosts.host(hosts.default_scope()).await {
+                    Ok(host) => host.memories().scope.project.clone(),
+                    Err(_) => settings.fixes.scope.project.clone(),
+                };
                 tracing::info!(
                     db = %settings.store.db,
                     actor = %settings.fixes.scope.actor_id,
-                    project = %settings.fixes.scope.project,
+                    project = %project,
                     workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
                     "astra-mcp ready"
                 );

@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::{DriveConfig, DriveError, DriveReport};
 use crate::domain::Scope;
 use crate::embed::LazyEmbedder;
+use crate::memory::project::TestCommand;
 use crate::memory::workspace::Workspace;
 use crate::memory::{BlockSpec, FixMemoryConfig};
 use crate::store::ForgetStore;
@@ -151,7 +152,7 @@ async fn one_session(
     let fixes = FixMemoryConfig {
         scope: Scope { actor_id: settings.actor_id.clone(), project: session.scenario.clone() },
         workspace: Some(Workspace::open(&copy)?),
-        test_command: Some(settings.test_command.clone()),
+        test_command: Some(TestCommand::given(settings.test_command.clone())),
         test_timeout: settings.test_timeout,
         trust_client_outcomes: false,
         min_score: crate::memory::DEFAULT_MIN_SCORE,

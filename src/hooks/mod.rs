@@ -46,7 +46,8 @@ pub struct HookInput {
     /// The session's JSONL transcript.
     #[serde(default)]
     pub transcript_path: Option<PathBuf>,
-    /// Working directory of the session: the project (its last component is the default label).
+    /// Working directory of the session: the project's workspace and label are found from it as a
+    /// server started there finds them (docs/settings.md, "Workspace, project and test command").
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// PostToolUse / PostToolUseFailure: `Bash`, `Edit`, …

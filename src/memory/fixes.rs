@@ -10,6 +10,7 @@ use chrono::Utc;
 
 use super::MemoryError;
 use super::gate::{Confirmed, GateState};
+use super::project::{PROJECT_FILE, TestCommand};
 use super::redact::{for_storage, redact};
 use super::retrieval::{Fusion, Ranked, Search};
 use super::testrun::{self, TestRun};
@@ -28,8 +29,8 @@ pub struct FixMemoryConfig {
     pub scope: Scope,
     /// Workspace root; `None` disables `run_tests` and `store_fix_memory`.
     pub workspace: Option<Workspace>,
-    /// Shell command `run_tests` runs in the workspace root.
-    pub test_command: Option<String>,
+    /// Shell command `run_tests` runs in the workspace root, and why it is that one.
+    pub test_command: Option<TestCommand>,
     /// Test run timeout.
     pub test_timeout: Duration,
     /// Accept client-reported outcomes (rows stored `verified: false`).
@@ -179,11 +180,18 @@ impl FixMemory {
         Some(workspace.file_hashes(&paths) != receipt.file_hashes)
     }
 
+    /// The test command `run_tests` runs and why, when there is one.
+    pub fn test_command(&self) -> Option<&TestCommand> {
+        self.config.test_command.as_ref()
+    }
+
     fn workspace(&self, tool: &str) -> Result<&Workspace, MemoryError> {
         self.config.workspace.as_ref().ok_or_else(|| {
             MemoryError::refused(format!(
-                "{tool} needs a workspace: this server was started without --workspace (ASTRA_WORKSPACE). \
-                 Searching works; to run tests and store fixes, restart it with --workspace DIR --test-command CMD."
+                "{tool} needs a workspace, and this server has none: it was started outside a project (its \
+                 working directory is in no git work tree and has no {PROJECT_FILE} or test setup) and without \
+                 --workspace (ASTRA_WORKSPACE). Searching works; to run tests and store fixes, the user starts the \
+                 server in the project directory or passes --workspace DIR."
             ))
         })
     }
@@ -193,11 +201,14 @@ impl FixMemory {
     /// symptoms and clears any confirmed outcome.
     pub async fn run_tests(&self, session: &GateState) -> Result<RunTestsReport, MemoryError> {
         let workspace = self.workspace("run_tests")?;
-        let command = self.config.test_command.as_deref().ok_or_else(|| {
-            MemoryError::refused(
-                "run_tests has no test command: restart the server with --test-command CMD (ASTRA_TEST_COMMAND), \
-                 e.g. --test-command 'python -m pytest -q'.",
-            )
+        let command = self.config.test_command.as_ref().map(|c| c.command.as_str()).ok_or_else(|| {
+            MemoryError::refused(format!(
+                "run_tests has no test command: none was given and none was detected at the workspace root {} \
+                 (pytest, cargo test, go test, npm test, make test). The user sets one with `test_command = \"...\"` \
+                 in {PROJECT_FILE} at the workspace root, or with --test-command CMD (ASTRA_TEST_COMMAND), e.g. \
+                 --test-command 'python -m pytest -q'.",
+                workspace.root().display()
+            ))
         })?;
         // held until the run's report is ready (dropped with the call when it is cancelled)
         let _slot = testrun::run_slot(workspace.root()).map_err(MemoryError::refused)?;

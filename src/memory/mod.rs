@@ -10,6 +10,7 @@ pub mod fixes;
 pub mod fusion;
 pub mod gate;
 pub mod injection;
+pub mod project;
 pub mod redact;
 pub mod retrieval;
 pub mod testrun;

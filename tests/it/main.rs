@@ -34,3 +34,4 @@ mod support;
 mod tiered;
 mod ui;
 mod upkeep;
+mod zeroconf;

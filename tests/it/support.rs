@@ -10,6 +10,7 @@ use astra_mcp::embed::{Embedder, LazyEmbedder, ModelPaths, OnnxEmbedder, Workloa
 use astra_mcp::memory::FixMemoryConfig;
 use astra_mcp::memory::GateState;
 use astra_mcp::memory::core::parse_block_specs;
+use astra_mcp::memory::project::TestCommand;
 use astra_mcp::memory::workspace::Workspace;
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::tools::{JsonObject, ToolHost, ToolOutput};
@@ -99,7 +100,7 @@ pub fn config(actor: &str, project: &str, workspace: Option<&Path>, test_command
     FixMemoryConfig {
         scope: Scope { actor_id: actor.into(), project: project.into() },
         workspace: workspace.map(|w| Workspace::open(w).unwrap()),
-        test_command: test_command.map(str::to_string),
+        test_command: test_command.map(TestCommand::given),
         test_timeout: Duration::from_secs(120),
         trust_client_outcomes: false,
         min_score: 0.10,

@@ -107,6 +107,22 @@ impl LanceStore {
         Ok(out)
     }
 
+    /// Whether any table holds a row of `actor` under the project label `project` (a read of at most one
+    /// row per table: it stops at the first match).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] for a failed read.
+    pub async fn holds_project(&self, actor: &str, project: &str) -> Result<bool, StoreError> {
+        let filter = format!("actor_id = {} AND project = {}", sql_literal(actor), sql_literal(project));
+        for name in TABLES {
+            let query = self.table(name).query().only_if(filter.as_str()).select(Select::columns(&["id"])).limit(1);
+            if collect(&query).await.map_err(backend)?.iter().any(|batch| batch.num_rows() > 0) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The full row with `id` (any table), as JSON without its vector, with the table's name.
     pub async fn show_row(&self, id: &str, actor: Option<&str>) -> Result<Option<(&'static str, Value)>, StoreError> {
         let mut filter = format!("id = {}", sql_literal(id));
