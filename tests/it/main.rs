@@ -27,6 +27,7 @@ mod mcp;
 mod multiprocess;
 mod retrieval;
 mod schemas;
+mod setup;
 mod store;
 mod support;
 mod tiered;

@@ -431,3 +431,21 @@ impl Drop for S3Server {
         let _ = self.child.wait();
     }
 }
+
+/// Installs the binary under test into `home` the way `uv tool install astra-mcp` puts the wheel there,
+/// and returns the directory that holds the `astra-mcp` command (`<home>/.local/bin`), for `PATH`.
+///
+/// Stand-in until the wheel install lands: it links the test binary to `<home>/.local/bin/astra-mcp` and
+/// the model and ONNX Runtime of [`cache_dir`] to `<home>/.cache/astra-mcp/`, where the binary looks by
+/// default, so that a command run with `HOME=<home>` finds everything as an installed one would.
+pub fn install_wheel(home: &Path) -> PathBuf {
+    let bin = home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_astra-mcp"), bin.join("astra-mcp")).unwrap();
+    let cache = home.join(".cache/astra-mcp");
+    std::fs::create_dir_all(&cache).unwrap();
+    for dir in ["models", "onnxruntime"] {
+        std::os::unix::fs::symlink(cache_dir().join(dir), cache.join(dir)).unwrap();
+    }
+    bin
+}
