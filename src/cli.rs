@@ -163,6 +163,9 @@ pub enum Command {
     },
     /// Write every tool's schema to `schemas/<tool>.json`, or check the checked-in files match.
     Schemas(SchemasArgs),
+    /// Wire the server and the hooks into an agent client for every project, through the client's own
+    /// plugin commands: `setup claude-code` or `setup codex` (docs/clients.md, "Wire it into your agent").
+    Setup(SetupArgs),
     /// Import agent transcripts into conversation memory (searchable with `conversation_search`).
     Sessions {
         #[command(subcommand)]
@@ -655,6 +658,26 @@ pub enum SmokeCommand {
         #[arg(long, value_name = "ID")]
         memory_id: uuid::Uuid,
     },
+}
+
+/// `astra-mcp setup CLIENT`.
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// The agent client to wire.
+    #[arg(value_enum)]
+    pub client: SetupClient,
+    /// Print the files it would write and the client commands it would run; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// An agent client `setup` knows how to wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SetupClient {
+    /// Claude Code (`claude plugin marketplace add`, `claude plugin install`).
+    ClaudeCode,
+    /// Codex CLI (`codex plugin marketplace add`, `codex plugin add`).
+    Codex,
 }
 
 #[derive(Debug, Clone, Args)]

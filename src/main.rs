@@ -143,5 +143,6 @@ async fn run(command: Command, open: OpenOptions) -> anyhow::Result<ExitCode> {
         Command::Eval { command } => commands::eval::run(command, open).await.map(done),
         Command::Bench { command } => commands::bench::run(command, open).await.map(done),
         Command::Schemas(args) => commands::schemas::run(&args),
+        Command::Setup(args) => commands::setup::run(&args),
     }
 }

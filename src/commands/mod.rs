@@ -15,5 +15,6 @@ pub mod schemas;
 pub mod serve;
 pub mod session_demo;
 pub mod sessions;
+pub mod setup;
 pub mod smoke;
 pub mod ui;

@@ -15,8 +15,8 @@ use crate::support::{apply_reference_fix, args, config, host, pytest_command, sc
 const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
 
 /// The alpha fix's description, as stored through `store_fix_memory`.
-const ALPHA_FIX: &str = "Comma-separated ALLOWED_ORIGINS kept the space after each comma; strip() every entry \
-and drop blanks in webapp/settings.py";
+pub(crate) const ALPHA_FIX: &str = "Comma-separated ALLOWED_ORIGINS kept the space after each comma; strip() every \
+entry and drop blanks in webapp/settings.py";
 
 /// The hook command of actor `ann` on store `db`.
 fn hook(db: &Path) -> Command {
@@ -115,11 +115,16 @@ fn session_start_payload(cwd: &Path) -> Value {
 /// search, failing `run_tests`, the edit, passing `run_tests`, `store_fix_memory`. Returns the guard, the
 /// workspace, and the failing pytest output captured before the edit.
 async fn alpha_with_stored_fix(db: &Path) -> (tempfile::TempDir, PathBuf, String) {
+    alpha_with_stored_fix_of(db, "ann").await
+}
+
+/// [`alpha_with_stored_fix`] as `actor`.
+async fn alpha_with_stored_fix_of(db: &Path, actor: &str) -> (tempfile::TempDir, PathBuf, String) {
     let (guard, alpha) = scenario("scenario_alpha");
     let (code, failing_output) = pytest(&alpha);
     assert_eq!(code, 1, "{failing_output}");
     let cmd = pytest_command();
-    let host = host(db, config("ann", "scenario_alpha", Some(&alpha), Some(&cmd))).await;
+    let host = host(db, config(actor, "scenario_alpha", Some(&alpha), Some(&cmd))).await;
     let s = GateState::new("alpha-session");
     let call = |name: &'static str, a: Value| {
         let (host, s) = (&host, &s);
@@ -376,8 +381,14 @@ fn documented_block(name: &str) -> String {
 /// A store holding alpha's verified fix (as [`alpha_with_stored_fix`]) and a `human` core block of
 /// `ann`; returns the guard of alpha's copy.
 async fn store_with_fix_and_core_memory(db: &Path) -> tempfile::TempDir {
-    let (stored, _alpha, _) = alpha_with_stored_fix(db).await;
-    let host = host(db, config("ann", "scenario_alpha", None, None)).await;
+    store_with_fix_and_core_memory_of(db, "ann").await
+}
+
+/// [`store_with_fix_and_core_memory`] as `actor`: the fix is filed under project `scenario_alpha`, the
+/// `human` block says "Ann wants every fix verified by the acceptance tests."
+pub(crate) async fn store_with_fix_and_core_memory_of(db: &Path, actor: &str) -> tempfile::TempDir {
+    let (stored, _alpha, _) = alpha_with_stored_fix_of(db, actor).await;
+    let host = host(db, config(actor, "scenario_alpha", None, None)).await;
     let s = GateState::new("core-session");
     let human = json!({"section": "human", "text": "Ann wants every fix verified by the acceptance tests."});
     assert!(!host.call(&s, "core_memory_append", args(human)).await.unwrap().is_error);
@@ -410,22 +421,22 @@ fn assert_memory_delivered(name: &str, out: &Output, model: &ScriptedModel) -> S
 }
 
 /// Claude Code's native binary as `scripts/setup` installs it (tests/clients, npm ci).
-fn claude_binary() -> PathBuf {
+pub(crate) fn claude_binary() -> PathBuf {
     let bin = crate::support::repo().join("tests/clients/node_modules/@anthropic-ai/claude-code/bin/claude.exe");
     assert!(bin.exists(), "{} is missing: run scripts/setup (it installs the pinned Claude Code)", bin.display());
     bin
 }
 
 /// The scripted Messages API (tests/clients/scripted_model.py) as a process; stops when dropped.
-struct ScriptedModel {
+pub(crate) struct ScriptedModel {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
     record: PathBuf,
 }
 
 impl ScriptedModel {
     /// `api`: `anthropic` (the Messages API, Claude Code) or `openai` (the Responses API, Codex).
-    fn start(dir: &Path, api: &str, moves: &Value) -> Self {
+    pub(crate) fn start(dir: &Path, api: &str, moves: &Value) -> Self {
         use std::io::BufRead;
         let script = dir.join("script.json");
         std::fs::write(&script, moves.to_string()).unwrap();
@@ -447,12 +458,18 @@ impl ScriptedModel {
     }
 
     /// The requests the client sent for its main turn, in order (the model's recorded bodies).
-    fn main_requests(&self) -> Vec<Value> {
+    pub(crate) fn main_requests(&self) -> Vec<Value> {
+        self.main_records().into_iter().map(|r| r["body"].clone()).collect()
+    }
+
+    /// The records of the main requests, in order: `body`, and for a request answered with a tool call
+    /// the `call_id` it gave that call (scripted_model.py's record format).
+    pub(crate) fn main_records(&self) -> Vec<Value> {
         let records: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&self.record).unwrap()).unwrap();
         for r in &records {
             assert!(r.get("error").is_none_or(Value::is_null), "scripted model: {r}");
         }
-        records.into_iter().filter(|r| r["kind"] == "main").map(|r| r["body"].clone()).collect()
+        records.into_iter().filter(|r| r["kind"] == "main").collect()
     }
 }
 
@@ -627,7 +644,7 @@ async fn a_stop_hook_files_the_transcript_under_the_cwd_folder() {
 }
 
 /// `memory list --table session_items --json` of `actor` on `db`: one JSON object per line.
-fn conversation_items(db: &Path, actor: &str) -> String {
+pub(crate) fn conversation_items(db: &Path, actor: &str) -> String {
     let listed = Command::new(BIN)
         .args(["memory", "list", "--table", "session_items", "--json", "--actor", actor, "--db"])
         .arg(db)

@@ -29,6 +29,7 @@ mod multiprocess;
 mod registry;
 mod retrieval;
 mod schemas;
+mod setup;
 mod store;
 mod support;
 mod tiered;
