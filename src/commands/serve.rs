@@ -18,21 +18,19 @@ pub async fn run(args: ServeArgs, open: OpenOptions) -> anyhow::Result<()> {
     let settings = ServeSettings::resolve(&args, open)?;
     let (hosts, opening) = app::serve(&settings);
     let hosts = Arc::new(hosts);
+    // "ready": the store is open and, over HTTP, the listener is bound (a port in use fails before it)
     let ready = {
-        let (opening, settings) = (opening.clone(), settings.clone());
-        async move {
-            if opening.await.is_ok() {
-                tracing::info!(
-                    db = %settings.store.db,
-                    actor = %settings.fixes.scope.actor_id,
-                    project = %settings.fixes.scope.project,
-                    workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
-                    "astra-mcp ready"
-                );
-            }
+        let settings = settings.clone();
+        move || {
+            tracing::info!(
+                db = %settings.store.db,
+                actor = %settings.fixes.scope.actor_id,
+                project = %settings.fixes.scope.project,
+                workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
+                "astra-mcp ready"
+            );
         }
     };
-    tokio::spawn(ready);
     let shutdown = Shutdown::new();
     let served = match settings.http.clone() {
         Some(options) => {
@@ -42,10 +40,17 @@ pub async fn run(args: ServeArgs, open: OpenOptions) -> anyhow::Result<()> {
             http::serve(hosts.clone(), options, shutdown, |bound| {
                 // Scripts that pass port 0 read the URL here; stdout is not the protocol over HTTP.
                 println!("http://{bound}/mcp");
+                ready();
             })
             .await
         }
         None => {
+            let opened = opening.clone();
+            tokio::spawn(async move {
+                if opened.await.is_ok() {
+                    ready();
+                }
+            });
             // `initialize` is answered while the store opens (issue 7). A store that cannot be
             // opened ends the session (calls in flight get its error as their answer) and then
             // the process, with its error, as it did before the first message.
