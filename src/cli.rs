@@ -878,7 +878,7 @@ mod tests {
         let short = help("serve", false);
         let at = |flag: &str| short.find(flag).unwrap_or_else(|| panic!("{flag} missing from serve -h:\n{short}"));
         for flag in ["--db", "--actor", "--project", "--workspace", "--test-command"] {
-            assert!(at(flag) < at("--http"), "{flag} comes before the transport flags:\n{short}");
+            assert!(at(flag) < at("--http <ADDR>"), "{flag} comes before the transport flags:\n{short}");
         }
         for advanced in ["--lance-io", "--store-cache-mib", "--http-max-connections", "--max-test-runs", "--min-score"]
         {
