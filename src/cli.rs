@@ -59,39 +59,48 @@ pub fn log_filter(filter: &str) -> std::borrow::Cow<'_, str> {
     out.join(",").into()
 }
 
+/// Help heading of the logging and store tuning flags every command takes (shown by `--help`, not `-h`).
+const ADVANCED_STORE: &str = "Logging and store tuning (advanced)";
+/// Help heading of a command's settings a newcomer leaves alone (shown by `--help`, not `-h`).
+const ADVANCED: &str = "Advanced";
+
 /// Verified fix memory for coding agents, served over MCP (stdio or HTTP).
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp", version, about, long_about = None)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `astra_mcp=debug`. Logs go to stderr only.
-    #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = DEFAULT_LOG)]
+    #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = DEFAULT_LOG, help_heading = ADVANCED_STORE,
+          hide_short_help = true)]
     pub log: String,
     /// How the store reads its files: `auto` (io_uring where the kernel allows it, else blocking reads),
     /// `uring`, or `blocking` (Lance's default reader, a thread-pool hop per read).
-    #[arg(long, global = true, env = ev::ASTRA_LANCE_IO, value_enum, default_value_t = LanceIo::Auto)]
+    #[arg(long, global = true, env = ev::ASTRA_LANCE_IO, value_enum, default_value_t = LanceIo::Auto,
+          help_heading = ADVANCED_STORE, hide_short_help = true)]
     pub lance_io: LanceIo,
     /// Rows per searchable table whose `id`, filter columns and vector searches keep in memory (about
     /// 1.6 KiB each): a table of up to this many rows is read in whole after its first search, so a
     /// search reads only the rows it returns. 0 turns the cache off.
-    #[arg(long, global = true, env = ev::ASTRA_ROW_CACHE_ROWS, default_value_t = DEFAULT_ROW_CACHE_ROWS)]
+    #[arg(long, global = true, env = ev::ASTRA_ROW_CACHE_ROWS, default_value_t = DEFAULT_ROW_CACHE_ROWS,
+          help_heading = ADVANCED_STORE, hide_short_help = true)]
     pub row_cache_rows: usize,
     /// MiB of memory the store's caches may hold in all: three quarters for index pages (full-text and
     /// vector), one quarter for table metadata; on a bucket half, a quarter, and a quarter for the files
     /// read from it that Lance never rewrites. Raise it for stores past about 1M rows,
     /// whose indexes no longer fit (searches then read them from disk again).
     #[arg(long, global = true, env = ev::ASTRA_STORE_CACHE_MIB, default_value_t = DEFAULT_CACHE_MIB,
-          value_name = "MIB", value_parser = store_cache_mib)]
+          value_name = "MIB", value_parser = store_cache_mib, help_heading = ADVANCED_STORE, hide_short_help = true)]
     pub store_cache_mib: u64,
     /// Milliseconds a read may lag the commits of other processes: each search checks the tables'
     /// latest versions at most this often. Default: 0 (every read checks) on a local directory, 500
     /// on object storage, where each check is a round trip to the bucket.
-    #[arg(long, global = true, env = ev::ASTRA_READ_CONSISTENCY_MS, value_name = "MS")]
+    #[arg(long, global = true, env = ev::ASTRA_READ_CONSISTENCY_MS, value_name = "MS", help_heading = ADVANCED_STORE,
+          hide_short_help = true)]
     pub read_consistency_ms: Option<u64>,
     /// Open an object store although it does not refuse a second conditional write of one key. Such a
     /// store silently loses commits when two processes write at once: only for a store that one
     /// process alone ever writes to.
     #[arg(long, global = true, env = ev::ASTRA_UNSAFE_SINGLE_WRITER,
-          value_parser = clap::builder::BoolishValueParser::new())]
+          value_parser = clap::builder::BoolishValueParser::new(), help_heading = ADVANCED_STORE, hide_short_help = true)]
     pub unsafe_single_writer: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -495,41 +504,45 @@ pub struct StoreArgs {
     pub project: Option<String>,
     /// Directory with `model.onnx` and the tokenizer files. Default: the ones installed with the binary
     /// (`<prefix>/share/astra-mcp`), else the cache `scripts/setup` fills.
-    #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
+    #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR", help_heading = ADVANCED, hide_short_help = true)]
     pub model_dir: Option<PathBuf>,
     /// ONNX Runtime library (`libonnxruntime.so.1.31.1`). Default: the one installed with the binary
     /// (`<prefix>/share/astra-mcp`), else the cache `scripts/setup` fills.
-    #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
+    #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE", help_heading = ADVANCED, hide_short_help = true)]
     pub ort_dylib: Option<PathBuf>,
     /// Core memory blocks beyond `persona`, `human`, `project`, and character limits: `name=limit,...`,
     /// e.g. `project=4000,style=1000` (default limit 2000).
-    #[arg(long, env = ev::ASTRA_CORE_BLOCKS, value_name = "SPEC")]
+    #[arg(long, env = ev::ASTRA_CORE_BLOCKS, value_name = "SPEC", help_heading = ADVANCED, hide_short_help = true)]
     pub core_blocks: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(
+    after_help = "Limits and tuning flags are left out here: `astra-mcp serve --help` lists every flag.",
+    after_long_help = "docs/settings.md describes every setting and its environment variable."
+)]
 pub struct ServeArgs {
     /// Serve over stdin/stdout (the default).
-    #[arg(long, default_value_t = true)]
+    #[arg(long, default_value_t = true, help_heading = "Transport")]
     pub stdio: bool,
     /// Serve over HTTP on this address instead: streamable HTTP at `/mcp`, legacy HTTP+SSE at `/sse`
     /// (+ `POST /message`). E.g. `127.0.0.1:8765`; port 0 picks a free port. The URL is printed on stdout.
-    #[arg(long, env = ev::ASTRA_HTTP, value_name = "ADDR", conflicts_with = "stdio", value_parser = parse_http_addr)]
+    #[arg(long, env = ev::ASTRA_HTTP, value_name = "ADDR", conflicts_with = "stdio", value_parser = parse_http_addr,
+          help_heading = "Transport")]
     pub http: Option<std::net::SocketAddr>,
     /// Let `--http` listen on a non-loopback address, where other machines can connect (configure
     /// bearer tokens in the config file).
-    #[arg(long, env = ev::ASTRA_ALLOW_REMOTE, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = ev::ASTRA_ALLOW_REMOTE, value_parser = clap::builder::BoolishValueParser::new(),
+          help_heading = "Transport")]
     pub allow_remote: bool,
     /// TOML config file: bearer tokens (each mapped to an actor), allowed hosts and origins. Default:
     /// `$XDG_CONFIG_HOME/astra-mcp/config.toml` when it exists.
-    #[arg(long, env = ev::ASTRA_CONFIG, value_name = "FILE")]
+    #[arg(long, env = ev::ASTRA_CONFIG, value_name = "FILE", help_heading = "Transport")]
     pub config: Option<PathBuf>,
     /// Seconds that tool calls in flight may still run after SIGINT/SIGTERM before they are abandoned.
     #[arg(long, env = ev::ASTRA_SHUTDOWN_GRACE, default_value_t = 30, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+          value_parser = clap::value_parser!(u64).range(0..=3_600), help_heading = ADVANCED, hide_short_help = true)]
     pub shutdown_grace: u64,
-    #[command(flatten)]
-    pub limits: LimitArgs,
     #[command(flatten)]
     pub store: StoreArgs,
     /// Workspace root: where `run_tests` runs and what `store_fix_memory` paths are relative to.
@@ -544,22 +557,28 @@ pub struct ServeArgs {
     pub test_command: Option<String>,
     /// Seconds before a test run is killed.
     #[arg(long, env = ev::ASTRA_TEST_TIMEOUT, default_value_t = 600, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+          value_parser = clap::value_parser!(u64).range(1..=86_400), help_heading = ADVANCED)]
     pub test_timeout: u64,
     /// Seconds a tool call other than `run_tests` may take (a memory store that stopped answering) before
     /// it is answered as a failure to retry; 0: no limit.
     #[arg(long, env = ev::ASTRA_TOOL_TIMEOUT, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+          value_parser = clap::value_parser!(u64).range(0..=86_400), help_heading = ADVANCED, hide_short_help = true)]
     pub tool_timeout: u64,
     /// Accept outcomes reported by clients that run tests themselves; such fixes are stored `verified: false`.
-    #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = ev::ASTRA_TRUST_CLIENT_OUTCOMES, value_parser = clap::builder::BoolishValueParser::new(),
+          help_heading = ADVANCED)]
     pub trust_client_outcomes: bool,
     /// Cosine floor: matches below it are dropped unless they also matched by keyword.
-    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE",
+          help_heading = ADVANCED, hide_short_help = true)]
     pub min_score: f32,
     /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one.
-    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE",
+          help_heading = ADVANCED, hide_short_help = true)]
     pub near_duplicate_cosine: f32,
+    // last: the help heading it sets would carry over to the flags after it
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// `astra-mcp ui`: the memory browser on a loopback port, for the store of `--db` and the actor of `--actor`.
@@ -579,53 +598,53 @@ pub struct UiArgs {
     pub workspace: Option<PathBuf>,
     /// Seconds a page may take (a memory store that stopped answering) before it answers 503; 0: no limit.
     #[arg(long, env = ev::ASTRA_TOOL_TIMEOUT, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+          value_parser = clap::value_parser!(u64).range(0..=86_400), help_heading = ADVANCED, hide_short_help = true)]
     pub tool_timeout: u64,
-    #[command(flatten)]
-    pub limits: LimitArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
 
-/// The limits of `serve` (docs/limits.md): HTTP connections, timeouts and sessions, and test runs.
+/// The limits of `serve` (docs/limits.md): HTTP connections, timeouts and sessions, and test runs. Listed
+/// under their own heading by `serve --help`, left out of `-h`.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Limits (advanced; docs/limits.md)")]
 pub struct LimitArgs {
     /// With `--http`: open connections at most; past it the connection idle the longest is closed, and
     /// when all are busy new ones wait (docs/limits.md).
     #[arg(long, env = ev::ASTRA_HTTP_MAX_CONNECTIONS, default_value_t = limits::DEFAULT_MAX_CONNECTIONS,
-          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000), hide_short_help = true)]
     pub http_max_connections: u64,
     /// With `--http`: seconds a new connection may take to send its first request's headers.
     #[arg(long, env = ev::ASTRA_HTTP_HEADER_TIMEOUT, default_value_t = limits::DEFAULT_HEADER_TIMEOUT_SECS,
-          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3_600))]
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3_600), hide_short_help = true)]
     pub http_header_timeout: u64,
     /// With `--http`: seconds a request may take to send its body.
     #[arg(long, env = ev::ASTRA_HTTP_BODY_TIMEOUT, default_value_t = limits::DEFAULT_BODY_TIMEOUT_SECS,
-          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3_600))]
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3_600), hide_short_help = true)]
     pub http_body_timeout: u64,
     /// With `--http`: seconds a connection may stay open with no request in progress (keep-alive).
     #[arg(long, env = ev::ASTRA_HTTP_IDLE_TIMEOUT, default_value_t = limits::DEFAULT_IDLE_TIMEOUT_SECS,
-          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400), hide_short_help = true)]
     pub http_idle_timeout: u64,
     /// With `--http`: live MCP sessions at most; past it `initialize` gets 503 with `Retry-After`.
     #[arg(long, env = ev::ASTRA_HTTP_MAX_SESSIONS, default_value_t = limits::DEFAULT_MAX_SESSIONS,
-          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000), hide_short_help = true)]
     pub http_max_sessions: u64,
     /// With `--http`: live MCP sessions at most per actor (bearer token identity).
     #[arg(long, env = ev::ASTRA_HTTP_MAX_SESSIONS_PER_ACTOR, default_value_t = limits::DEFAULT_MAX_SESSIONS_PER_ACTOR,
-          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+          value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000), hide_short_help = true)]
     pub http_max_sessions_per_actor: u64,
     /// With `--http`: seconds after which a session with no request ends.
     #[arg(long, env = ev::ASTRA_HTTP_SESSION_IDLE, default_value_t = limits::DEFAULT_SESSION_IDLE_SECS,
-          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+          value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400), hide_short_help = true)]
     pub http_session_idle: u64,
     /// Test runs at most at once in this server; `run_tests` past it is refused with a tool error.
     #[arg(long, env = ev::ASTRA_MAX_TEST_RUNS, default_value_t = DEFAULT_MAX_TEST_RUNS, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..=1_000))]
+          value_parser = clap::value_parser!(u64).range(1..=1_000), hide_short_help = true)]
     pub max_test_runs: u64,
     /// Test runs at most at once in one workspace.
     #[arg(long, env = ev::ASTRA_MAX_TEST_RUNS_PER_WORKSPACE, default_value_t = DEFAULT_MAX_TEST_RUNS_PER_WORKSPACE, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..=1_000))]
+          value_parser = clap::value_parser!(u64).range(1..=1_000), hide_short_help = true)]
     pub max_test_runs_per_workspace: u64,
 }
 
@@ -871,6 +890,37 @@ fn parse_http_addr(text: &str) -> Result<std::net::SocketAddr, String> {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
+    /// `help` of subcommand `name`: `-h` (short) or `--help` (long).
+    fn help(name: &str, long: bool) -> String {
+        let mut cli = super::Cli::command();
+        cli.build();
+        let cmd = cli.find_subcommand_mut(name).unwrap();
+        if long { cmd.render_long_help() } else { cmd.render_help() }.to_string()
+    }
+
+    /// `serve -h` leads with the flags a newcomer sets and leaves tuning to `--help`; `ui` lists no
+    /// flag it does not have.
+    #[test]
+    fn help_leads_with_what_a_newcomer_sets() {
+        let short = help("serve", false);
+        let at = |flag: &str| short.find(flag).unwrap_or_else(|| panic!("{flag} missing from serve -h:\n{short}"));
+        for flag in ["--db", "--actor", "--project", "--workspace", "--test-command"] {
+            assert!(at(flag) < at("--http <ADDR>"), "{flag} comes before the transport flags:\n{short}");
+        }
+        for advanced in ["--lance-io", "--store-cache-mib", "--http-max-connections", "--max-test-runs", "--min-score"]
+        {
+            assert!(!short.contains(advanced), "{advanced} is for --help only:\n{short}");
+            assert!(help("serve", true).contains(advanced), "--help lists {advanced}");
+        }
+        assert!(short.lines().count() < 80, "serve -h is {} lines:\n{short}", short.lines().count());
+        let ui = help("ui", true);
+        for absent in ["--max-test-runs", "--http-max-connections", "--test-command", "With `--http`"] {
+            assert!(!ui.contains(absent), "ui --help lists {absent}, which ui does not have:\n{ui}");
+        }
+    }
+
     #[test]
     fn a_bare_debug_level_is_astra_mcps_alone_unless_a_crate_is_named() {
         assert_eq!(super::log_filter("debug"), "info,astra_mcp=debug");

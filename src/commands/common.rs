@@ -20,6 +20,19 @@ pub(super) async fn open_existing(settings: &StoreSettings) -> anyhow::Result<La
     app::open_store(&settings).await
 }
 
+/// `; <which other actors the store holds>` for a command that found nothing of `actor` in `db`
+/// ([`astra_mcp::store::other_actors_note`]); empty when `actor` is the only one with memories, or
+/// when the count cannot be read (the command's own answer stands).
+pub(super) async fn actors_note(db: &LanceStore, actor: &str) -> String {
+    match db.actor_counts().await {
+        Ok(counts) => astra_mcp::store::other_actors_note(actor, &counts).map(|n| format!("; {n}")).unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!("counting the store's actors: {e}");
+            String::new()
+        }
+    }
+}
+
 /// A progress bar on stderr when it is a terminal; hidden otherwise (logs and CI stay clean).
 pub(super) fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
     if !std::io::stderr().is_terminal() {

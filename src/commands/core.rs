@@ -9,7 +9,7 @@ use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
 use astra_mcp::memory::CoreMemory;
 
-use super::common::{cli_project, open_existing};
+use super::common::{actors_note, cli_project, open_existing};
 
 pub async fn run(command: CoreCommand, open: OpenOptions) -> anyhow::Result<()> {
     match command {
@@ -24,10 +24,11 @@ pub async fn run(command: CoreCommand, open: OpenOptions) -> anyhow::Result<()> 
         }
         CoreCommand::History { store, section } => {
             let settings = StoreSettings::resolve(&store, open)?;
-            let core = core_memory(&settings, open_existing(&settings).await?);
+            let db = open_existing(&settings).await?;
+            let core = core_memory(&settings, db.clone());
             let history = core.history(&section).await?;
             if history.is_empty() {
-                println!("block `{section}` has never been written");
+                println!("{}{}", never_written(&section, &settings), actors_note(&db, &settings.actor_id).await);
             }
             for v in history {
                 println!(
@@ -50,6 +51,23 @@ pub async fn run(command: CoreCommand, open: OpenOptions) -> anyhow::Result<()> 
         }
     }
     Ok(())
+}
+
+/// What `core history` says of a block without versions: whose block it looked for, and in which
+/// project for a project block (the current folder's name unless `--project` says otherwise), so a
+/// block written from another folder does not read as lost.
+fn never_written(section: &str, settings: &StoreSettings) -> String {
+    let actor = &settings.actor_id;
+    if astra_mcp::memory::core::ACTOR_BLOCKS.contains(&section) {
+        format!("block `{section}` of actor `{actor}` has never been written")
+    } else {
+        let project = cli_project(settings);
+        let from = match settings.project {
+            Some(_) => "--project",
+            None => "the current folder's name; pass --project NAME for another",
+        };
+        format!("block `{section}` of actor `{actor}` in project `{project}` ({from}) has never been written")
+    }
 }
 
 fn core_memory(settings: &StoreSettings, store: LanceStore) -> CoreMemory {

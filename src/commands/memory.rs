@@ -16,7 +16,7 @@ use astra_mcp::domain::Scope;
 use astra_mcp::embed::Workload;
 use astra_mcp::memory::Fusion;
 
-use super::common::{cli_project, open_existing, progress_bar};
+use super::common::{actors_note, cli_project, open_existing, progress_bar};
 
 pub async fn run(command: MemoryCommand, open: OpenOptions) -> anyhow::Result<()> {
     match command {
@@ -49,12 +49,24 @@ async fn list(
     for row in &rows {
         if json {
             println!("{}", serde_json::to_string(row)?);
+        } else if all_actors {
+            let actor = astra_mcp::app::lance::preview(&row.actor_id, 40);
+            println!(
+                "{:<13} {}  {}  {actor:<12} {:<12} {}",
+                row.table, row.id, row.created_at, row.project, row.preview
+            );
         } else {
             println!("{:<13} {}  {}  {:<12} {}", row.table, row.id, row.created_at, row.project, row.preview);
         }
     }
     if rows.is_empty() {
-        eprintln!("astra-mcp: no memories of actor `{}` in {}", settings.actor_id, settings.db);
+        let what = table.as_deref().map(|t| format!(" in table `{t}`")).unwrap_or_default();
+        if all_actors {
+            eprintln!("astra-mcp: no memories of any actor{what} in {}", settings.db);
+        } else {
+            let note = actors_note(&db, &settings.actor_id).await;
+            eprintln!("astra-mcp: no memories of actor `{}`{what} in {}{note}", settings.actor_id, settings.db);
+        }
     }
     Ok(())
 }
@@ -63,10 +75,15 @@ async fn list(
 async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool) -> anyhow::Result<()> {
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
-    let (table, row) = db
-        .show_row(&id, actor_or_all(&settings, all_actors).as_deref())
-        .await?
-        .with_context(|| format!("no memory with id {id} (of actor `{}`)", settings.actor_id))?;
+    let Some((table, mut row)) = db.show_row(&id, actor_or_all(&settings, all_actors).as_deref()).await? else {
+        anyhow::bail!("no memory with id {id} of actor `{}`{}", settings.actor_id, owner_note(&db, &id).await?);
+    };
+    // a fix's receipt is stored as JSON text: show it as the object it is, not as an escaped string
+    if let Some(receipt) = row.get_mut("receipt")
+        && let Some(parsed) = receipt.as_str().and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+    {
+        *receipt = parsed;
+    }
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "table": table, "row": row }))?);
     Ok(())
 }
@@ -85,12 +102,10 @@ async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Re
             Err(e) => return Err(e.into()),
         }
     }
-    if !missing.is_empty() {
-        refused.push(format!(
-            "no memory of actor `{}` with id {}: see `astra-mcp memory list`",
-            settings.actor_id,
-            missing.join(", ")
-        ));
+    for id in &missing {
+        let note = owner_note(&db, id).await?;
+        let see = if note.is_empty() { ": see `astra-mcp memory list`" } else { "" };
+        refused.push(format!("no memory of actor `{}` with id {id}{note}{see}", settings.actor_id));
     }
     anyhow::ensure!(refused.is_empty(), "{}", refused.join("; "));
     Ok(())
@@ -116,7 +131,11 @@ async fn export(open: OpenOptions, store: StoreArgs, out: Option<PathBuf>, all_a
             counts
         }
     };
-    eprintln!("astra-mcp: exported {}", summary(&counts));
+    let note = match actor.as_deref() {
+        Some(actor) if counts.is_empty() => actors_note(&db, actor).await,
+        _ => String::new(),
+    };
+    eprintln!("astra-mcp: exported {}{note}", summary(&counts));
     Ok(())
 }
 
@@ -420,6 +439,18 @@ async fn optimize(open: OpenOptions, store: StoreArgs, prune_older_than: u64) ->
         );
     }
     Ok(())
+}
+
+/// `: it belongs to actor `ann` (pass --actor ann)` when another actor holds memory `id`, else empty.
+async fn owner_note(db: &LanceStore, id: &str) -> anyhow::Result<String> {
+    let owner = db.show_row(id, None).await?.and_then(|(_, row)| row.get("actor_id")?.as_str().map(str::to_string));
+    Ok(match owner {
+        Some(actor) => {
+            let actor = astra_mcp::app::lance::preview(&actor, 64);
+            format!(": it belongs to actor `{actor}` (pass --actor {actor}, or set ASTRA_ACTOR)")
+        }
+        None => String::new(),
+    })
 }
 
 fn actor_or_all(settings: &StoreSettings, all_actors: bool) -> Option<String> {

@@ -18,27 +18,25 @@ pub async fn run(args: ServeArgs, open: OpenOptions) -> anyhow::Result<()> {
     let settings = ServeSettings::resolve(&args, open)?;
     let (hosts, opening) = app::serve(&settings);
     let hosts = Arc::new(hosts);
+    // "ready": the store is open and, over HTTP, the listener is bound (a port in use fails before it)
     let ready = {
-        let (opening, settings, hosts) = (opening.clone(), settings.clone(), hosts.clone());
-        async move {
-            if opening.await.is_ok() {
-                // The default identity's host is made now, so its project label (an existing store may
-                // keep the folder's: app::existing_label) is settled once, at start.
-                let project = match hosts.host(hosts.default_scope()).await {
-                    Ok(host) => host.memories().scope.project.clone(),
-                    Err(_) => settings.fixes.scope.project.clone(),
-                };
-                tracing::info!(
-                    db = %settings.store.db,
-                    actor = %settings.fixes.scope.actor_id,
-                    project = %project,
-                    workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
-                    "astra-mcp ready"
-                );
-            }
+        let (settings, hosts) = (settings.clone(), hosts.clone());
+        move || async move {
+            // The default identity's host is made now, so its project label (an existing store may keep
+            // the folder's: app::existing_label) is settled once, at start.
+            let project = match hosts.host(hosts.default_scope()).await {
+                Ok(host) => host.memories().scope.project.clone(),
+                Err(_) => settings.fixes.scope.project.clone(),
+            };
+            tracing::info!(
+                db = %settings.store.db,
+                actor = %settings.fixes.scope.actor_id,
+                project = %project,
+                workspace = ?settings.fixes.workspace.as_ref().map(|w| w.root().to_path_buf()),
+                "astra-mcp ready"
+            );
         }
     };
-    tokio::spawn(ready);
     let shutdown = Shutdown::new();
     let served = match settings.http.clone() {
         Some(options) => {
@@ -48,10 +46,17 @@ pub async fn run(args: ServeArgs, open: OpenOptions) -> anyhow::Result<()> {
             http::serve(hosts.clone(), options, shutdown, |bound| {
                 // Scripts that pass port 0 read the URL here; stdout is not the protocol over HTTP.
                 println!("http://{bound}/mcp");
+                tokio::spawn(ready());
             })
             .await
         }
         None => {
+            let opened = opening.clone();
+            tokio::spawn(async move {
+                if opened.await.is_ok() {
+                    ready().await;
+                }
+            });
             // `initialize` is answered while the store opens (issue 7). A store that cannot be
             // opened ends the session (calls in flight get its error as their answer) and then
             // the process, with its error, as it did before the first message.

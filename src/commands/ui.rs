@@ -18,7 +18,8 @@ pub async fn run(args: UiArgs, open: OpenOptions) -> anyhow::Result<()> {
         allow_remote: false,
         config: args.config,
         shutdown_grace: 5,
-        limits: args.limits,
+        // the browser runs no tests and takes no --http: serve's limits keep their defaults
+        limits: astra_mcp::cli::LimitArgs::default(),
         store: args.store,
         workspace: args.workspace,
         test_command: None,

@@ -17,7 +17,9 @@ use crate::memory::redact::redact;
 use crate::memory::workspace::Workspace;
 use crate::memory::{FixHit, FixMemoryConfig, GateState, Hit, PassageSearch, Ranked};
 use crate::sessions::{self, Owner};
-use crate::tools::{FixMatch, Memories, citation, receipt_line, render_fix, render_passage, to_match};
+use crate::tools::{
+    FixMatch, Memories, citation, match_header, passage_header, receipt_line, render_fix, render_passage, to_match,
+};
 
 /// Recent verified fixes offered at session start.
 const SESSION_START_FIXES: usize = 5;
@@ -192,7 +194,26 @@ async fn session_start(input: &HookInput, settings: &HookSettings) -> anyhow::Re
             pieces.push(Piece::memory(render_passage(&c, &format!("Decision {}", i + 1))));
         }
     }
+    if pieces.is_empty() {
+        return Ok(wrong_actor_note(&memories).await?.map(|text| Packed { text, tokens: 0, memories: 0, left_out: 0 }));
+    }
     pack(settings, SESSION_START_INTRO, pieces)
+}
+
+/// At a session start with nothing to add: when the actor has no memory at all but others do (a
+/// missing `ASTRA_ACTOR` is the usual cause), one line saying so, for the model and the user.
+async fn wrong_actor_note(memories: &Memories) -> anyhow::Result<Option<String>> {
+    let actor = &memories.scope.actor_id;
+    let counts = crate::store::BrowseStore::actor_counts(memories.browse.as_ref()).await?;
+    if counts.iter().any(|(a, _)| a == actor) {
+        return Ok(None);
+    }
+    Ok(crate::store::other_actors_note(actor, &counts).filter(|_| !counts.is_empty()).map(|note| {
+        format!(
+            "astra-mcp: no memories of actor `{actor}` yet; {note}. If they are this user's, the hook and the MCP \
+             server need the same ASTRA_ACTOR."
+        )
+    }))
 }
 
 /// The shell output of a Bash call as the hook sees it: PostToolUseFailure's `error` (Claude Code
@@ -252,10 +273,7 @@ async fn after_test_run(event: Event, input: &HookInput, settings: &HookSettings
     if matches.is_empty() {
         return Ok(None);
     }
-    let pieces = matches
-        .iter()
-        .map(|m| Piece::memory(fix_piece(m, &format!("Match {} (score={:.4})", m.rank, m.score))))
-        .collect();
+    let pieces = matches.iter().map(|m| Piece::memory(fix_piece(m, &match_header(m)))).collect();
     pack(settings, FAILING_TESTS_INTRO, pieces)
 }
 
@@ -287,14 +305,14 @@ async fn prompt(input: &HookInput, settings: &HookSettings) -> anyhow::Result<Op
     if !matches.is_empty() {
         pieces.push(Piece::header("Verified fixes:"));
         for m in &matches {
-            pieces.push(Piece::memory(fix_piece(m, &format!("Match {} (score={:.4})", m.rank, m.score))));
+            pieces.push(Piece::memory(fix_piece(m, &match_header(m))));
         }
     }
     if !passages.is_empty() {
         pieces.push(Piece::header("Archival memory:"));
         for (i, hit) in passages.iter().enumerate() {
             let c = citation(i + 1, hit);
-            pieces.push(Piece::memory(render_passage(&c, &format!("Result {} (score={:.4})", c.rank, c.score))));
+            pieces.push(Piece::memory(render_passage(&c, &passage_header(&c))));
         }
     }
     pack(settings, PROMPT_INTRO, pieces)

@@ -173,6 +173,11 @@ pub async fn run(stdin: &[u8], settings: &HookSettings) -> anyhow::Result<Outcom
         )
     })??;
     Ok(match packed {
+        // a note without memories (the actor has none): the note is the report too
+        Some(packed) if packed.memories == 0 => Outcome::Context {
+            stdout: context_json(&input.hook_event_name, &packed.text),
+            report: format!("{}: {}", input.hook_event_name, packed.text.trim_start_matches("astra-mcp: ")),
+        },
         Some(packed) => Outcome::Context {
             stdout: context_json(&input.hook_event_name, &packed.text),
             report: format!(

@@ -198,7 +198,8 @@ impl FixMemory {
 
     /// Runs the configured test command in the workspace. A pass records the session's confirmed outcome
     /// with the workspace digest, which must be the same before and after the run; a failure records its
-    /// symptoms and clears any confirmed outcome.
+    /// symptoms and clears any confirmed outcome. A command that could not run
+    /// ([`TestRun::could_not_run`]) is a refusal naming `--test-command`, and changes no gate.
     pub async fn run_tests(&self, session: &GateState) -> Result<RunTestsReport, MemoryError> {
         let workspace = self.workspace("run_tests")?;
         let command = self.config.test_command.as_ref().map(|c| c.command.as_str()).ok_or_else(|| {
@@ -213,13 +214,14 @@ impl FixMemory {
         // held until the run's report is ready (dropped with the call when it is cancelled)
         let _slot = testrun::run_slot(workspace.root()).map_err(MemoryError::refused)?;
         let before = self.digest(workspace).await?;
-        let run = match testrun::run(command, workspace.root(), self.config.test_timeout).await {
-            Ok(run) => run,
-            Err(source) => {
-                session.record_failure(Vec::new()); // no run, no confirmation
-                return Err(MemoryError::Io { context: format!("starting `{command}`"), source });
-            }
-        };
+        // a run that did not start, or whose command could not run, tested nothing: the gates stay as
+        // they were, and the answer is an error that names the command
+        let run = testrun::run(command, workspace.root(), self.config.test_timeout)
+            .await
+            .map_err(|source| MemoryError::Io { context: format!("starting `{command}`"), source })?;
+        if let Some(why) = run.could_not_run() {
+            return Err(MemoryError::refused(testrun::not_run_message(&run, &why)));
+        }
         if !run.passed() {
             session.record_failure(run.symptom_lines());
             return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: false });
@@ -263,10 +265,20 @@ impl FixMemory {
     pub async fn store_fix(&self, session: &GateState, request: StoreFixRequest) -> Result<StoredFix, MemoryError> {
         let workspace = self.workspace("store_fix_memory")?;
         if !session.has_searched() {
-            return Err(MemoryError::refused(
+            let failed = session
+                .failed_search()
+                .map(|answer| {
+                    format!(
+                        " Your earlier search_codebase_memory call failed, so it did not count; it was answered: \
+                         \"{}\"",
+                        answer.trim()
+                    )
+                })
+                .unwrap_or_default();
+            return Err(MemoryError::refused(format!(
                 "memory gate: call search_codebase_memory with the failure symptoms first (an empty result counts), \
-                 then store the fix.",
-            ));
+                 then store the fix.{failed}"
+            )));
         }
         let snapshot = self.blocking(workspace, Workspace::snapshot).await?;
         let mut paths = Vec::with_capacity(request.file_paths.len());

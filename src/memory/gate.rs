@@ -27,6 +27,8 @@ pub struct Confirmed {
 #[derive(Debug, Default)]
 struct Gates {
     searched: bool,
+    /// The answer to this session's latest failed search, while no search has completed.
+    failed_search: Option<String>,
     queries: Vec<String>,
     symptoms: Vec<String>,
     confirmed: Option<Confirmed>,
@@ -80,12 +82,28 @@ impl GateState {
     pub fn record_search(&self, query: &str) {
         let mut g = self.gates();
         g.searched = true;
+        g.failed_search = None;
         if !g.queries.iter().any(|q| q == query) {
             g.queries.push(query.to_string());
             if g.queries.len() > MAX_QUERIES {
                 g.queries.remove(0);
             }
         }
+    }
+
+    /// Records a `search_codebase_memory` call that failed (`answer`: its error text). The memory gate
+    /// stays as it was; until a search completes, the store's refusal quotes this answer, so the agent
+    /// learns that its call did not count and why.
+    pub fn record_failed_search(&self, answer: &str) {
+        let mut g = self.gates();
+        if !g.searched {
+            g.failed_search = Some(answer.chars().take(300).collect());
+        }
+    }
+
+    /// The answer to the latest failed search, while no search of this session has completed.
+    pub fn failed_search(&self) -> Option<String> {
+        self.gates().failed_search.clone()
     }
 
     /// Has a search completed in this session?

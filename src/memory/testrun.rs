@@ -56,6 +56,32 @@ impl TestRun {
         self.exit_code == Some(0) && !self.timed_out && self.failing.is_empty() && !self.failures_reported
     }
 
+    /// Why the test command could not run at all, when it could not: the shell did not find it (exit
+    /// code 127) or could not execute it (126), Python has no module of the name it was given (`python -m
+    /// pytest` where pytest is not installed, exit code 1), or pytest refused its command line (exit code 4:
+    /// an unknown option, a path that does not exist) or collected no test (5). `None` for a run that ran
+    /// tests, whether they passed or failed. Such a run says nothing about the code (docs/tools.md, "Test
+    /// runs").
+    pub fn could_not_run(&self) -> Option<String> {
+        if self.timed_out || !self.failing.is_empty() {
+            return None;
+        }
+        let pytest = runner_name(&self.command) == "pytest";
+        match self.exit_code? {
+            127 => Some("the shell did not find the command (exit code 127)".to_string()),
+            126 => Some("the shell found the command but could not execute it (exit code 126: not executable, or permission denied)".to_string()),
+            1 => MISSING_MODULE.captures(&self.output_tail).map(|c| {
+                format!(
+                    "`{}` has no module `{}` (exit code 1; install it there, or name a Python that has it)",
+                    &c[1], &c[2]
+                )
+            }),
+            4 if pytest => Some("pytest refused its command line (exit code 4: a usage error, such as an unknown option or a path that does not exist)".to_string()),
+            5 if pytest => Some("pytest collected no test (exit code 5)".to_string()),
+            _ => None,
+        }
+    }
+
     /// The symptom lines a fix row embeds: each failing test's name and message.
     pub fn symptom_lines(&self) -> Vec<String> {
         self.failing
@@ -150,6 +176,28 @@ pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
 /// After the shell exits and its process group is killed, how long to wait for the output pipes to close.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
+/// The answer to a `run_tests` whose command could not run (`why`: [`TestRun::could_not_run`]): it names
+/// the command and `--test-command`, says that no test ran, and ends with the last lines of the output.
+/// Secrets in the command and the output are redacted.
+pub fn not_run_message(run: &TestRun, why: &str) -> String {
+    use crate::memory::redact::redact;
+    let lines: Vec<&str> = run.output_tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = lines[lines.len().saturating_sub(NOT_RUN_TAIL_LINES)..].join("\n");
+    let mut text = format!(
+        "run_tests could not run the test command `{}`: {why}. No test ran, so this says nothing about the code: \
+         do not change code because of it. The command is the server's --test-command (ASTRA_TEST_COMMAND); \
+         tell the user to fix it and restart the server.",
+        redact(&run.command)
+    );
+    if !last.is_empty() {
+        text.push_str(&format!("\nOutput (tail):\n{}", redact(&last)));
+    }
+    text
+}
+
+/// Lines of output quoted by [`not_run_message`].
+const NOT_RUN_TAIL_LINES: usize = 10;
+
 /// Runs `command` with the platform's shell ([`shell`]) in `cwd`, in its own process group, with no stdin.
 ///
 /// The run ends when the shell exits or `timeout` passes; then the whole process group is killed (test
@@ -214,7 +262,7 @@ pub async fn run(command: &str, cwd: &Path, timeout: Duration) -> std::io::Resul
         failures_reported: REPORTED_FAILURES.is_match(&summary) || reading.failures_reported,
         summary,
         failing: reading.failing,
-        output_tail: tail(&reading.text, OUTPUT_TAIL_CHARS),
+        output_tail: tail(&compact_padding(&reading.text), OUTPUT_TAIL_CHARS),
     })
 }
 
@@ -386,6 +434,14 @@ static FAILURE_LINE: LazyLock<Regex> = LazyLock::new(|| {
 static REPORTED_FAILURES: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b[1-9][0-9]* (?:failed|errors?)\b").expect("valid regex"));
 
+static MISSING_MODULE: LazyLock<Regex> = LazyLock::new(|| {
+    // `python -m pytest` without pytest: `/usr/bin/python3: No module named pytest` (an import error inside
+    // the tests reads `ModuleNotFoundError: No module named 'x'` and is a test failure)
+    Regex::new(r"(?m)^(\S*python[\w.-]*): No module named '?([\w.]+)'?\s*$").expect("valid regex")
+});
+static PADDING: LazyLock<Regex> = LazyLock::new(|| Regex::new(r" {4,}").expect("valid regex"));
+static SEPARATOR_RUN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"={11,}|-{11,}|_{11,}|\*{11,}|#{11,}|~{11,}").expect("valid regex"));
 static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+ in [\d.]+s(?: \([^)]*\))?)\s*=*$")
         .expect("valid regex")
@@ -479,6 +535,30 @@ fn is_assignment(word: &str) -> bool {
 }
 
 const SHELL_KEYWORDS: &[&str] = &["if", "for", "while", "until", "case", "{", "(", "!"];
+
+/// Output with the padding test runners print to fill a terminal's width removed, so the tail shown to
+/// the model holds text rather than spaces: white space at line ends, runs of 4 or more spaces after a
+/// line's first word (pytest's `F.F      [100%]`), and separator runs of `=`, `-`, `_`, `*`, `#` or `~`
+/// longer than 10 (pytest's `==== FAILURES ====` lines, 200 columns wide with `COLUMNS=200`), cut to 10.
+/// Indentation is kept.
+pub fn compact_padding(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let line = line.trim_end();
+        let body = line.trim_start();
+        out.push_str(&line[..line.len() - body.len()]);
+        let body = PADDING.replace_all(body, " ");
+        let body = SEPARATOR_RUN.replace_all(&body, |c: &regex::Captures| c[0].chars().take(10).collect::<String>());
+        out.push_str(&body);
+    }
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
 
 /// A summary without timings, so the same result on the same files always gives the same string:
 /// `4 passed in 0.17s` -> `4 passed`.
@@ -629,6 +709,64 @@ FAILED tests/test_cors.py::test_second_origin
         let colored =
             run("printf '\\033[32m2 passed in 0.01s\\033[0m\\n'", dir.path(), Duration::from_secs(10)).await.unwrap();
         assert_eq!(colored.summary, "2 passed in 0.01s", "ANSI colour codes are stripped");
+    }
+
+    /// A command that could not run is told apart from tests that failed: exit 127 and 126, a Python
+    /// without the runner's module, pytest's usage error and empty collection. An import error inside
+    /// the tests, and exit 4 of another runner, are test failures as before.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_command_that_could_not_run_is_told_apart_from_failing_tests() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plain.sh"), "echo hi\n").unwrap();
+        let script = |name: &str, body: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        script("pytest", "echo 'ERROR: file or directory not found: tests/nope.py' >&2; exit 4");
+        script("pytest5", "echo 'no tests ran in 0.01s'; exit 5");
+        script("other", "exit 4");
+        let not_run = |command: &'static str| {
+            let dir = dir.path().to_path_buf();
+            async move { run(command, &dir, Duration::from_secs(10)).await.unwrap().could_not_run() }
+        };
+        assert!(not_run("pytset -q").await.unwrap().contains("exit code 127"));
+        assert!(not_run("./plain.sh").await.unwrap().contains("exit code 126"));
+        let missing = not_run("echo '/opt/venv/bin/python3.12: No module named pytest' >&2; exit 1").await.unwrap();
+        assert!(missing.contains("`/opt/venv/bin/python3.12` has no module `pytest`"), "{missing}");
+        assert!(not_run("./pytest -q").await.unwrap().contains("pytest refused its command line (exit code 4"));
+        let none = not_run("PATH=.:$PATH pytest5 -q");
+        assert_eq!(none.await, None, "`pytest5` is not pytest");
+        assert_eq!(not_run("./other").await, None, "exit 4 of another runner is a failure");
+        let import_error = "echo \"E   ModuleNotFoundError: No module named 'yaml'\"; \
+                            echo \"ModuleNotFoundError: No module named 'yaml'\"; echo '1 error in 0.05s'; exit 1";
+        assert_eq!(not_run(import_error).await, None, "an import error in the tests is a test failure");
+        assert_eq!(not_run("echo '1 failed in 0.01s'; exit 1").await, None);
+        let run = run("pytset -q", dir.path(), Duration::from_secs(10)).await.unwrap();
+        let message = not_run_message(&run, &run.could_not_run().unwrap());
+        assert!(message.starts_with("run_tests could not run the test command `pytset -q`: the shell did not find"));
+        assert!(message.contains("--test-command") && message.contains("pytset: not found"), "{message}");
+    }
+
+    /// The padding runners print to fill 200 columns is not kept in the output tail; indentation is.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_output_tail_holds_no_padding() {
+        let padded = format!(
+            "{eq} FAILURES {eq}\ntests/test_a.py F.{pad}[100%]   \n    assert x == 1\n",
+            eq = "=".repeat(95),
+            pad = " ".repeat(180)
+        );
+        assert_eq!(
+            compact_padding(&padded),
+            "========== FAILURES ==========\ntests/test_a.py F. [100%]\n    assert x == 1\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("out.txt"), &padded).unwrap();
+        let r = run("cat out.txt; exit 1", dir.path(), Duration::from_secs(10)).await.unwrap();
+        assert!(r.output_tail.lines().all(|l| l.chars().count() <= 40), "{:?}", r.output_tail);
     }
 
     #[cfg(target_os = "linux")]

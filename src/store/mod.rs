@@ -639,6 +639,33 @@ pub struct TableStats {
     pub versions: usize,
 }
 
+/// What to tell someone who found nothing as `actor`: which other actors the store holds memories of
+/// (`counts`: [`BrowseStore::actor_counts`]), e.g. "the store holds memories of other actors: `ann` (12
+/// rows), `bob` (3 rows); pass --actor ID (ASTRA_ACTOR) to see theirs", or that it holds none at all.
+/// `None` when `actor` is the only one with memories.
+pub fn other_actors_note(actor: &str, counts: &[(String, usize)]) -> Option<String> {
+    let others: Vec<String> = counts
+        .iter()
+        .filter(|(a, _)| a != actor)
+        .take(10)
+        .map(|(a, n)| {
+            format!("`{}` ({n} {})", crate::domain::text::escape_controls(a), if *n == 1 { "row" } else { "rows" })
+        })
+        .collect();
+    match (others.is_empty(), counts.is_empty()) {
+        (_, true) => Some("the store holds no memories of any actor yet".to_string()),
+        (true, false) => None,
+        (false, false) => {
+            let more = counts.iter().filter(|(a, _)| a != actor).count().saturating_sub(others.len());
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            Some(format!(
+                "the store holds memories of other actors: {}{more}; pass --actor ID (ASTRA_ACTOR) to see theirs",
+                others.join(", ")
+            ))
+        }
+    }
+}
+
 /// An actor's memories counted: per table and project, per day, and the newest writes.
 #[derive(Debug, Clone, Default)]
 pub struct Census {
@@ -692,6 +719,8 @@ pub trait BrowseStore: DistillRunStore {
     async fn census(&self, actor_id: &str, latest: usize) -> Result<Census, StoreError>;
     /// Size and shape of every table (of the whole store: every actor's rows).
     async fn table_stats(&self) -> Result<Vec<TableStats>, StoreError>;
+    /// Every actor with rows in the store and its rows in all tables, most rows first.
+    async fn actor_counts(&self) -> Result<Vec<(String, usize)>, StoreError>;
     /// The actor's memories as the JSON lines of `astra-mcp memory export` (docs/storage.md).
     async fn export_actor(&self, actor_id: &str) -> Result<Vec<u8>, StoreError>;
 }
@@ -707,6 +736,20 @@ pub trait ForgetStore: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Who else holds memories, for an actor that found nothing: names and counts, or that the store
+    /// is empty; nothing when the actor is the only one.
+    #[test]
+    fn the_other_actors_are_named_with_their_rows() {
+        let counts = vec![("ann".to_string(), 12), ("local".to_string(), 2), ("bob".to_string(), 1)];
+        assert_eq!(
+            other_actors_note("local", &counts).unwrap(),
+            "the store holds memories of other actors: `ann` (12 rows), `bob` (1 row); pass --actor ID (ASTRA_ACTOR) \
+             to see theirs"
+        );
+        assert_eq!(other_actors_note("ann", &counts[..1]), None);
+        assert_eq!(other_actors_note("x", &[]).unwrap(), "the store holds no memories of any actor yet");
+    }
 
     /// The source locations Lance appends to its errors are left out of what a user reads; the rest of
     /// the message stays whole.

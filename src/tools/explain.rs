@@ -49,7 +49,30 @@ fn position(p: Option<RankScore>) -> Option<RankingPosition> {
     p.map(|p| RankingPosition { rank: u32::try_from(p.rank).unwrap_or(u32::MAX), score: round4(p.score) })
 }
 
+/// A result's scores as its text shows them, e.g. `fused_score=1.1364, cosine=0.3779`: the fused score is
+/// the one that orders the results, the cosine is `score` in `structuredContent`. A result that only a
+/// keyword brought in, its cosine under the default floor ([`DEFAULT_MIN_SCORE`]), adds
+/// `, keyword match only` (so a low or negative cosine above a better one reads as what it is).
+///
+/// [`DEFAULT_MIN_SCORE`]: crate::memory::DEFAULT_MIN_SCORE
+pub fn score_label(fused_score: f64, cosine: f64, keyword_hit: bool) -> String {
+    let weak = keyword_hit && cosine < f64::from(crate::memory::DEFAULT_MIN_SCORE);
+    format!("fused_score={fused_score:.4}, cosine={cosine:.4}{}", if weak { ", keyword match only" } else { "" })
+}
+
 /// `x` rounded to 4 decimals, as every score the tools show.
 pub(crate) fn round4(x: f32) -> f64 {
     (f64::from(x) * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    /// The text shows the score that ordered the results, labelled, beside the cosine; a result that
+    /// only a keyword brought in says so.
+    #[test]
+    fn the_label_names_both_scores_and_a_keyword_only_match() {
+        assert_eq!(super::score_label(1.13636, 0.37791, true), "fused_score=1.1364, cosine=0.3779");
+        assert_eq!(super::score_label(0.4, -0.1, true), "fused_score=0.4000, cosine=-0.1000, keyword match only");
+        assert_eq!(super::score_label(0.05, 0.05, false), "fused_score=0.0500, cosine=0.0500");
+    }
 }

@@ -6,7 +6,7 @@ use chrono::SecondsFormat;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::explain::{RankingExplanation, round4};
+use super::explain::{RankingExplanation, round4, score_label};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::Receipt;
@@ -21,6 +21,8 @@ pub const MAX_OUTCOME_CHARS: usize = 500;
 pub const MAX_PATHS: usize = 50;
 pub const MAX_PATH_CHARS: usize = 1_024;
 pub const TOP_K_MAX: i64 = 10;
+/// `top_k` of a search that leaves it out or sends null.
+pub const DEFAULT_TOP_K: i64 = 5;
 
 /// The exact text of an empty search (docs/tools.md).
 pub const NO_MATCHES: &str = "No relevant confirmed fixes found.";
@@ -34,10 +36,16 @@ pub struct SearchCodebaseMemoryParams {
     pub query: String,
     /// Exact error type to pre-filter on, case-insensitive (e.g. `AssertionError`), or null for any.
     #[schemars(length(min = 1, max = 200))]
+    #[serde(default)]
     pub error_type: Option<String>,
-    /// How many matches to return, 1–10.
+    /// How many matches to return, 1–10 (null: 5).
     #[schemars(range(min = 1, max = 10))]
-    pub top_k: i64,
+    #[serde(default = "default_top_k", deserialize_with = "super::optional_int")]
+    pub top_k: Option<i64>,
+}
+
+fn default_top_k() -> Option<i64> {
+    Some(DEFAULT_TOP_K)
 }
 
 /// Arguments of `run_tests`: none.
@@ -231,9 +239,13 @@ pub fn render_matches(matches: &[FixMatch]) -> String {
     if matches.is_empty() {
         return NO_MATCHES.to_string();
     }
-    let blocks: Vec<String> =
-        matches.iter().map(|m| render_fix(m, &format!("Match {} (score={:.4})", m.rank, m.score))).collect();
+    let blocks: Vec<String> = matches.iter().map(|m| render_fix(m, &match_header(m))).collect();
     blocks.join("\n\n")
+}
+
+/// The first line of a match block: `Match 1 (fused_score=1.1364, cosine=0.3779)` ([`score_label`]).
+pub fn match_header(m: &FixMatch) -> String {
+    format!("Match {} ({})", m.rank, score_label(m.fused_score, m.score, m.keyword_hit))
 }
 
 /// One fix in the layout of [`render_matches`] under another first line (`header`), e.g. for fixes
@@ -295,13 +307,13 @@ pub(super) async fn search(memory: &FixMemory, session: &GateState, args: JsonOb
     if let Some(e) = &p.error_type {
         check_text(TOOL, "error_type", e, MAX_ERROR_TYPE_CHARS)?;
     }
-    if !(1..=TOP_K_MAX).contains(&p.top_k) {
+    let top_k = p.top_k.unwrap_or(DEFAULT_TOP_K);
+    if !(1..=TOP_K_MAX).contains(&top_k) {
         return Err(ToolError::InvalidArguments(format!(
-            "{TOOL}: `top_k` is {}, it must be between 1 and {TOP_K_MAX}.",
-            p.top_k
+            "{TOOL}: `top_k` is {top_k}, it must be between 1 and {TOP_K_MAX} (or null for {DEFAULT_TOP_K})."
         )));
     }
-    let hits = memory.search(session, &p.query, p.error_type.as_deref(), p.top_k as usize).await?;
+    let hits = memory.search(session, &p.query, p.error_type.as_deref(), top_k as usize).await?;
     let matches: Vec<FixMatch> = hits.iter().enumerate().map(|(i, h)| to_match(i + 1, h)).collect();
     let text = render_matches(&matches);
     Ok(ToolOutput::ok(text, serde_json::to_value(SearchOutput { matches }).expect("serializable")))

@@ -16,11 +16,11 @@ use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use explain::{RankingExplanation, RankingPosition};
+pub use explain::{RankingExplanation, RankingPosition, score_label};
 pub use fixes::{
-    FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS, MAX_QUERY_CHARS,
-    RunTestsOutput, RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams, StoreFixOutput,
-    TOP_K_MAX, receipt_line, render_fix, render_matches, to_match,
+    DEFAULT_TOP_K, FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS,
+    MAX_QUERY_CHARS, RunTestsOutput, RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams,
+    StoreFixOutput, TOP_K_MAX, match_header, receipt_line, render_fix, render_matches, to_match,
 };
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
@@ -28,8 +28,8 @@ pub use text::{INSTRUCTIONS, render_core_memory};
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationCitation, ConversationSearchOutput, CoreBlockOutput,
     ForgetOutput, MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS,
-    PassageCitation, SEARCH_TOP_K_MAX, check_passage, citation, conversation_citation, render_conversation,
-    render_passage, render_passages,
+    PassageCitation, SEARCH_TOP_K_MAX, check_passage, citation, conversation_citation, passage_header,
+    render_conversation, render_passage, render_passages,
 };
 
 use crate::domain::{Role, Scope};
@@ -291,6 +291,10 @@ impl ToolHost {
                 ))
             }
         };
+        if tool == Tool::SearchCodebaseMemory && output.is_error {
+            // the memory gate stays closed; the store's refusal says why (docs/tools.md, "The gates")
+            session.record_failed_search(&output.text);
+        }
         self.record(session, turn, tool, &output);
         Ok(output)
     }
@@ -312,7 +316,7 @@ impl ToolHost {
             _ => output.text.lines().next().unwrap_or(""),
         };
         let result: String = shown.chars().take(RECORDED_RESULT_CHARS).collect();
-        let status = if output.is_error { "error" } else { "ok" };
+        let status = call_status(tool, output);
         self.recorder.record(
             ImportTarget {
                 actor_id: self.memories.scope.actor_id.clone(),
@@ -334,6 +338,19 @@ impl ToolHost {
                 date_label: None,
             },
         );
+    }
+}
+
+/// The status word of a recorded call: `error` for an `isError` result; for `run_tests`, whether the
+/// tests `passed` or `failed` (a failing run is a normal result, not a failed call); else `ok`.
+fn call_status(tool: Tool, output: &ToolOutput) -> &'static str {
+    if output.is_error {
+        return "error";
+    }
+    match (tool, output.structured.as_ref().and_then(|s| s.get("passed")).and_then(Value::as_bool)) {
+        (Tool::RunTests, Some(true)) => "passed",
+        (Tool::RunTests, _) => "failed",
+        _ => "ok",
     }
 }
 
@@ -435,6 +452,30 @@ fn parse<T: DeserializeOwned>(tool: &str, arguments: JsonObject) -> Result<T, To
     })
 }
 
+/// An optional integer argument (`top_k`): a JSON integer, a whole number written as a string (`"3"`:
+/// models often quote numbers) or as a float (`3.0`), or null. Anything else is refused with a message
+/// that says what to send.
+pub(crate) fn optional_int<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    use serde::Deserialize;
+    let value = Option::<Value>::deserialize(deserializer)?;
+    let whole = |f: f64| (f.fract() == 0.0 && f.abs() < 1e15).then_some(f as i64);
+    let parsed = match &value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().and_then(whole)),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            s.parse::<i64>().ok().or_else(|| s.parse::<f64>().ok().and_then(whole))
+        }
+        Some(_) => None,
+    };
+    parsed.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "`{}` is not a whole number: give an integer such as 5, or null for the default",
+            value.as_ref().map(Value::to_string).unwrap_or_default()
+        ))
+    })
+}
+
 /// Checks a required string: non-blank and at most `max` characters.
 fn check_text(tool: &str, field: &str, value: &str, max: usize) -> Result<(), ToolError> {
     if value.trim().is_empty() {
@@ -494,6 +535,41 @@ mod tests {
             "a repeated forget stores nothing, so its retry hint is its own: {}",
             forget.text
         );
+    }
+
+    /// `top_k` as models send it: an integer, a quoted one, a whole float, null or left out; anything
+    /// else is refused in words, not as a Rust type (`expected i64`).
+    #[test]
+    fn top_k_takes_a_quoted_number_and_refuses_words_in_words() {
+        let top_k = |v: Value| {
+            let args = serde_json::json!({"query": "q", "top_k": v});
+            parse::<SearchCodebaseMemoryParams>("search_codebase_memory", args.as_object().unwrap().clone())
+                .map(|p| p.top_k)
+        };
+        assert_eq!(top_k(serde_json::json!(3)).unwrap(), Some(3));
+        assert_eq!(top_k(serde_json::json!("3")).unwrap(), Some(3));
+        assert_eq!(top_k(serde_json::json!(" 7 ")).unwrap(), Some(7));
+        assert_eq!(top_k(serde_json::json!(4.0)).unwrap(), Some(4));
+        assert_eq!(top_k(Value::Null).unwrap(), None);
+        let omitted = parse::<SearchCodebaseMemoryParams>(
+            "search_codebase_memory",
+            serde_json::json!({"query": "q"}).as_object().unwrap().clone(),
+        );
+        assert_eq!(omitted.unwrap().top_k, Some(fixes::DEFAULT_TOP_K));
+        let words = top_k(serde_json::json!("three")).unwrap_err().to_string();
+        assert!(words.contains("`\"three\"` is not a whole number: give an integer such as 5"), "{words}");
+        assert!(!words.contains("i64"), "{words}");
+        assert!(top_k(serde_json::json!(2.5)).is_err());
+    }
+
+    /// A recorded `run_tests` says whether the tests passed; an error result is `error` for every tool.
+    #[test]
+    fn a_recorded_test_run_is_passed_or_failed_not_ok() {
+        let run = |passed: bool| ToolOutput::ok("Tests …".into(), serde_json::json!({"passed": passed}));
+        assert_eq!(call_status(Tool::RunTests, &run(false)), "failed");
+        assert_eq!(call_status(Tool::RunTests, &run(true)), "passed");
+        assert_eq!(call_status(Tool::RunTests, &ToolOutput::error("could not run")), "error");
+        assert_eq!(call_status(Tool::CoreMemoryAppend, &run(true)), "ok");
     }
 
     /// A write that lost to other writers' commits more often than the store retries is told as such

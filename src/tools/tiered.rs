@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::explain::{RankingExplanation, round4};
+use super::explain::{RankingExplanation, round4, score_label};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::{ConversationItem, Passage, Role};
@@ -83,6 +83,7 @@ pub struct ArchivalMemoryInsertParams {
     /// Labels to filter by later, e.g. `["decision", "build"]` (0–10 tags, each 1–64 characters); null
     /// or empty for none.
     #[schemars(length(max = 10), inner(length(min = 1, max = 64)))]
+    #[serde(default)]
     pub tags: Option<Vec<String>>,
 }
 
@@ -120,18 +121,23 @@ pub struct ArchivalMemorySearchParams {
     pub query: String,
     /// Only passages with any of these tags; null or empty for all.
     #[schemars(length(max = 10), inner(length(min = 1, max = 64)))]
+    #[serde(default)]
     pub tags: Option<Vec<String>>,
     /// How many results, 1–20 (null: 5).
     #[schemars(range(min = 1, max = 20))]
+    #[serde(default = "default_top_k", deserialize_with = "super::optional_int")]
     pub top_k: Option<i64>,
     /// Only passages stored at or after this time (RFC 3339, or a date `YYYY-MM-DD`); null for no bound.
     #[schemars(length(min = 1, max = 64))]
+    #[serde(default)]
     pub start: Option<String>,
     /// Only passages stored at or before this time (RFC 3339, or a date: the end of that day); null for no bound.
     #[schemars(length(min = 1, max = 64))]
+    #[serde(default)]
     pub end: Option<String>,
     /// Also return passages a later memory superseded (they carry `superseded_by`); null or false: only
     /// current ones.
+    #[serde(default = "default_false")]
     pub include_superseded: Option<bool>,
 }
 
@@ -183,15 +189,19 @@ pub struct ConversationSearchParams {
     pub query: String,
     /// Only items of these roles (`user`, `assistant`, `tool`); null or empty for all.
     #[schemars(length(max = 3))]
+    #[serde(default)]
     pub roles: Option<Vec<Role>>,
     /// How many results, 1–20 (null: 5).
     #[schemars(range(min = 1, max = 20))]
+    #[serde(default = "default_top_k", deserialize_with = "super::optional_int")]
     pub top_k: Option<i64>,
     /// Only items said at or after this time (RFC 3339, or a date `YYYY-MM-DD`); null for no bound.
     #[schemars(length(min = 1, max = 64))]
+    #[serde(default)]
     pub start: Option<String>,
     /// Only items said at or before this time (RFC 3339, or a date: the end of that day); null for no bound.
     #[schemars(length(min = 1, max = 64))]
+    #[serde(default)]
     pub end: Option<String>,
 }
 
@@ -354,6 +364,16 @@ fn time_window(tool: &str, start: Option<&str>, end: Option<&str>) -> Result<Win
         )));
     }
     Ok((start, end))
+}
+
+/// What an omitted `top_k` is, as the schemas' `default` says.
+fn default_top_k() -> Option<i64> {
+    Some(DEFAULT_SEARCH_TOP_K)
+}
+
+/// What an omitted `include_superseded` is, as the schema's `default` says.
+fn default_false() -> Option<bool> {
+    Some(false)
 }
 
 fn top_k(tool: &str, value: Option<i64>) -> Result<usize, ToolError> {
@@ -563,11 +583,13 @@ pub fn render_passages(results: &[PassageCitation]) -> String {
     if results.is_empty() {
         return "No matching passages found in archival memory.".to_string();
     }
-    results
-        .iter()
-        .map(|c| render_passage(c, &format!("Result {} (score={:.4})", c.rank, c.score)))
-        .collect::<Vec<_>>()
-        .join("\n\n")
+    results.iter().map(|c| render_passage(c, &passage_header(c))).collect::<Vec<_>>().join("\n\n")
+}
+
+/// The start of a passage's provenance line: `Result 1 (fused_score=1.1364, cosine=0.3779)`
+/// ([`score_label`]).
+pub fn passage_header(c: &PassageCitation) -> String {
+    format!("Result {} ({})", c.rank, score_label(c.fused_score, c.score, c.keyword_hit))
 }
 
 /// One passage in the layout of [`render_passages`], its provenance line starting with `header`.
@@ -637,9 +659,9 @@ pub fn render_conversation(results: &[ConversationCitation]) -> String {
         .iter()
         .map(|c| {
             format!(
-                "Result {} (score={:.4}) {} in session {} turn {} ({}, {}) time={} id={}\n{}{}",
+                "Result {} ({}) {} in session {} turn {} ({}, {}) time={} id={}\n{}{}",
                 c.rank,
-                c.score,
+                score_label(c.fused_score, c.score, c.keyword_hit),
                 c.role.as_str(),
                 c.session_id,
                 c.turn,

@@ -300,8 +300,9 @@ def schema_report(model, label):
     return {"dropped_keywords": sorted(dropped), "other_changes": other, "tools_changed": sorted(rewritten)}
 
 
-# the JSON Schema validation keywords Codex leaves out of the schemas it shows the model
-LENGTH_AND_RANGE = {"minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems"}
+# the JSON Schema validation keywords Codex leaves out of the schemas it shows the model, and the
+# optional properties' `default` (what null means), which a client may leave out too
+LENGTH_AND_RANGE = {"minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "default"}
 
 
 def schema_diff(ours, theirs, path=""):
@@ -384,11 +385,11 @@ def check_session_two(model, label, memory_id):
         first = matches[0]
         check(first.get("memory_id") == memory_id and first.get("fix_description", "").startswith(ALPHA_FIX[:80]),
               f"{label}: the first match is not alpha's fix", found)
-        return {"query": query[:300], "match_1": f"Match 1 (score={first['score']:.4f})",
+        return {"query": query[:300], "match_1": f"Match 1 (fused_score={first['fused_score']:.4f}, cosine={first['score']:.4f})",
                 "match_1_text": f"Fix: {first['fix_description']}\nFiles: {', '.join(first['file_paths'])}",
                 "memory_id_seen": True, "as": "structuredContent"}
-    block = found[found.find("Match 1 (score="):]
-    check("Match 1 (score=" in found, f"{label}: no Match 1 came back", found)
+    block = found[found.find("Match 1 (fused_score="):]
+    check("Match 1 (fused_score=" in found, f"{label}: no Match 1 came back", found)
     check(f"Fix: {ALPHA_FIX[:80]}" in block.split("Match 2")[0], f"{label}: Match 1 is not alpha's fix", found)
     return {"query": query[:300], "match_1": block.split("\n")[0], "match_1_text": block.split("Match 2")[0][:1200],
             "memory_id_seen": memory_id in found, "as": "text"}

@@ -65,7 +65,7 @@ async def exercise(session, mode):
     check(results and results[0]["id"] == inserted.structured_content["id"] and results[0]["text"] == PASSAGE,
           f"the inserted passage is result 1 (got {results[:1]})")
     seen["archival_first_line"] = text_of(hits).splitlines()[0]
-    check(seen["archival_first_line"].startswith("Result 1 (score="), f"result text: {seen['archival_first_line']}")
+    check(seen["archival_first_line"].startswith("Result 1 (fused_score="), f"result text: {seen['archival_first_line']}")
 
     fixes = await session.call_tool("search_codebase_memory",
                                     {"query": "second allowed origin rejected", "error_type": None, "top_k": 3})

@@ -83,7 +83,7 @@ async function main() {
     const first = hits.structuredContent?.results?.[0];
     check(first?.id === id && first?.text === PASSAGE, `the inserted passage is result 1 (got ${JSON.stringify(first)})`);
     seen.archival_first_line = textOf(hits).split("\n")[0];
-    check(seen.archival_first_line.startsWith("Result 1 (score="), `result text starts with "Result 1" (got ${seen.archival_first_line})`);
+    check(seen.archival_first_line.startsWith("Result 1 (fused_score="), `result text starts with "Result 1" (got ${seen.archival_first_line})`);
 
     const fixes = await client.callTool({
       name: "search_codebase_memory",

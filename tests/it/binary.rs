@@ -566,3 +566,48 @@ fn a_request_reusing_an_id_in_flight_gets_an_error_and_both_are_answered() {
     assert_eq!(result["result"]["structuredContent"]["passed"], json!(true), "the run_tests call itself: {result}");
     assert!(replies.iter().any(|r| r["id"] == json!(3) && r["result"] == json!({})), "{replies:?}");
 }
+
+/// A `--db` where no store is (a typo) is created by `serve`, which writes, with a warning that names
+/// `--db`: shown at the quietest usual log level, so memory does not seem to vanish without a word.
+/// The next start on the same store says nothing of it.
+#[test]
+fn a_new_store_is_announced_with_a_warning_that_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("dbtypo");
+    let serve = || {
+        let out = Command::new(BIN)
+            .args(["serve", "--stdio", "--db"])
+            .arg(&typo)
+            .env("ASTRA_LOG", "warn")
+            .write_stdin("")
+            .output()
+            .unwrap();
+        // no client came (stdin closed at once): the server ends after opening the store
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let first = serve();
+    assert!(first.contains("no store was at this path: created a new, empty one"), "{first}");
+    assert!(first.contains("check --db / ASTRA_DB") && first.contains("dbtypo"), "{first}");
+    let second = serve();
+    assert!(!second.contains("created a new"), "{second}");
+}
+
+/// `astra-mcp ready` is logged only once the HTTP listener is bound: a port in use fails without it.
+#[test]
+fn a_port_in_use_fails_without_saying_ready() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let db = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--http", &addr, "--db"])
+        .arg(db.path())
+        .env("ASTRA_LOG", "info")
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
+    assert!(!stderr.contains("astra-mcp ready"), "ready before the listener was bound: {stderr}");
+    drop(taken);
+}

@@ -146,7 +146,8 @@ async fn bad_arguments_are_tool_errors_that_say_what_to_fix() {
         ("search_codebase_memory", json!({"query": "  ", "error_type": null, "top_k": 3}), "`query` is empty"),
         ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 0}), "between 1 and 10"),
         ("search_codebase_memory", json!({"query": "x", "error_type": null, "top_k": 11}), "between 1 and 10"),
-        ("search_codebase_memory", json!({"query": "x", "error_type": null}), "missing field `top_k`"),
+        ("search_codebase_memory", json!({"query": ""}), "`query` is empty"),
+        ("search_codebase_memory", json!({"query": "x", "top_k": "three"}), "`\"three\"` is not a whole number"),
         (
             "search_codebase_memory",
             json!({"query": "x", "error_type": null, "top_k": 3, "actor_id": "mallory"}),
@@ -340,4 +341,98 @@ async fn files_the_digest_does_not_cover_cannot_be_recorded() {
     a["file_paths"] = json!(["app.txt", "build.log"]);
     let out = call(&host, &session, "store_fix_memory", a).await;
     assert_refused(&host, &out, "`build.log` is not covered by the workspace digest").await;
+}
+
+/// Optional arguments have the defaults their schema states: an omitted `top_k` is 5 (as a null one),
+/// and a number sent as a string (`"3"`) counts as that number.
+#[tokio::test]
+async fn omitted_optional_arguments_take_their_defaults() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    for arguments in
+        [json!({"query": "mean"}), json!({"query": "mean", "top_k": null}), json!({"query": "mean", "top_k": "3"})]
+    {
+        let out = call(&host, &session, "search_codebase_memory", arguments.clone()).await;
+        assert!(!out.is_error, "{arguments}: {}", out.text);
+    }
+    for tool in ["archival_memory_search", "conversation_search"] {
+        let out = call(&host, &session, tool, json!({"query": "mean", "top_k": "2"})).await;
+        assert!(!out.is_error, "{tool}: {}", out.text);
+    }
+    let spec = astra_mcp::tools::specs().into_iter().find(|s| s.name == "search_codebase_memory").unwrap();
+    assert_eq!(spec.input_schema["properties"]["top_k"]["default"], json!(5), "the schema states the default");
+    assert_eq!(spec.input_schema["properties"]["error_type"]["default"], json!(null));
+}
+
+/// A search that failed did not open the memory gate, and the store's refusal says so with the
+/// failure's own answer: the agent that called the search is not told "call it first" and left guessing.
+#[tokio::test]
+async fn a_failed_search_is_named_in_the_memory_gate_refusal() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    let failed = call(&host, &session, "search_codebase_memory", json!({"query": "mean", "top_k": 50})).await;
+    assert!(failed.is_error, "{}", failed.text);
+    std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
+    let passed = call(&host, &session, "run_tests", json!({})).await;
+    let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+    let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert_refused(&host, &out, "Your earlier search_codebase_memory call failed, so it did not count").await;
+    assert!(out.text.contains("`top_k` is 50, it must be between 1 and 10"), "{}", out.text);
+    // once a search completes, the store goes through
+    search(&host, &session, "app.txt says broken").await;
+    let stored = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert!(!stored.is_error, "{}", stored.text);
+}
+
+/// A test command that cannot run (not found, not executable, a Python without the runner, pytest's
+/// usage error) is an error naming --test-command, never "Tests failed", and changes no gate: a
+/// confirmed outcome of an earlier pass in the session still stores.
+#[tokio::test]
+async fn a_test_command_that_cannot_run_is_an_error_naming_the_flag() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    std::fs::write(ws.path().join("not-executable.sh"), "echo '1 passed in 0.01s'\n").unwrap();
+    std::fs::write(
+        ws.path().join("pytest"),
+        "#!/bin/sh\necho 'ERROR: usage: pytest [options] [file_or_dir]' >&2\nexit 4\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(ws.path().join("pytest"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cases = [
+        ("pytset -q", "exit code 127"),
+        ("./not-executable.sh", "exit code 126"),
+        ("echo '/usr/bin/python3: No module named pytest' >&2; exit 1", "has no module `pytest`"),
+        ("./pytest -q --no-such-option", "pytest refused its command line (exit code 4"),
+    ];
+    // one session throughout: a pass, then runs that could not run; the pass still stores after them
+    let good = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    let outcome = reach_a_pass(&good, &session, ws.path()).await;
+    for (command, why) in cases {
+        let host = host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(command))).await;
+        let out = call(&host, &session, "run_tests", json!({})).await;
+        assert!(out.is_error, "{command}: {}", out.text);
+        assert!(out.text.contains(why) && out.text.contains("--test-command"), "{command}: {}", out.text);
+        assert!(!out.text.contains("Tests failed"), "{command}: {}", out.text);
+    }
+    let stored = call(&good, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert!(!stored.is_error, "{}", stored.text);
+}
+
+/// A failing run is recorded as failed, not as a call that went "ok"; a passing one as passed.
+#[tokio::test]
+async fn a_recorded_run_tests_call_says_whether_the_tests_passed() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    reach_a_pass(&host, &session, ws.path()).await;
+    host.flush().await;
+    let store = astra_mcp::app::LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+    let rows = store.list_rows(Some("session_items"), Some("ann"), 50).await.unwrap();
+    let mut records: Vec<&str> = rows.iter().map(|r| r.preview.as_str()).collect();
+    records.sort();
+    assert!(records[0].starts_with("tool call run_tests (failed): Tests failed (exit code 1)"), "{records:?}");
+    assert!(records[1].starts_with("tool call run_tests (passed): Tests passed (exit code 0)"), "{records:?}");
 }

@@ -157,7 +157,7 @@ async fn a_failing_pytest_run_brings_up_the_verified_fix_and_a_passing_run_nothi
     // PostToolUseFailure with the real failing output: the fix's Match block, its receipt, its staleness
     let out = run(&mut hook(db.path()), &failure_payload(&alpha, command, 1, &failing_output));
     let text = context(&out, "PostToolUseFailure").expect("the stored fix is injected");
-    assert!(text.contains("Match 1 (score=0."), "{text}");
+    assert!(text.contains("Match 1 (fused_score="), "{text}");
     assert!(text.contains(&format!("Fix: {ALPHA_FIX}")), "{text}");
     assert!(text.contains("Files: webapp/settings.py"), "{text}");
     assert!(text.contains("Outcome: pytest passed with exit code 0 (4 passed) [receipt "), "{text}");
@@ -288,9 +288,19 @@ async fn session_start_injects_core_memory_and_recent_fixes_within_the_budget() 
     let out = run(hook(db.path()).env("ASTRA_HOOK_PROMPT_SEARCH", "true"), &prompt);
     assert!(context(&out, "UserPromptSubmit").is_some());
 
-    // an empty store of another actor: nothing to say, nothing printed
+    // an actor without memories (a missing ASTRA_ACTOR) is told whose memories the store holds, in
+    // the context and on stderr, instead of nothing at all
     let out = run(&mut hook_as(db.path(), "bob"), &session_start_payload(&alpha));
-    assert_eq!(context(&out, "SessionStart"), None);
+    let note = context(&out, "SessionStart").expect("a note on the other actors");
+    assert!(
+        note.starts_with(
+            "astra-mcp: no memories of actor `bob` yet; the store holds memories of other actors: `ann` ("
+        ),
+        "{note}"
+    );
+    assert!(!note.contains("Ann reviews"), "no memory of another actor is shown: {note}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("SessionStart: no memories of actor `bob` yet"), "{said}");
 }
 
 /// Tokens of `text` by the model's tokenizer, as the hook counts them.
@@ -413,10 +423,10 @@ fn assert_memory_delivered(name: &str, out: &Output, model: &ScriptedModel) -> S
     assert!(first.contains("astra-mcp memory for this session"), "SessionStart context in the first request");
     assert!(first.contains("Ann wants every fix verified"), "core memory in the first request");
     assert!(first.contains("Recent fix 1") && first.contains(ALPHA_FIX), "the recent fix in the first request");
-    assert!(!first.contains("Match 1 (score="), "no test has run yet");
+    assert!(!first.contains("Match 1 (fused_score="), "no test has run yet");
     let second = requests[1].to_string();
     assert!(second.contains("verified fixes from memory that match the failing tests"), "{second}");
-    assert!(second.contains("Match 1 (score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
+    assert!(second.contains("Match 1 (fused_score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
     second
 }
 

@@ -29,12 +29,12 @@ fn python_sdk_drives_the_verified_loop_over_stdio() {
     let names: Vec<&str> = astra_mcp::tools::specs().iter().map(|s| s.name).collect();
     assert_eq!(seen["tools"], serde_json::json!(names), "the Python SDK lists every tool, in order");
     assert_eq!(seen["failing_tests"], 4);
-    assert!(seen["match_text_first_line"].as_str().unwrap().starts_with("Match 1 (score=0."), "{seen}");
+    assert!(seen["match_text_first_line"].as_str().unwrap().starts_with("Match 1 (fused_score="), "{seen}");
     assert_eq!(
         seen["resources"],
         serde_json::json!(["memory://core/persona", "memory://core/human", "memory://core/project"])
     );
-    assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{seen}");
+    assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (fused_score="), "{seen}");
 }
 
 /// `tests/interop/<name>`.
@@ -67,7 +67,7 @@ fn python_sdk_over_streamable_http_and_legacy_sse() {
     for (transport, url) in [("http", server.url.clone()), ("sse", server.sse_url())] {
         let seen = run_client(Command::new(venv_python()).arg(interop("http_interop.py")).args([transport, &url]));
         assert_eq!(seen["server"], "astra-mcp");
-        assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{seen}");
+        assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (fused_score="), "{seen}");
         assert_eq!(seen["sdk_warnings"], serde_json::json!([]), "{transport}: the SDK had nothing to complain about");
     }
 }
@@ -78,7 +78,7 @@ fn typescript_sdk_over_stdio_streamable_http_and_legacy_sse() {
     for run in transports(&server, stdio_db.path()) {
         let seen = run_client(Command::new("node").arg(interop("ts_client.mjs")).args(&run));
         assert_eq!(seen["server"], "astra-mcp", "{run:?}");
-        assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (score="), "{run:?}: {seen}");
+        assert!(seen["archival_first_line"].as_str().unwrap().starts_with("Result 1 (fused_score="), "{run:?}: {seen}");
         assert_eq!(seen["resources"].as_array().unwrap().len(), 3, "{run:?}: {seen}");
     }
 }

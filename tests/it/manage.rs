@@ -993,3 +993,73 @@ fn memory_ingest_applies_the_insert_tools_limits() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("ingested 1 passage ("), "{out:?}");
 }
+
+/// Whatever finds nothing for an actor says which actors the store holds (a missing `ASTRA_ACTOR` is
+/// the usual cause), `--all-actors` shows whose each row is, a core block row names its block, and
+/// `memory show` prints a fix's receipt as JSON, not as an escaped string.
+#[test]
+fn finding_nothing_for_an_actor_names_the_actors_the_store_holds() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), crate::support::shell_workspace());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fix_id = rt.block_on(async {
+        let config = crate::support::config("ann", "datekit", Some(ws.path()), Some(crate::support::SHELL_TESTS));
+        let host = crate::support::host(db.path(), config).await;
+        let s = astra_mcp::memory::GateState::new("s");
+        let call = |tool: &'static str, a: serde_json::Value| {
+            let (host, s) = (&host, &s);
+            async move {
+                let out = host.call(s, tool, crate::support::args(a)).await.unwrap();
+                assert!(!out.is_error, "{tool}: {}", out.text);
+                out
+            }
+        };
+        call("core_memory_append", serde_json::json!({"section": "project", "text": "dates are UTC"})).await;
+        call("search_codebase_memory", serde_json::json!({"query": "app.txt says broken"})).await;
+        std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
+        let passed = call("run_tests", serde_json::json!({})).await;
+        let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+        let stored = call(
+            "store_fix_memory",
+            serde_json::json!({"fix_description": "say fixed", "error_type": "AssertionError",
+                "file_paths": ["app.txt"], "outcome": outcome}),
+        )
+        .await;
+        host.flush().await;
+        stored.structured.unwrap()["memory_id"].as_str().unwrap().to_string()
+    });
+    let as_local = || {
+        let mut cmd = astra(db.path());
+        cmd.env("ASTRA_ACTOR", "local");
+        cmd
+    };
+    let listed = as_local().args(["memory", "list"]).output().unwrap();
+    let said = String::from_utf8_lossy(&listed.stderr);
+    assert!(listed.status.success() && listed.stdout.is_empty(), "{listed:?}");
+    assert!(said.contains("no memories of actor `local`") && said.contains("other actors: `ann` ("), "{said}");
+    assert!(said.contains("pass --actor ID (ASTRA_ACTOR)"), "{said}");
+    for command in ["rm", "show"] {
+        let out = as_local().args(["memory", command, &fix_id]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains(&format!("it belongs to actor `ann` (pass --actor ann")), "{command}: {said}");
+    }
+    let all = stdout(as_local().args(["memory", "list", "--all-actors", "--table", "fixes"]));
+    assert!(!all.is_empty() && all.lines().all(|l| l.contains("Z  ann ")), "an actor column: {all}");
+    let blocks = stdout(astra(db.path()).args(["memory", "list", "--table", "core_blocks"]));
+    assert!(blocks.contains("`project` v1: dates are UTC"), "the block's name and version: {blocks}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&stdout(astra(db.path()).args(["memory", "show", &fix_id]))).unwrap();
+    assert_eq!(shown["row"]["receipt"]["exit_code"], serde_json::json!(0), "{shown}");
+    // `core history` names the actor and the project it looked in
+    let elsewhere = tempfile::tempdir().unwrap();
+    let history = stdout(
+        astra(db.path()).env_remove("ASTRA_PROJECT").current_dir(elsewhere.path()).args(["core", "history", "project"]),
+    );
+    let folder = elsewhere.path().file_name().unwrap().to_string_lossy();
+    assert!(
+        history.contains(&format!("block `project` of actor `ann` in project `{folder}` (the current folder's name")),
+        "{history}"
+    );
+    let history = stdout(as_local().args(["core", "history", "human"]));
+    assert!(history.contains("block `human` of actor `local` has never been written; the store holds"), "{history}");
+}

@@ -216,7 +216,11 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     // the text layout of docs/tools.md
     let first_block: Vec<&str> = body.split("\n\n").next().unwrap().lines().collect();
     assert_eq!(first_block.len(), 7, "{body}");
-    assert_eq!(first_block[0], format!("Match 1 (score={:.4})", out.matches[0].score));
+    // the fused score orders the matches; the cosine is `score` (docs/tools.md)
+    assert_eq!(
+        first_block[0],
+        format!("Match 1 (fused_score={:.4}, cosine={:.4})", out.matches[0].fused_score, out.matches[0].score)
+    );
     assert_eq!(first_block[1], format!("Fix: {}", out.matches[0].fix_description));
     assert_eq!(first_block[2], "Error type: AssertionError");
     assert_eq!(first_block[3], "Files: webapp/settings.py");

@@ -211,7 +211,7 @@ async fn archival_insert_dedupes_lists_near_duplicates_and_search_cites_and_filt
     let out: ArchivalSearchOutput = structured(&found);
     assert!([first.id.as_str(), near.id.as_str()].contains(&out.results[0].id.as_str()), "{out:?}");
     assert_eq!(out.results[0].session_id, "sess-1");
-    assert!(found.text.starts_with("Result 1 (score="), "{}", found.text);
+    assert!(found.text.starts_with("Result 1 (fused_score="), "{}", found.text);
     assert!(found.text.contains("\n> The release build needs protoc"), "quoted text: {}", found.text);
 
     // the tag filter applies before ranking: only the `team` passage qualifies

@@ -86,20 +86,28 @@ impl LanceStore {
         let mut out = Vec::new();
         for name in tables {
             let text_col = main_text_column(name);
-            let mut query = self.table(name).query().select(Select::columns(&[
-                "id",
-                "actor_id",
-                "project",
-                "session_id",
-                "created_at",
-                text_col,
-            ]));
+            let mut columns = vec!["id", "actor_id", "project", "session_id", "created_at", text_col];
+            if name == CORE_BLOCKS_TABLE {
+                columns.extend(["section", "version"]);
+            }
+            let mut query = self.table(name).query().select(Select::columns(columns.as_slice()));
             if let Some(f) = actor_filter(actor) {
                 query = query.only_if(f);
             }
             let mut listed = Vec::new();
             for batch in collect(&query).await.map_err(backend)? {
-                listed.extend(listed_rows(&batch, name, text_col)?);
+                let mut rows = listed_rows(&batch, name, text_col)?;
+                if name == CORE_BLOCKS_TABLE {
+                    // a version's id alone does not say which block it is
+                    let r = Rows::new(&batch, name);
+                    for ((_, row), (section, version)) in
+                        rows.iter_mut().zip(r.strs("section")?.into_iter().zip(r.opt_ints("version")?))
+                    {
+                        let version = version.map(|v| format!(" v{v}")).unwrap_or_default();
+                        row.preview = format!("`{}`{version}: {}", preview(&section, 64), row.preview);
+                    }
+                }
+                listed.extend(rows);
             }
             listed.sort_by_key(|row| std::cmp::Reverse(row.0));
             out.extend(listed.into_iter().take(limit).map(|(_, row)| row));
@@ -121,6 +129,26 @@ impl LanceStore {
             }
         }
         Ok(false)
+    }
+
+    /// Every actor that has rows in the store, with its rows in all tables, most rows first (then by
+    /// name). Reads the `actor_id` column of every table.
+    ///
+    /// # Errors
+    /// A failed read.
+    pub async fn actor_counts(&self) -> Result<Vec<(String, usize)>, StoreError> {
+        let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for name in TABLES {
+            let query = self.table(name).query().select(Select::columns(&["actor_id"]));
+            for batch in collect(&query).await.map_err(backend)? {
+                for actor in Rows::new(&batch, name).strs("actor_id")? {
+                    *counts.entry(actor).or_default() += 1;
+                }
+            }
+        }
+        let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(counts)
     }
 
     /// The full row with `id` (any table), as JSON without its vector, with the table's name.

@@ -214,6 +214,10 @@ impl BrowseStore for LanceStore {
         self.page_of(&filter, Order::Turns, offset, limit).await
     }
 
+    async fn actor_counts(&self) -> Result<Vec<(String, usize)>, StoreError> {
+        LanceStore::actor_counts(self).await
+    }
+
     async fn census(&self, actor_id: &str, latest: usize) -> Result<Census, StoreError> {
         let mut per_project: BTreeMap<(&'static str, String), usize> = BTreeMap::new();
         let mut per_day: BTreeMap<chrono::NaiveDate, usize> = BTreeMap::new();

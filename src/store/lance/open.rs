@@ -326,7 +326,12 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
                  bucket and prefix)"
             );
         } else {
-            tracing::info!(store = path, "created a new, empty store");
+            // said at warn level: a mistyped --db otherwise looks like memory that vanished
+            tracing::warn!(
+                store = path,
+                "no store was at this path: created a new, empty one (if you meant an existing store, check --db / \
+                 ASTRA_DB)"
+            );
         }
         return Ok(());
     }
