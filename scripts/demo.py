@@ -143,7 +143,7 @@ async def session_b(binary, db, workspace, alpha_memory_id):
                                              {"query": symptoms[:2000], "error_type": None, "top_k": 3})
             show(result)
             matches = result.structured_content["matches"]
-            expect(matches and text_of(result).startswith("Match 1 (score="), "the search returns matches")
+            expect(matches and text_of(result).startswith("Match 1 (fused_score="), "the search returns matches")
             expect(matches[0]["memory_id"] == alpha_memory_id,
                    f"Match 1 is session A's fix from project {matches[0]['project']} (score {matches[0]['score']})")
             expect(matches[0]["stale"] is None, "a hit from another project has stale = null (unknown)")

@@ -43,7 +43,7 @@ fn the_wheel_installed_with_uv_serves_with_its_own_model() {
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(seen["ok"], Value::Bool(true), "{seen}");
     // a fix stored after a passing run, then found by meaning: the model ran
-    assert!(seen["match_text_first_line"].as_str().unwrap().starts_with("Match 1 (score=0."), "{seen}");
+    assert!(seen["match_text_first_line"].as_str().unwrap().starts_with("Match 1 (fused_score="), "{seen}");
     // nothing was provisioned into the user's cache: the files came from the wheel
     assert!(!home.path().join(".cache/astra-mcp").exists(), "the installed binary wrote or needed ~/.cache/astra-mcp");
 }

@@ -140,10 +140,10 @@ fn assert_memory_delivered(name: &str, out: &Output, model: &ScriptedModel) {
     assert!(first.contains("astra-mcp memory for this session"), "SessionStart context in the first request");
     assert!(first.contains("Ann wants every fix verified"), "the core block in the first request");
     assert!(first.contains("Recent fix 1") && first.contains(ALPHA_FIX), "the recent fix in the first request");
-    assert!(!first.contains("Match 1 (score="), "no test has run yet");
+    assert!(!first.contains("Match 1 (fused_score="), "no test has run yet");
     let second = records[1]["body"].to_string();
     assert!(second.contains("verified fixes from memory that match the failing tests"), "{second}");
-    assert!(second.contains("Match 1 (score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
+    assert!(second.contains("Match 1 (fused_score=") && second.contains(ALPHA_FIX), "the fix after the failing run");
     let call = records[2]["call_id"].as_str().expect("the search move made a call");
     let found = tool_result(&records[3]["body"], call).expect("the search result came back to the model");
     assert!(found.contains("fix_description") && found.contains(ALPHA_FIX), "our match in the result: {found}");
