@@ -177,10 +177,13 @@ async fn setup_claude_code_wires_the_server_and_the_hooks_for_every_project() {
         json!({"source": "directory", "path": marketplace}),
         "{written}"
     );
-    let before = std::fs::read(&settings).unwrap();
+    // Claude Code rewrites its settings on each `plugin` command, its keys in an order of its own: the
+    // same settings are the same JSON object, not the same bytes
+    let read_settings = || serde_json::from_str::<Value>(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let before = read_settings();
     let again = home.run_documented("setup-claude-code");
     assert!(again.contains("(0 of 8 files written)"), "{again}");
-    assert_eq!(std::fs::read(&settings).unwrap(), before, "a second run changes nothing");
+    assert_eq!(read_settings(), before, "a second run changes nothing");
     assert!(home.sh("astra-mcp setup claude-code --dry-run").contains("(unchanged)"));
 
     // memory from an earlier session, in the default store of the default actor

@@ -449,6 +449,9 @@ pub fn install_wheel(home: &Path) -> PathBuf {
         .arg(&wheel)
         // the interpreter of the tool's venv: the one this machine's tooling venv is made from
         .env("UV_PYTHON", venv_python().canonicalize().unwrap())
+        // one uv cache for every install of this run (scripts/test empties it first): the wheel is
+        // unpacked once, not once per test, which would load the machine while other tests time calls
+        .env("UV_CACHE_DIR", std::env::var_os("ASTRA_TEST_UV_CACHE").map_or(home.join(".cache/uv"), PathBuf::from))
         .env("UV_PYTHON_DOWNLOADS", "never")
         .env_remove("VIRTUAL_ENV")
         .output()
