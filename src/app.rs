@@ -160,6 +160,30 @@ pub async fn existing_label(store: &LanceStore, actor: &str, label: &str, folder
     }
 }
 
+/// The project label of a command run in `cwd` outside a server, over `store`, the label a server
+/// started in `cwd` files memories under: [`StoreSettings::project_in`], then [`existing_label`] as the
+/// server settles it. The source says so when the store keeps the workspace folder's name.
+///
+/// # Errors
+/// The workspace's `.astra-mcp.toml` cannot be used (the message names it).
+pub async fn project_label(
+    settings: &StoreSettings,
+    store: &LanceStore,
+    cwd: Option<&std::path::Path>,
+) -> anyhow::Result<crate::memory::project::ProjectName> {
+    let mut name = settings.project_in(cwd)?;
+    let kept = existing_label(store, &settings.actor_id, &name.label, name.folder_label.as_deref()).await;
+    if kept != name.label {
+        name.source = format!(
+            "the workspace folder's name, which this store holds actor `{}`'s memories under (none under `{}`, \
+             the label of {})",
+            settings.actor_id, name.label, name.source
+        );
+        name.label = kept;
+    }
+    Ok(name)
+}
+
 /// The store a server opens at launch ([`serve`]); clones share one opening. Resolves to
 /// the open store, or to why it could not be opened (e.g. [`crate::store::StoreError::Open`]).
 pub type StoreOpening = Shared<BoxFuture<'static, Result<Arc<LanceStore>, Arc<anyhow::Error>>>>;

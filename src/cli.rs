@@ -310,7 +310,7 @@ pub struct HookArgs {
     #[arg(long, env = ev::ASTRA_HOOK_TIMEOUT_MS, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: Option<u64>,
-    /// The project's test command, e.g. `python -m pytest -q`: a Bash call that runs it counts as a test
+    /// The project's test command, e.g. `python3 -m pytest -q`: a Bash call that runs it counts as a test
     /// run, besides the known runners (pytest, cargo test, go test, npm/pnpm/yarn test, jest, vitest,
     /// mvn/gradle test). Default: the workspace's, as `serve` finds it (`.astra-mcp.toml`, else detected).
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
@@ -326,7 +326,7 @@ pub struct HookArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
-    /// List memories, newest first, per table.
+    /// List memories of every project (`--project` does not filter), newest first, per table.
     List {
         #[command(flatten)]
         store: StoreArgs,
@@ -460,9 +460,10 @@ pub enum EvalCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
-    /// Fix retrieval on the bundled evaluation set (225 look-alike fixes, symptom and identifier
-    /// queries, tune and held-out splits): hit@1, hit@3 and MRR of `search_codebase_memory`, fused and
-    /// with each ranking alone, in a fresh temporary store.
+    /// Fix retrieval on the bundled evaluation set (345 fixes: 225 look-alikes with symptom and
+    /// identifier queries, 60 target and distractor pairs with paraphrase queries; tune and held-out
+    /// splits): hit@1, hit@3 and MRR of `search_codebase_memory`, fused and with each ranking alone, in a
+    /// fresh temporary store.
     Fixes {
         #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
         model_dir: Option<PathBuf>,
@@ -497,9 +498,10 @@ pub struct StoreArgs {
     /// The actor that owns long-term memory. Trusted configuration: tools cannot choose it.
     #[arg(long, env = ev::ASTRA_ACTOR, default_value = "local", value_name = "ID")]
     pub actor: String,
-    /// Project label for new memories. Default: for `serve` and a hook, the workspace's (`project` in
-    /// its `.astra-mcp.toml`, else its git remote as `owner/repo`, else its folder's name; `default` for
-    /// a server without a workspace); for other commands, the current folder's name.
+    /// Project label for new memories and of the core blocks `core` reads; `memory list`, `show` and
+    /// `export` show every project. Default: the workspace's, as `serve` finds it from the current
+    /// folder (`project` in its `.astra-mcp.toml`, else its git remote as `owner/repo`, else its folder's
+    /// name); `default` outside a workspace (a hook: the last folder of the session's directory).
     #[arg(long, env = ev::ASTRA_PROJECT, value_name = "NAME")]
     pub project: Option<String>,
     /// Directory with `model.onnx` and the tokenizer files. Default: the ones installed with the binary
@@ -550,7 +552,7 @@ pub struct ServeArgs {
     /// a test setup or `.astra-mcp.toml`. Without one, `run_tests` and `store_fix_memory` refuse.
     #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Shell command that runs the workspace's tests, e.g. `python -m pytest -q`. Default:
+    /// Shell command that runs the workspace's tests, e.g. `python3 -m pytest -q`. Default:
     /// `test_command` in the workspace's `.astra-mcp.toml`, else detected (pytest, cargo test, go test,
     /// npm test, make test).
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
@@ -593,7 +595,10 @@ pub struct UiArgs {
     /// The config file (bearer tokens the login form accepts, allowed hosts; docs/settings.md).
     #[arg(long, env = ev::ASTRA_CONFIG, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The workspace whose files decide whether a fix is stale (default: none, staleness unknown).
+    /// The workspace whose files decide whether a fix of its project is stale. Default: as `serve` finds
+    /// it, the git work tree `ui` is started in, else its working directory when that has a test setup
+    /// or `.astra-mcp.toml`; elsewhere none (staleness unknown). Its project label (`--project`, else
+    /// the workspace's, else `default`) picks the project blocks the Core memory page shows.
     #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Seconds a page may take (a memory store that stopped answering) before it answers 503; 0: no limit.
@@ -716,7 +721,7 @@ pub struct DriveArgs {
     /// Workspace the model works in: the local tools and `run_tests` are confined to it.
     #[arg(long, env = ev::ASTRA_WORKSPACE, value_name = "DIR")]
     pub workspace: PathBuf,
-    /// Shell command that runs the workspace's tests, e.g. `python -m pytest -q`.
+    /// Shell command that runs the workspace's tests, e.g. `python3 -m pytest -q`.
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
     pub test_command: Option<String>,
     /// Seconds before a test run is killed.

@@ -61,6 +61,24 @@ impl StoreSettings {
         self.project.clone().or(fallback).unwrap_or_else(|| DEFAULT_PROJECT.to_string())
     }
 
+    /// The project label of a command run in `cwd` outside a server (`core`, `sessions import`, `memory
+    /// ingest`, …), as `serve` started in `cwd` without `--workspace` chooses it ([`choose_project`] over
+    /// the workspace [`project::discover`] finds): `--project`, else `project` of the workspace's
+    /// `.astra-mcp.toml`, else its git remote (`owner/repo`), else its folder's name; `default` outside a
+    /// workspace. The caller settles [`project::ProjectName::folder_label`] against its store as the
+    /// server does ([`crate::app::project_label`]).
+    ///
+    /// # Errors
+    /// The workspace's `.astra-mcp.toml` cannot be used (read only without `--project`).
+    pub fn project_in(&self, cwd: Option<&std::path::Path>) -> Result<project::ProjectName, project::ProjectFileError> {
+        if self.project.is_some() {
+            return Ok(choose_project(self.project.as_deref(), None, None));
+        }
+        let Some(found) = cwd.and_then(project::discover) else { return Ok(choose_project(None, None, None)) };
+        let file = ProjectFile::load(&found.root)?;
+        Ok(choose_project(None, Some(found.root.as_path()), file.as_ref()))
+    }
+
     /// The embedder over the configured model files (loaded on first use), its threads set for
     /// `workload`.
     pub fn embedder(&self, workload: Workload) -> LazyEmbedder {
@@ -256,12 +274,8 @@ impl ServeSettings {
             },
         };
         let file = workspace.as_ref().map(|w| ProjectFile::load(w.root())).transpose()?.flatten();
-        let name = workspace.as_ref().map(|w| project::project_name(w.root(), file.as_ref()));
-        let (project, project_source, folder_label) = match (&store.project, name) {
-            (Some(project), _) => (project.clone(), "--project (ASTRA_PROJECT)".to_string(), None),
-            (None, Some(name)) => (name.label, name.source, name.folder_label),
-            (None, None) => (DEFAULT_PROJECT.to_string(), "no workspace, so the default label".to_string(), None),
-        };
+        let project::ProjectName { label: project, source: project_source, folder_label } =
+            choose_project(store.project.as_deref(), workspace.as_ref().map(|w| w.root()), file.as_ref());
         anyhow::ensure!(
             (0.0..=1.0).contains(&args.near_duplicate_cosine),
             "--near-duplicate-cosine (ASTRA_NEAR_DUPLICATE_COSINE) is a cosine similarity between 0 and 1, got {}",
@@ -366,6 +380,29 @@ this memory. Pass --allow-remote (ASTRA_ALLOW_REMOTE) to mean it, and configure 
             store,
             choice: ProjectChoice { workspace: workspace_source, project: project_source, folder_label },
         })
+    }
+}
+
+/// The project label and where it came from, as every command that defaults one chooses it (docs/settings.md,
+/// "Workspace, project and test command"): `given` (`--project`), else the label of the workspace at
+/// `root` with its project file `file` ([`project::project_name`]), else [`DEFAULT_PROJECT`].
+pub fn choose_project(
+    given: Option<&str>,
+    root: Option<&std::path::Path>,
+    file: Option<&ProjectFile>,
+) -> project::ProjectName {
+    match (given, root) {
+        (Some(project), _) => project::ProjectName {
+            label: project.to_string(),
+            source: "--project (ASTRA_PROJECT)".to_string(),
+            folder_label: None,
+        },
+        (None, Some(root)) => project::project_name(root, file),
+        (None, None) => project::ProjectName {
+            label: DEFAULT_PROJECT.to_string(),
+            source: "no workspace, so the default label".to_string(),
+            folder_label: None,
+        },
     }
 }
 

@@ -14,7 +14,8 @@ pub const ASTRA_TEST_TIMEOUT: &str = "ASTRA_TEST_TIMEOUT";
 pub const ASTRA_TOOL_TIMEOUT: &str = "ASTRA_TOOL_TIMEOUT";
 /// The actor that owns long-term memory (trusted configuration, never a tool argument); equals `--actor`.
 pub const ASTRA_ACTOR: &str = "ASTRA_ACTOR";
-/// The project label of new memories; equals `--project` (default: the workspace folder's name).
+/// The project label of new memories; equals `--project` (default: the workspace's, from its
+/// `.astra-mcp.toml`, git remote or folder name).
 pub const ASTRA_PROJECT: &str = "ASTRA_PROJECT";
 /// Accept client-reported test outcomes (rows are stored `verified: false`); equals `--trust-client-outcomes`.
 pub const ASTRA_TRUST_CLIENT_OUTCOMES: &str = "ASTRA_TRUST_CLIENT_OUTCOMES";

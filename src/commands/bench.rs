@@ -35,8 +35,8 @@ pub async fn run(command: BenchCommand, open: OpenOptions) -> anyhow::Result<()>
         }
         BenchCommand::Populate { store, texts, rows, seed } => {
             let settings = StoreSettings::resolve(&store, open)?;
-            let project = cli_project(&settings);
             let lance = app::open_store(&settings).await?;
+            let project = cli_project(&settings, &lance).await?.label;
             let texts = lines_of(&texts)?;
             let bar = progress_bar(rows as u64, "rows");
             let report = astra_mcp::bench::populate(

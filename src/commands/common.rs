@@ -7,10 +7,14 @@ use astra_mcp::app;
 use astra_mcp::app::LanceStore;
 use astra_mcp::config::StoreSettings;
 
-/// The project label of a command run outside a server: `--project`, else the current directory's name.
-pub(super) fn cli_project(settings: &StoreSettings) -> String {
-    let cwd = std::env::current_dir().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
-    settings.project_or(cwd)
+/// The project label of a command run outside a server, and where it came from: the label a server
+/// started in the current directory uses ([`app::project_label`]: `--project`, else the workspace's
+/// `.astra-mcp.toml`, git remote or folder name, else `default`).
+pub(super) async fn cli_project(
+    settings: &StoreSettings,
+    db: &LanceStore,
+) -> anyhow::Result<astra_mcp::memory::project::ProjectName> {
+    app::project_label(settings, db, std::env::current_dir().ok().as_deref()).await
 }
 
 /// Opens the store of a command that inspects or changes existing memories: a mistyped `--db` is an

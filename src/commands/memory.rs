@@ -73,6 +73,7 @@ async fn list(
 
 /// `memory show`: one memory (any table) as pretty JSON, with its table.
 async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(is_memory_id(&id), "{}", not_a_memory_id(&id));
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
     let Some((table, mut row)) = db.show_row(&id, actor_or_all(&settings, all_actors).as_deref()).await? else {
@@ -103,6 +104,10 @@ async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Re
         }
     }
     for id in &missing {
+        if !is_memory_id(id) {
+            refused.push(not_a_memory_id(id));
+            continue;
+        }
         let note = owner_note(&db, id).await?;
         let see = if note.is_empty() { ": see `astra-mcp memory list`" } else { "" };
         refused.push(format!("no memory of actor `{}` with id {id}{note}{see}", settings.actor_id));
@@ -339,8 +344,8 @@ async fn ingest(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
             .map_err(|e| anyhow::anyhow!("{}; nothing was ingested", e.to_string().trim_end_matches('.')))?;
         passages.push((parsed.text, tags));
     }
-    let project = cli_project(&settings);
     let lance = Arc::new(app::open_store(&settings).await?);
+    let project = cli_project(&settings, &lance).await?.label;
     let archival = astra_mcp::memory::ArchivalMemory::new(
         lance.clone(),
         settings.embedder(Workload::Batch),
@@ -451,6 +456,28 @@ async fn owner_note(db: &LanceStore, id: &str) -> anyhow::Result<String> {
         }
         None => String::new(),
     })
+}
+
+/// Whether `id` has the shape of a memory's id: a UUID (a fix, passage or conversation item) or a core
+/// block version's `<32 hex digits>#<version>`.
+fn is_memory_id(id: &str) -> bool {
+    uuid::Uuid::parse_str(id).is_ok()
+        || id.split_once('#').is_some_and(|(hash, version)| {
+            hash.len() == 32
+                && hash.chars().all(|c| c.is_ascii_hexdigit())
+                && !version.is_empty()
+                && version.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// What `memory show` / `rm` say of an argument that is no memory id at all.
+fn not_a_memory_id(id: &str) -> String {
+    let id = astra_mcp::app::lance::preview(id, 64);
+    format!(
+        "`{id}` is not a memory id: a memory's id is a UUID (36 characters, e.g. \
+         3b0e8f2a-5c1d-4e6f-9a7b-2c3d4e5f6a7b), or for a core block version `<32 hex digits>#<version>`, as \
+         `astra-mcp memory list` prints them"
+    )
 }
 
 fn actor_or_all(settings: &StoreSettings, all_actors: bool) -> Option<String> {

@@ -31,8 +31,9 @@ pub async fn run(command: SessionsCommand, open: OpenOptions) -> anyhow::Result<
                 .with_context(|| format!("--format `{f}`: use claude-code, codex or responses"))
         })
         .transpose()?;
-    let owner = Owner { actor_id: settings.actor_id.clone(), project: cli_project(&settings) };
-    let memory = conversation_memory(app::open_store(&settings).await?, settings.embedder(Workload::Batch));
+    let db = app::open_store(&settings).await?;
+    let owner = Owner { actor_id: settings.actor_id.clone(), project: cli_project(&settings, &db).await?.label };
+    let memory = conversation_memory(db, settings.embedder(Workload::Batch));
     let mut failed = 0;
     for file in &files {
         match sessions::import_file(&memory, &owner, file, format, session_id.as_deref()).await {

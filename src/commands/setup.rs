@@ -89,17 +89,23 @@ pub fn marketplace_dir() -> PathBuf {
     super::common::data_dir().join("marketplace")
 }
 
-/// Exit 0 when the plugin is installed (or, with `--dry-run`, when the plan was printed).
+/// Exit 0 when the plugin is installed (or, with `--dry-run`, when the plan was printed and the client is
+/// on `PATH`: without it the plan could not run, so the dry run says so in its first line and exits 1).
 ///
 /// # Errors
-/// `astra-mcp` not on `PATH` (the plugin could not start it), a file that cannot be written, the client's
-/// command not on `PATH`, or a client command that failed (its own output says why).
+/// `astra-mcp` not on `PATH` (the plugin could not start it), the client's command not on `PATH` (both
+/// checked before anything is written), a file that cannot be written, or a client command that failed
+/// (its own output says why).
 pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
     let client = Client::of(args.client);
     let dir = marketplace_dir();
     let commands = client.commands(&dir);
     let found = on_path("astra-mcp");
+    let client_found = on_path(client.program).is_some();
     if args.dry_run {
+        if !client_found {
+            println!("would fail: {}", client_not_on_path(&client, &commands));
+        }
         for (rel, body) in FILES {
             let path = dir.join(rel);
             let state = match std::fs::read_to_string(&path) {
@@ -115,9 +121,11 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
         if found.is_none() {
             println!("note: {}", not_on_path());
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(if client_found { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     let Some(found) = found else { anyhow::bail!(not_on_path()) };
+    // before anything is written: a marketplace no client adds is of no use
+    anyhow::ensure!(client_found, "{}", client_not_on_path(&client, &commands));
     if let (Ok(found), Ok(this)) = (found.canonicalize(), std::env::current_exe().and_then(|e| e.canonicalize()))
         && found != this
     {
@@ -144,13 +152,9 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
         println!("+ {line}");
         let status = match std::process::Command::new(&command[0]).args(&command[1..]).status() {
             Ok(status) => status,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
-                "`{}` is not on PATH: install {} first, then run `astra-mcp setup` again (or run these commands \
-                 yourself: {})",
-                client.program,
-                client.name,
-                commands.iter().map(|c| shell_line(c)).collect::<Vec<_>>().join("; ")
-            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                anyhow::bail!("{}", client_not_on_path(&client, &commands))
+            }
             Err(e) => return Err(e).with_context(|| format!("running `{line}`")),
         };
         anyhow::ensure!(status.success(), "`{line}` failed ({status}); its output above says why");
@@ -158,6 +162,17 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
     println!("{}", client.done);
     println!("To undo: {}", client.undo);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The client's command is not on `PATH`: what to install, and the commands to run by hand instead.
+fn client_not_on_path(client: &Client, commands: &[Vec<String>]) -> String {
+    format!(
+        "`{}` is not on PATH: install {} first, then run `astra-mcp setup` again (or run these commands \
+         yourself: {})",
+        client.program,
+        client.name,
+        commands.iter().map(|c| shell_line(c)).collect::<Vec<_>>().join("; ")
+    )
 }
 
 fn not_on_path() -> String {

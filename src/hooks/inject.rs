@@ -153,9 +153,9 @@ fn pack(settings: &HookSettings, intro: &str, pieces: Vec<Piece>) -> anyhow::Res
     Ok(budget::pack(|text| counter.count(text), intro, pieces, settings.budget_tokens)?)
 }
 
-/// A fix as a search match with its receipt line.
-fn fix_piece(m: &FixMatch, header: &str) -> String {
-    format!("{}\n{}", render_fix(m, header), receipt_line(m))
+/// A fix as a search match with its receipt line, read in project `project` (a fix of another says so).
+fn fix_piece(m: &FixMatch, header: &str, project: &str) -> String {
+    format!("{}\n{}", render_fix(m, header, project), receipt_line(m))
 }
 
 fn passage_hit(row: Passage) -> Hit<Passage> {
@@ -184,7 +184,7 @@ async fn session_start(input: &HookInput, settings: &HookSettings) -> anyhow::Re
         pieces.push(Piece::header(format!("Recent verified fixes in project {project} (newest first):")));
         for (i, hit) in fixes.iter().enumerate() {
             let m = to_match(i + 1, hit);
-            pieces.push(Piece::memory(fix_piece(&m, &format!("Recent fix {}", i + 1))));
+            pieces.push(Piece::memory(fix_piece(&m, &format!("Recent fix {}", i + 1), &project)));
         }
     }
     if !decisions.is_empty() {
@@ -273,7 +273,8 @@ async fn after_test_run(event: Event, input: &HookInput, settings: &HookSettings
     if matches.is_empty() {
         return Ok(None);
     }
-    let pieces = matches.iter().map(|m| Piece::memory(fix_piece(m, &match_header(m)))).collect();
+    let project = &memories.scope.project;
+    let pieces = matches.iter().map(|m| Piece::memory(fix_piece(m, &match_header(m), project))).collect();
     pack(settings, FAILING_TESTS_INTRO, pieces)
 }
 
@@ -305,7 +306,7 @@ async fn prompt(input: &HookInput, settings: &HookSettings) -> anyhow::Result<Op
     if !matches.is_empty() {
         pieces.push(Piece::header("Verified fixes:"));
         for m in &matches {
-            pieces.push(Piece::memory(fix_piece(m, &match_header(m))));
+            pieces.push(Piece::memory(fix_piece(m, &match_header(m), &memories.scope.project)));
         }
     }
     if !passages.is_empty() {

@@ -64,6 +64,9 @@ pub struct RunTestsReport {
     pub confirmed_outcome: Option<String>,
     /// The tests passed but the workspace changed while they ran, so nothing was confirmed.
     pub changed_during_run: bool,
+    /// The files that changed while the tests ran (added, removed or edited), sorted; empty unless
+    /// `changed_during_run`.
+    pub changed_files: Vec<String>,
 }
 
 /// A `store_fix_memory` request after shape validation.
@@ -199,53 +202,58 @@ impl FixMemory {
     /// Runs the configured test command in the workspace. A pass records the session's confirmed outcome
     /// with the workspace digest, which must be the same before and after the run; a failure records its
     /// symptoms and clears any confirmed outcome. A command that could not run
-    /// ([`TestRun::could_not_run`]) is a refusal naming `--test-command`, and changes no gate.
+    /// ([`TestRun::could_not_run`]) is a refusal naming where the command came from, and changes no gate.
     pub async fn run_tests(&self, session: &GateState) -> Result<RunTestsReport, MemoryError> {
         let workspace = self.workspace("run_tests")?;
-        let command = self.config.test_command.as_ref().map(|c| c.command.as_str()).ok_or_else(|| {
+        let chosen = self.config.test_command.as_ref().ok_or_else(|| {
             MemoryError::refused(format!(
                 "run_tests has no test command: none was given and none was detected at the workspace root {} \
                  (pytest, cargo test, go test, npm test, make test). The user sets one with `test_command = \"...\"` \
                  in {PROJECT_FILE} at the workspace root, or with --test-command CMD (ASTRA_TEST_COMMAND), e.g. \
-                 --test-command 'python -m pytest -q'.",
+                 --test-command 'python3 -m pytest -q'.",
                 workspace.root().display()
             ))
         })?;
+        let command = chosen.command.as_str();
         // held until the run's report is ready (dropped with the call when it is cancelled)
         let _slot = testrun::run_slot(workspace.root()).map_err(MemoryError::refused)?;
-        let before = self.digest(workspace).await?;
+        let before = self.blocking(workspace, Workspace::snapshot).await?;
         // a run that did not start, or whose command could not run, tested nothing: the gates stay as
         // they were, and the answer is an error that names the command
         let run = testrun::run(command, workspace.root(), self.config.test_timeout)
             .await
             .map_err(|source| MemoryError::Io { context: format!("starting `{command}`"), source })?;
         if let Some(why) = run.could_not_run() {
-            return Err(MemoryError::refused(testrun::not_run_message(&run, &why)));
+            return Err(MemoryError::refused(testrun::not_run_message(&run, &why, chosen)));
         }
         if !run.passed() {
             session.record_failure(run.symptom_lines());
-            return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: false });
+            return Ok(RunTestsReport {
+                run,
+                confirmed_outcome: None,
+                changed_during_run: false,
+                changed_files: Vec::new(),
+            });
         }
         // Confirm only the files the tests actually ran against: an edit during the run voids the pass.
-        let digest = self.digest(workspace).await?;
-        if digest != before {
+        let after = self.blocking(workspace, Workspace::snapshot).await?;
+        if after.digest != before.digest {
             session.record_failure(Vec::new());
-            return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: true });
+            let changed_files = before.changed_files(&after);
+            return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: true, changed_files });
         }
-        let outcome = testrun::confirmed_outcome(&run, &digest);
+        let outcome = testrun::confirmed_outcome(&run, &after.digest);
         session.record_pass(Confirmed {
             outcome: outcome.clone(),
-            workspace_digest: digest,
+            workspace_digest: after.digest,
+            workspace_files: after.files,
             command: redact(&run.command).into_owned(),
             summary: redact(&run.summary).into_owned(),
             duration_ms: run.duration_ms,
             finished_at: run.finished_at,
         });
-        Ok(RunTestsReport { run, confirmed_outcome: Some(outcome), changed_during_run: false })
-    }
-
-    async fn digest(&self, workspace: &Workspace) -> Result<String, MemoryError> {
-        self.blocking(workspace, Workspace::digest).await
+        let confirmed_outcome = Some(outcome);
+        Ok(RunTestsReport { run, confirmed_outcome, changed_during_run: false, changed_files: Vec::new() })
     }
 
     /// Runs a workspace walk on the blocking pool (it reads every file).
@@ -284,7 +292,7 @@ impl FixMemory {
         let mut paths = Vec::with_capacity(request.file_paths.len());
         for raw in &request.file_paths {
             let rel = workspace.check_relative_file(raw).map_err(|e| MemoryError::refused(e.to_string()))?;
-            if !snapshot.files.contains(&rel) {
+            if !snapshot.files.contains_key(&rel) {
                 return Err(MemoryError::refused(format!(
                     "`{rel}` is not covered by the workspace digest (ignored by .gitignore/.ignore, or inside .git or a \
                      cache/build directory), so this server cannot vouch for it: list the source files the fix changed."
@@ -311,10 +319,17 @@ impl FixMemory {
                 )));
             }
             if snapshot.digest != confirmed.workspace_digest {
-                return Err(MemoryError::refused(
+                let changed = super::workspace::changed_files(&confirmed.workspace_files, &snapshot.files);
+                let mut message = String::from(
                     "workspace gate: files changed since the tests passed: run `run_tests` again, then store with \
                      its new confirmed_outcome.",
-                ));
+                );
+                let note = super::workspace::describe_changes(&changed);
+                if !note.is_empty() {
+                    message.push(' ');
+                    message.push_str(&note);
+                }
+                return Err(MemoryError::refused(message));
             }
             Some(Receipt {
                 command: confirmed.command,

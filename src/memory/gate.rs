@@ -18,6 +18,9 @@ pub struct Confirmed {
     pub outcome: String,
     /// Workspace digest taken when that run ended.
     pub workspace_digest: String,
+    /// The files that digest covered, each with its hash ([`crate::memory::workspace::Snapshot::files`]),
+    /// so that a store refused by the workspace gate can name what changed since.
+    pub workspace_files: std::collections::BTreeMap<String, String>,
     pub command: String,
     pub summary: String,
     pub duration_ms: u64,

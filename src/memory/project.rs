@@ -34,7 +34,7 @@ pub struct ProjectFileError {
 /// [`PROJECT_FILE`]: settings that travel with the project (committed, the same for everyone).
 ///
 /// ```toml
-/// test_command = "python -m pytest -q"   # what run_tests runs at the workspace root
+/// test_command = "python3 -m pytest -q"  # what run_tests runs at the workspace root
 /// project = "acme/web"                    # the project label (default: from the git remote)
 /// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -84,10 +84,34 @@ pub struct TestCommand {
     pub source: String,
 }
 
+/// [`TestCommand::source`] of a command given by `--test-command`.
+const GIVEN_SOURCE: &str = "given by --test-command (ASTRA_TEST_COMMAND)";
+/// The start of [`TestCommand::source`] of a detected command.
+const DETECTED_SOURCE: &str = "detected: ";
+
 impl TestCommand {
     /// A command given by `--test-command` / `ASTRA_TEST_COMMAND`.
     pub fn given(command: impl Into<String>) -> Self {
-        Self { command: command.into(), source: "given by --test-command (ASTRA_TEST_COMMAND)".into() }
+        Self { command: command.into(), source: GIVEN_SOURCE.into() }
+    }
+
+    /// What to tell the user to do so that another command runs, by where this one came from: fix the
+    /// flag, fix the project file, or (for a detected command) install what it needs or set a
+    /// `test_command` of the project's own. Settings are read when the server starts, so each ends with
+    /// a restart. An imperative without a subject: `fix --test-command (ASTRA_TEST_COMMAND) and restart
+    /// the server`.
+    pub fn how_to_change(&self) -> String {
+        if self.source == GIVEN_SOURCE {
+            "fix --test-command (ASTRA_TEST_COMMAND) and restart the server".to_string()
+        } else if self.source.starts_with(DETECTED_SOURCE) {
+            format!(
+                "install what it needs (e.g. pytest in the project's .venv or on PATH), or set \
+                 `test_command = \"...\"` in {PROJECT_FILE} at the workspace root (or pass --test-command), and \
+                 restart the server"
+            )
+        } else {
+            format!("fix `test_command` in {PROJECT_FILE} at the workspace root and restart the server")
+        }
     }
 }
 
@@ -257,7 +281,8 @@ pub fn test_command(root: &Path, file: Option<&ProjectFile>) -> Option<TestComma
 
 /// The test command the files at `root` imply, checked in this order (the first that fits wins):
 /// pytest (`pytest.ini`, `[tool.pytest.ini_options]` in `pyproject.toml`, `[tool:pytest]` in
-/// `setup.cfg`, `[pytest]` in `tox.ini`, `conftest.py`, or `test_*.py` / `*_test.py` in `tests/`),
+/// `setup.cfg`, `[pytest]` in `tox.ini`, `conftest.py`, or `test_*.py` / `*_test.py` in `tests/` or at
+/// the root),
 /// `cargo test` (`Cargo.toml`), `go test ./...` (`go.mod`), `npm test` (`package.json` with a
 /// `scripts.test` other than npm's placeholder), `make test` (a Makefile with a `test` target).
 ///
@@ -266,7 +291,8 @@ pub fn test_command(root: &Path, file: Option<&ProjectFile>) -> Option<TestComma
 /// server installed as a uv tool runs in its own environment, which has no pytest, so the project's
 /// environment or the user's `PATH` must provide it.
 pub fn detect_test_command(root: &Path) -> Option<TestCommand> {
-    let detected = |command: String, why: String| Some(TestCommand { command, source: format!("detected: {why}") });
+    let detected =
+        |command: String, why: String| Some(TestCommand { command, source: format!("{DETECTED_SOURCE}{why}") });
     if let Some(marker) = pytest_marker(root) {
         let (command, runner) = pytest_command(root);
         return detected(command, format!("{marker}; {runner}"));
@@ -305,15 +331,21 @@ fn pytest_marker(root: &Path) -> Option<String> {
     if root.join("conftest.py").is_file() {
         return Some("conftest.py at the workspace root".into());
     }
-    let tests = std::fs::read_dir(root.join("tests")).ok()?;
     let is_test_file = |name: &str| {
         name.ends_with(".py")
             && (name.starts_with("test_") || name.strip_suffix(".py").is_some_and(|s| s.ends_with("_test")))
     };
-    tests
-        .filter_map(Result::ok)
-        .any(|e| e.file_type().is_ok_and(|t| t.is_file()) && is_test_file(e.file_name().to_string_lossy().as_ref()))
-        .then(|| "test_*.py files in tests/".into())
+    let has_test_files = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                e.file_type().is_ok_and(|t| t.is_file()) && is_test_file(e.file_name().to_string_lossy().as_ref())
+            })
+        })
+    };
+    if has_test_files(root.join("tests").as_path()) {
+        return Some("test_*.py files in tests/".into());
+    }
+    has_test_files(root).then(|| "test_*.py files at the workspace root".into())
 }
 
 /// How to run pytest here, and why that way.
@@ -456,10 +488,13 @@ mod tests {
             &[("conftest.py", "")],
             &[("tests/test_app.py", "def test_x(): pass\n")],
             &[("tests/app_test.py", "def test_x(): pass\n")],
+            &[("test_stats.py", "def test_x(): pass\n"), ("stats.py", "")],
+            &[("stats_test.py", "def test_x(): pass\n")],
         ] {
             assert_eq!(detected(files).as_deref(), Some(pytest.as_str()), "{files:?}");
         }
         assert_eq!(detected(&[("pyproject.toml", "[project]\nname='x'\n")]), None, "no pytest setup");
+        assert_eq!(detected(&[("stats.py", ""), ("testing.py", ""), ("test_data/x.py", "")]), None, "no test file");
         assert_eq!(detected(&[("Cargo.toml", "[package]\n")]).as_deref(), Some("cargo test"));
         assert_eq!(detected(&[("go.mod", "module x\n")]).as_deref(), Some("go test ./..."));
         assert_eq!(detected(&[("package.json", r#"{"scripts": {"test": "jest"}}"#)]).as_deref(), Some("npm test"));
@@ -482,6 +517,23 @@ mod tests {
             detected(&[("package.json", r#"{"scripts":{"test":"x"}}"#), ("Makefile", "test:\n")]).as_deref(),
             Some("npm test")
         );
+    }
+
+    /// Test files at the root alone (no tests/, conftest.py or pytest config) are a pytest project, and
+    /// the command says so; without pytest on PATH it runs through `python3`, which Debian has (`python`
+    /// it may not).
+    #[test]
+    fn root_level_test_files_are_detected_as_pytest() {
+        let dir = dir_with(&[("stats.py", "def mean(xs): return sum(xs) / len(xs)\n"), ("test_stats.py", "")]);
+        let found = detect_test_command(dir.path()).unwrap();
+        assert!(found.source.starts_with("detected: test_*.py files at the workspace root; "), "{}", found.source);
+        assert!(
+            found.command == "pytest -q" || found.command == "python3 -m pytest -q",
+            "pytest from PATH, else through python3: {}",
+            found.command
+        );
+        assert!(!found.command.starts_with("python "), "{}", found.command);
+        assert!(discover(dir.path()).is_some(), "such a folder is a workspace");
     }
 
     #[test]

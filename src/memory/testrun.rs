@@ -177,17 +177,19 @@ pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// The answer to a `run_tests` whose command could not run (`why`: [`TestRun::could_not_run`]): it names
-/// the command and `--test-command`, says that no test ran, and ends with the last lines of the output.
-/// Secrets in the command and the output are redacted.
-pub fn not_run_message(run: &TestRun, why: &str) -> String {
+/// the command, where it came from (`chosen`: `--test-command`, `.astra-mcp.toml` or detection) and what
+/// the user changes there, says that no test ran, and ends with the last lines of the output. Secrets in
+/// the command and the output are redacted.
+pub fn not_run_message(run: &TestRun, why: &str, chosen: &crate::memory::project::TestCommand) -> String {
     use crate::memory::redact::redact;
     let lines: Vec<&str> = run.output_tail.lines().filter(|l| !l.trim().is_empty()).collect();
     let last = lines[lines.len().saturating_sub(NOT_RUN_TAIL_LINES)..].join("\n");
     let mut text = format!(
         "run_tests could not run the test command `{}`: {why}. No test ran, so this says nothing about the code: \
-         do not change code because of it. The command is the server's --test-command (ASTRA_TEST_COMMAND); \
-         tell the user to fix it and restart the server.",
-        redact(&run.command)
+         do not change code because of it. Where the command came from: {}. Tell the user to {}.",
+        redact(&run.command),
+        redact(&chosen.source),
+        chosen.how_to_change()
     );
     if !last.is_empty() {
         text.push_str(&format!("\nOutput (tail):\n{}", redact(&last)));
@@ -439,9 +441,18 @@ static MISSING_MODULE: LazyLock<Regex> = LazyLock::new(|| {
     // the tests reads `ModuleNotFoundError: No module named 'x'` and is a test failure)
     Regex::new(r"(?m)^(\S*python[\w.-]*): No module named '?([\w.]+)'?\s*$").expect("valid regex")
 });
-static PADDING: LazyLock<Regex> = LazyLock::new(|| Regex::new(r" {4,}").expect("valid regex"));
-static SEPARATOR_RUN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"={11,}|-{11,}|_{11,}|\*{11,}|#{11,}|~{11,}").expect("valid regex"));
+/// The spaces pytest pads a progress line with before its `[ 50%]` at the end of the line.
+static PROGRESS_PADDING: LazyLock<Regex> = LazyLock::new(|| Regex::new(r" {2,}(\[ *\d+%\])$").expect("valid regex"));
+/// A separator run longer than 10 characters: one of `=`, `-`, `_`, `*`, `#`, `~` repeated (`=====`),
+/// or repeated with a space between (pytest's `_ _ _ _` between traceback entries).
+static SEPARATOR_RUN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"={11,}|-{11,}|_{11,}|\*{11,}|#{11,}|~{11,}|=(?: =){5,}|-(?: -){5,}|_(?: _){5,}|\*(?: \*){5,}|#(?: #){5,}|~(?: ~){5,}",
+    )
+    .expect("valid regex")
+});
+/// Characters a separator run is cut to.
+const SEPARATOR_KEPT: usize = 5;
 static PYTEST_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+ in [\d.]+s(?: \([^)]*\))?)\s*=*$")
         .expect("valid regex")
@@ -537,22 +548,21 @@ fn is_assignment(word: &str) -> bool {
 const SHELL_KEYWORDS: &[&str] = &["if", "for", "while", "until", "case", "{", "(", "!"];
 
 /// Output with the padding test runners print to fill a terminal's width removed, so the tail shown to
-/// the model holds text rather than spaces: white space at line ends, runs of 4 or more spaces after a
-/// line's first word (pytest's `F.F      [100%]`), and separator runs of `=`, `-`, `_`, `*`, `#` or `~`
-/// longer than 10 (pytest's `==== FAILURES ====` lines, 200 columns wide with `COLUMNS=200`), cut to 10.
-/// Indentation is kept.
+/// the model holds text rather than spaces: white space at line ends, the spaces before pytest's progress
+/// (`F.F      [100%]`), and separator runs longer than 10 characters ([`SEPARATOR_RUN`]: pytest's
+/// `==== FAILURES ====` and `_ _ _ _` lines, 200 columns wide with `COLUMNS=200`), cut to
+/// [`SEPARATOR_KEPT`]. Other spaces inside a line are kept, so that pytest's `^^^^` markers stay under
+/// the code they point at, and so is indentation.
 pub fn compact_padding(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.lines().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let line = line.trim_end();
-        let body = line.trim_start();
-        out.push_str(&line[..line.len() - body.len()]);
-        let body = PADDING.replace_all(body, " ");
-        let body = SEPARATOR_RUN.replace_all(&body, |c: &regex::Captures| c[0].chars().take(10).collect::<String>());
-        out.push_str(&body);
+        let line = PROGRESS_PADDING.replace(line.trim_end(), " $1");
+        let line = SEPARATOR_RUN
+            .replace_all(&line, |c: &regex::Captures| c[0].chars().take(SEPARATOR_KEPT).collect::<String>());
+        out.push_str(&line);
     }
     if text.ends_with('\n') {
         out.push('\n');
@@ -576,16 +586,31 @@ pub fn receipt_id(command: &str, workspace_digest: &str) -> String {
 }
 
 /// The `confirmed_outcome` of a passing run (docs/tools.md, "The gates"), deterministic for the same command and
-/// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`. Secrets in the
-/// command or summary are redacted (it is stored and shown to other sessions).
+/// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`. A command that
+/// printed nothing has its exit code as its summary, which is not said twice: `true passed with exit code
+/// 0 [receipt 3f9a1c2e]`. Secrets in the command or summary are redacted (it is stored and shown to other
+/// sessions).
 pub fn confirmed_outcome(run: &TestRun, workspace_digest: &str) -> String {
     use crate::memory::redact::redact;
+    let summary = normalized_summary(&run.summary);
+    let summary = match summary.as_str() {
+        "" | "exit code 0" => String::new(),
+        said => format!(" ({})", redact(said)),
+    };
     format!(
-        "{} passed with exit code 0 ({}) [receipt {}]",
+        "{} passed with exit code 0{summary} [receipt {}]",
         redact(&runner_name(&run.command)),
-        redact(&normalized_summary(&run.summary)),
         receipt_id(&run.command, workspace_digest)
     )
+}
+
+/// The summary after a run's headline, `: <summary>`, or nothing when the summary is only the exit code
+/// the headline already gives (a command that printed nothing).
+pub fn summary_suffix(run: &TestRun) -> String {
+    match run.exit_code {
+        Some(code) if run.summary == format!("exit code {code}") => String::new(),
+        _ => format!(": {}", run.summary),
+    }
 }
 
 fn cut(s: &str, max_chars: usize) -> String {
@@ -679,6 +704,12 @@ FAILED tests/test_cors.py::test_second_origin
         assert_ne!(a, confirmed_outcome(&run("4 passed in 0.17s"), "digest-2"));
         assert!(a.starts_with("pytest passed with exit code 0 (4 passed) [receipt "), "{a}");
         assert_eq!(a.len(), "pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]".len());
+        // a command that printed nothing (`--test-command true`): the exit code is said once
+        let silent = TestRun { command: "true".into(), ..run("exit code 0") };
+        let outcome = confirmed_outcome(&silent, "digest-1");
+        assert!(outcome.starts_with("true passed with exit code 0 [receipt "), "{outcome}");
+        assert_eq!(summary_suffix(&silent), "");
+        assert_eq!(summary_suffix(&run("4 passed in 0.17s")), ": 4 passed in 0.17s");
     }
 
     // the test commands below are POSIX shell (`sh -c`)
@@ -745,9 +776,41 @@ FAILED tests/test_cors.py::test_second_origin
         assert_eq!(not_run(import_error).await, None, "an import error in the tests is a test failure");
         assert_eq!(not_run("echo '1 failed in 0.01s'; exit 1").await, None);
         let run = run("pytset -q", dir.path(), Duration::from_secs(10)).await.unwrap();
-        let message = not_run_message(&run, &run.could_not_run().unwrap());
+        let why = run.could_not_run().unwrap();
+        let message = not_run_message(&run, &why, &crate::memory::project::TestCommand::given("pytset -q"));
         assert!(message.starts_with("run_tests could not run the test command `pytset -q`: the shell did not find"));
-        assert!(message.contains("--test-command") && message.contains("pytset: not found"), "{message}");
+        assert!(message.contains("pytset: not found"), "{message}");
+        assert!(
+            message.contains(
+                "Where the command came from: given by --test-command (ASTRA_TEST_COMMAND). Tell the user to fix \
+                 --test-command (ASTRA_TEST_COMMAND) and restart the server."
+            ),
+            "{message}"
+        );
+        // the source named is the real one: the project file, or detection
+        let from_file = crate::memory::project::TestCommand {
+            command: "pytset -q".into(),
+            source: "from .astra-mcp.toml at the workspace root".into(),
+        };
+        let message = not_run_message(&run, &why, &from_file);
+        assert!(
+            message.contains(
+                "Where the command came from: from .astra-mcp.toml at the workspace root. Tell the user to fix \
+                 `test_command` in .astra-mcp.toml at the workspace root and restart the server."
+            ),
+            "{message}"
+        );
+        assert!(!message.contains("ASTRA_TEST_COMMAND"), "{message}");
+        let detected = crate::memory::project::TestCommand {
+            command: "python3 -m pytest -q".into(),
+            source: "detected: conftest.py at the workspace root; `pytest` is not on PATH, so through `python3 -m`"
+                .into(),
+        };
+        let message = not_run_message(&run, &why, &detected);
+        let said = "Where the command came from: detected: conftest.py at the workspace root";
+        assert!(message.contains(said), "{message}");
+        assert!(message.contains("Tell the user to install what it needs"), "{message}");
+        assert!(message.contains("or set `test_command = \"...\"` in .astra-mcp.toml"), "{message}");
     }
 
     /// The padding runners print to fill 200 columns is not kept in the output tail; indentation is.
@@ -759,9 +822,17 @@ FAILED tests/test_cors.py::test_second_origin
             eq = "=".repeat(95),
             pad = " ".repeat(180)
         );
+        assert_eq!(compact_padding(&padded), "===== FAILURES =====\ntests/test_a.py F. [100%]\n    assert x == 1\n");
+        // pytest's spaced separator is cut too; the spaces that align its markers are kept
+        let traceback = format!(
+            "{spaced}\n\n    def mean(xs):\n>       return sum(xs) / len(xs)\n                     ^^^^^^^\n\
+             E       ZeroDivisionError: division by zero\ntests/test_b.py ..      [ 50%]\n",
+            spaced = ["_"; 100].join(" ")
+        );
         assert_eq!(
-            compact_padding(&padded),
-            "========== FAILURES ==========\ntests/test_a.py F. [100%]\n    assert x == 1\n"
+            compact_padding(&traceback),
+            "_ _ _\n\n    def mean(xs):\n>       return sum(xs) / len(xs)\n                     ^^^^^^^\n\
+             E       ZeroDivisionError: division by zero\ntests/test_b.py .. [ 50%]\n"
         );
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("out.txt"), &padded).unwrap();

@@ -33,12 +33,51 @@ pub enum PathError {
     NotAFile(String),
 }
 
+/// Changed files named in a message before the rest are counted ([`describe_changes`]).
+const CHANGES_NAMED: usize = 5;
+
 /// The workspace digest and the workspace-relative paths it covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     /// See [`Workspace::digest`].
     pub digest: String,
-    pub files: BTreeSet<String>,
+    /// Each covered path with what the digest took of it: the SHA-256 (hex) of a file's content, or
+    /// `symlink:<target>`.
+    pub files: BTreeMap<String, String>,
+}
+
+impl Snapshot {
+    /// The paths added, removed or changed in `later` against this snapshot, sorted.
+    pub fn changed_files(&self, later: &Snapshot) -> Vec<String> {
+        changed_files(&self.files, &later.files)
+    }
+}
+
+/// The paths added, removed or changed between two [`Snapshot::files`] maps, sorted.
+pub fn changed_files(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    let mut changed: BTreeSet<&String> =
+        after.iter().filter(|(path, hash)| before.get(*path) != Some(*hash)).map(|(path, _)| path).collect();
+    changed.extend(before.keys().filter(|path| !after.contains_key(*path)));
+    changed.into_iter().cloned().collect()
+}
+
+/// The changed files of a workspace-gate message, with what to do when a test writes them itself:
+/// `` Changed: `a.log`, `src/x.py` and 3 more. If a test writes a file itself (a log, a cache), add it to
+/// .gitignore so that it does not void the pass.`` Empty when no path is known.
+pub fn describe_changes(changed: &[String]) -> String {
+    if changed.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = changed.iter().take(CHANGES_NAMED).map(|p| format!("`{p}`")).collect();
+    let more = match changed.len().saturating_sub(CHANGES_NAMED) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "Changed: {}{more}. If a test writes a file itself (a log, a cache), add it to .gitignore so that it does \
+         not void the pass.",
+        named.join(", ")
+    )
 }
 
 /// A workspace root, canonicalized at open.
@@ -91,19 +130,19 @@ impl Workspace {
     /// I/O errors reading the tree.
     pub fn snapshot(&self) -> std::io::Result<Snapshot> {
         let mut hasher = Sha256::new();
-        let mut files = BTreeSet::new();
+        let mut files = BTreeMap::new();
         for (rel, is_link) in self.covered_files()? {
             let path = self.root.join(&rel);
             hasher.update(rel.as_bytes());
             hasher.update([0]);
-            if is_link {
-                hasher.update(b"symlink:");
-                hasher.update(std::fs::read_link(&path)?.to_string_lossy().as_bytes());
+            let taken = if is_link {
+                format!("symlink:{}", std::fs::read_link(&path)?.to_string_lossy())
             } else {
-                hasher.update(hash_file(&path)?.as_bytes());
-            }
+                hash_file(&path)?
+            };
+            hasher.update(taken.as_bytes());
             hasher.update([b'\n']);
-            files.insert(rel);
+            files.insert(rel, taken);
         }
         Ok(Snapshot { digest: hex::encode(hasher.finalize()), files })
     }
@@ -253,6 +292,29 @@ mod tests {
         assert_eq!(ws.digest().unwrap(), before, "side effects of a test run must not move the digest");
         std::fs::write(dir.path().join("src/app.py"), "x = 2\n").unwrap();
         assert_ne!(ws.digest().unwrap(), before, "an edit must move the digest");
+    }
+
+    #[test]
+    fn changed_files_are_named_up_to_five_and_the_rest_counted() {
+        let (dir, ws) = workspace();
+        std::fs::write(dir.path().join("gone.txt"), "x").unwrap();
+        let before = ws.snapshot().unwrap();
+        std::fs::write(dir.path().join("src/app.py"), "x = 2\n").unwrap();
+        std::fs::remove_file(dir.path().join("gone.txt")).unwrap();
+        std::fs::write(dir.path().join("new.log"), "x").unwrap();
+        let after = ws.snapshot().unwrap();
+        assert_eq!(before.changed_files(&after), ["gone.txt", "new.log", "src/app.py"]);
+        assert_eq!(after.changed_files(&after), Vec::<String>::new());
+        assert_eq!(describe_changes(&[]), "");
+        let many: Vec<String> = (1..=7).map(|i| format!("f{i}")).collect();
+        assert!(
+            describe_changes(&many).starts_with(
+                "Changed: `f1`, `f2`, `f3`, `f4`, `f5` and 2 more. If a test writes a file itself (a log, a cache), \
+                 add it to .gitignore"
+            ),
+            "{}",
+            describe_changes(&many)
+        );
     }
 
     #[test]

@@ -232,14 +232,15 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     }
 }
 
-/// The text layout of docs/tools.md, one block per match, blocks separated by a blank line. Extra lines
-/// appear only when they carry news: `Verified: no …` for trust-mode rows, `Stale: yes …` for changed files,
-/// `Warning: …` for stored text that reads like instructions to the agent.
-pub fn render_matches(matches: &[FixMatch]) -> String {
+/// The text layout of docs/tools.md, one block per match, blocks separated by a blank line; `project`
+/// is the searching server's project label (a fix of another says so). Extra lines appear only when they
+/// carry news: `Verified: no …` for trust-mode rows, `Stale: yes …` for changed files, `Warning: …` for
+/// stored text that reads like instructions to the agent.
+pub fn render_matches(matches: &[FixMatch], project: &str) -> String {
     if matches.is_empty() {
         return NO_MATCHES.to_string();
     }
-    let blocks: Vec<String> = matches.iter().map(|m| render_fix(m, &match_header(m))).collect();
+    let blocks: Vec<String> = matches.iter().map(|m| render_fix(m, &match_header(m), project)).collect();
     blocks.join("\n\n")
 }
 
@@ -249,12 +250,13 @@ pub fn match_header(m: &FixMatch) -> String {
 }
 
 /// One fix in the layout of [`render_matches`] under another first line (`header`), e.g. for fixes
-/// listed without a query.
-pub fn render_fix(m: &FixMatch, header: &str) -> String {
+/// listed without a query; `project` is the reader's project label ([`project_line`]).
+pub fn render_fix(m: &FixMatch, header: &str, project: &str) -> String {
     let mut block = format!(
-        "{header}\nFix: {}\nError type: {}\nFiles: {}\nOutcome: {}\nConfirmed: {}\nSession: {}",
+        "{header}\nFix: {}\nError type: {}\n{}\nFiles: {}\nOutcome: {}\nConfirmed: {}\nSession: {}",
         one_line(&m.fix_description),
         one_line(&m.error_type),
+        project_line(&m.project, project),
         one_line(&m.file_paths.join(", ")),
         one_line(&m.outcome),
         m.confirmed_at,
@@ -271,6 +273,16 @@ pub fn render_fix(m: &FixMatch, header: &str) -> String {
         block.push_str(&crate::memory::injection::warning_line(&m.instruction_flags));
     }
     block
+}
+
+/// `Project: <label>` of a fix, read in project `current`: a fix of another project says that its
+/// files are not in this workspace, so that an agent does not look for them here.
+pub fn project_line(fix_project: &str, current: &str) -> String {
+    if fix_project == current {
+        format!("Project: {}", one_line(fix_project))
+    } else {
+        format!("Project: {} (another project: its files are not in this workspace)", one_line(fix_project))
+    }
 }
 
 /// The receipt of a fix on one line, with its staleness always stated:
@@ -300,7 +312,14 @@ fn one_line(text: &str) -> String {
     text.split(['\n', '\r']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-pub(super) async fn search(memory: &FixMemory, session: &GateState, args: JsonObject) -> Result<ToolOutput, ToolError> {
+/// `search_codebase_memory` for a server of project `project` (the text says which matches are another
+/// project's).
+pub(super) async fn search(
+    memory: &FixMemory,
+    project: &str,
+    session: &GateState,
+    args: JsonObject,
+) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::SearchCodebaseMemory.name();
     let p: SearchCodebaseMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "query", &p.query, MAX_QUERY_CHARS)?;
@@ -315,7 +334,7 @@ pub(super) async fn search(memory: &FixMemory, session: &GateState, args: JsonOb
     }
     let hits = memory.search(session, &p.query, p.error_type.as_deref(), top_k as usize).await?;
     let matches: Vec<FixMatch> = hits.iter().enumerate().map(|(i, h)| to_match(i + 1, h)).collect();
-    let text = render_matches(&matches);
+    let text = render_matches(&matches, project);
     Ok(ToolOutput::ok(text, serde_json::to_value(SearchOutput { matches }).expect("serializable")))
 }
 
@@ -328,17 +347,17 @@ pub(super) async fn run_tests(
     let report = memory.run_tests(session).await?;
     let run = &report.run;
     let source = memory.test_command().map(|c| c.source.clone()).unwrap_or_default();
+    // the summary, unless it is only the exit code the headline gives (a command that printed nothing)
+    let summary = crate::memory::testrun::summary_suffix(run);
     let mut text = match (run.timed_out, run.exit_code) {
-        (true, _) => format!("Tests timed out after {} ms: {}", run.duration_ms, run.summary),
-        (false, Some(0)) if run.passed() => {
-            format!("Tests passed (exit code 0) in {} ms: {}", run.duration_ms, run.summary)
-        }
+        (true, _) => format!("Tests timed out after {} ms{summary}", run.duration_ms),
+        (false, Some(0)) if run.passed() => format!("Tests passed (exit code 0) in {} ms{summary}", run.duration_ms),
         (false, Some(0)) => format!(
-            "Tests did not pass: exit code 0, but the output reports failures, in {} ms: {}",
-            run.duration_ms, run.summary
+            "Tests did not pass: exit code 0, but the output reports failures, in {} ms{summary}",
+            run.duration_ms
         ),
-        (false, Some(code)) => format!("Tests failed (exit code {code}) in {} ms: {}", run.duration_ms, run.summary),
-        (false, None) => format!("Tests were killed by a signal after {} ms: {}", run.duration_ms, run.summary),
+        (false, Some(code)) => format!("Tests failed (exit code {code}) in {} ms{summary}", run.duration_ms),
+        (false, None) => format!("Tests were killed by a signal after {} ms{summary}", run.duration_ms),
     };
     text.push_str(&format!("\nTest command: `{}` ({source})", one_line(&redact(&run.command))));
     if !run.failing.is_empty() {
@@ -352,8 +371,14 @@ pub(super) async fn run_tests(
     }
     if report.changed_during_run {
         text.push_str(
-            "\nFiles changed while the tests ran, so this pass confirms nothing: run run_tests again without editing during the run.",
+            "\nFiles changed while the tests ran, so this pass confirms nothing: run run_tests again without editing \
+             during the run.",
         );
+        let changes = crate::memory::workspace::describe_changes(&report.changed_files);
+        if !changes.is_empty() {
+            text.push(' ');
+            text.push_str(&changes);
+        }
     }
     match &report.confirmed_outcome {
         Some(outcome) => text.push_str(&format!(

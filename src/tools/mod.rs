@@ -20,7 +20,7 @@ pub use explain::{RankingExplanation, RankingPosition, score_label};
 pub use fixes::{
     DEFAULT_TOP_K, FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS,
     MAX_QUERY_CHARS, RunTestsOutput, RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams,
-    StoreFixOutput, TOP_K_MAX, match_header, receipt_line, render_fix, render_matches, to_match,
+    StoreFixOutput, TOP_K_MAX, match_header, project_line, receipt_line, render_fix, render_matches, to_match,
 };
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
@@ -263,7 +263,7 @@ impl ToolHost {
         let turn = session.next_turn();
         let call = async {
             let result = match tool {
-                Tool::SearchCodebaseMemory => fixes::search(&m.fixes, session, arguments).await,
+                Tool::SearchCodebaseMemory => fixes::search(&m.fixes, &m.scope.project, session, arguments).await,
                 Tool::RunTests => fixes::run_tests(&m.fixes, session, arguments).await,
                 Tool::StoreFixMemory => fixes::store(&m.fixes, session, arguments).await,
                 Tool::CoreMemoryAppend => tiered::core_append(&m.core, session, arguments).await,

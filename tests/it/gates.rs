@@ -98,6 +98,18 @@ async fn store_after_files_changed_since_the_pass_is_refused() {
     std::fs::write(ws.path().join("notes.txt"), "edited after the tests passed\n").unwrap();
     let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
     assert_refused(&host, &out, "files changed since the tests passed: run `run_tests` again").await;
+    // the refusal names what changed (an edit, a new file), and what to do about a test's own output
+    std::fs::write(ws.path().join("run.log"), "written by a test\n").unwrap();
+    let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    let said = "Changed: `notes.txt`, `run.log`. If a test writes a file itself (a log, a cache), add it to .gitignore";
+    assert_refused(&host, &out, said).await;
+    // at most five are named, the rest counted
+    for i in 0..7 {
+        std::fs::write(ws.path().join(format!("out{i}.txt")), "x").unwrap();
+    }
+    let out = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    let said = "Changed: `notes.txt`, `out0.txt`, `out1.txt`, `out2.txt`, `out3.txt` and 4 more.";
+    assert_refused(&host, &out, said).await;
 }
 
 #[tokio::test]
@@ -327,6 +339,9 @@ async fn an_edit_during_the_test_run_voids_the_pass() {
     assert_eq!(structured["confirmed_outcome"], json!(null), "{}", out.text);
     assert_eq!(structured["files_changed_during_run"], json!(true));
     assert!(out.text.contains("Files changed while the tests ran"), "{}", out.text);
+    // names the file the run wrote, and how to keep a test's own output from voiding the pass
+    let said = "Changed: `notes.txt`. If a test writes a file itself (a log, a cache), add it to .gitignore";
+    assert!(out.text.contains(said), "{}", out.text);
 }
 
 #[tokio::test]
@@ -419,6 +434,43 @@ async fn a_test_command_that_cannot_run_is_an_error_naming_the_flag() {
     }
     let stored = call(&good, &session, "store_fix_memory", store_args(&outcome)).await;
     assert!(!stored.is_error, "{}", stored.text);
+}
+
+/// A command that cannot run names where it came from and what the user changes there: `test_command` of
+/// `.astra-mcp.toml`, or (detected) the runner's installation, never `--test-command` it was not given by.
+#[tokio::test]
+async fn a_command_that_cannot_run_names_where_it_came_from() {
+    use astra_mcp::memory::project::{self, ProjectFile};
+    let db = tempfile::tempdir().unwrap();
+    // from the project file
+    let ws = shell_workspace();
+    std::fs::write(ws.path().join(".astra-mcp.toml"), "test_command = \"pytset -q\"\n").unwrap();
+    let file = ProjectFile::load(ws.path()).unwrap();
+    let mut from_file = config("ann", "shellproj", Some(ws.path()), None);
+    from_file.test_command = project::test_command(ws.path(), file.as_ref());
+    let out = call(&host(db.path(), from_file).await, &GateState::random(), "run_tests", json!({})).await;
+    assert!(out.is_error && out.text.contains("exit code 127"), "{}", out.text);
+    let said = "Where the command came from: from .astra-mcp.toml at the workspace root. Tell the user to fix \
+                `test_command` in .astra-mcp.toml at the workspace root and restart the server.";
+    assert!(out.text.contains(said), "{}", out.text);
+    assert!(!out.text.contains("ASTRA_TEST_COMMAND"), "not the flag: {}", out.text);
+
+    // detected: a test file at the root and a .venv whose python cannot be executed
+    let py = tempfile::tempdir().unwrap();
+    std::fs::write(py.path().join("test_stats.py"), "def test_mean():\n    assert True\n").unwrap();
+    std::fs::create_dir_all(py.path().join(".venv/bin")).unwrap();
+    std::fs::write(py.path().join(".venv/bin/pytest"), "").unwrap();
+    std::fs::write(py.path().join(".venv/bin/python"), "not a program").unwrap();
+    let detected = project::detect_test_command(py.path()).expect("pytest detected from test_stats.py");
+    assert_eq!(detected.command, ".venv/bin/python -m pytest -q");
+    let mut from_detection = config("ann", "pyproj", Some(py.path()), None);
+    from_detection.test_command = Some(detected);
+    let out = call(&host(db.path(), from_detection).await, &GateState::random(), "run_tests", json!({})).await;
+    assert!(out.is_error && out.text.contains("exit code 126"), "{}", out.text);
+    let said = "Where the command came from: detected: test_*.py files at the workspace root; pytest is installed \
+                in .venv. Tell the user to install what it needs";
+    assert!(out.text.contains(said), "{}", out.text);
+    assert!(!out.text.contains("ASTRA_TEST_COMMAND)"), "not the flag: {}", out.text);
 }
 
 /// A failing run is recorded as failed, not as a call that went "ok"; a passing one as passed.

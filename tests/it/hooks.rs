@@ -159,7 +159,7 @@ async fn a_failing_pytest_run_brings_up_the_verified_fix_and_a_passing_run_nothi
     let text = context(&out, "PostToolUseFailure").expect("the stored fix is injected");
     assert!(text.contains("Match 1 (fused_score="), "{text}");
     assert!(text.contains(&format!("Fix: {ALPHA_FIX}")), "{text}");
-    assert!(text.contains("Files: webapp/settings.py"), "{text}");
+    assert!(text.contains("\nProject: scenario_alpha\nFiles: webapp/settings.py"), "its own project: {text}");
     assert!(text.contains("Outcome: pytest passed with exit code 0 (4 passed) [receipt "), "{text}");
     assert!(text.contains("Receipt: `") && text.contains("` exited 0 (4 passed in "), "{text}");
     // same project and checkout, files as stored: known not stale

@@ -1043,6 +1043,13 @@ fn finding_nothing_for_an_actor_names_the_actors_the_store_holds() {
         assert_eq!(out.status.code(), Some(1), "{said}");
         assert!(said.contains(&format!("it belongs to actor `ann` (pass --actor ann")), "{command}: {said}");
     }
+    // an argument that is no id at all is said to be none, not looked for
+    for command in ["show", "rm"] {
+        let out = astra(db.path()).args(["memory", command, "nonsense"]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains("`nonsense` is not a memory id: a memory's id is a UUID"), "{command}: {said}");
+    }
     let all = stdout(as_local().args(["memory", "list", "--all-actors", "--table", "fixes"]));
     assert!(!all.is_empty() && all.lines().all(|l| l.contains("Z  ann ")), "an actor column: {all}");
     let blocks = stdout(astra(db.path()).args(["memory", "list", "--table", "core_blocks"]));
@@ -1055,9 +1062,12 @@ fn finding_nothing_for_an_actor_names_the_actors_the_store_holds() {
     let history = stdout(
         astra(db.path()).env_remove("ASTRA_PROJECT").current_dir(elsewhere.path()).args(["core", "history", "project"]),
     );
-    let folder = elsewhere.path().file_name().unwrap().to_string_lossy();
+    // (a folder in no project: the label a server started there uses)
     assert!(
-        history.contains(&format!("block `project` of actor `ann` in project `{folder}` (the current folder's name")),
+        history.contains(
+            "block `project` of actor `ann` in project `default` (no workspace, so the default label; pass --project \
+             NAME for another)"
+        ),
         "{history}"
     );
     let history = stdout(as_local().args(["core", "history", "human"]));

@@ -215,7 +215,7 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert!(out.matches[0].verified);
     // the text layout of docs/tools.md
     let first_block: Vec<&str> = body.split("\n\n").next().unwrap().lines().collect();
-    assert_eq!(first_block.len(), 7, "{body}");
+    assert_eq!(first_block.len(), 8, "{body}");
     // the fused score orders the matches; the cosine is `score` (docs/tools.md)
     assert_eq!(
         first_block[0],
@@ -223,10 +223,12 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     );
     assert_eq!(first_block[1], format!("Fix: {}", out.matches[0].fix_description));
     assert_eq!(first_block[2], "Error type: AssertionError");
-    assert_eq!(first_block[3], "Files: webapp/settings.py");
-    assert_eq!(first_block[4], format!("Outcome: {outcome}"));
-    assert!(chrono::DateTime::parse_from_rfc3339(first_block[5].strip_prefix("Confirmed: ").unwrap()).is_ok());
-    assert_eq!(first_block[6], format!("Session: {}", stored.session_id));
+    // alpha's fix, read in beta: its project, and that its files are not in beta's workspace
+    assert_eq!(first_block[3], "Project: scenario_alpha (another project: its files are not in this workspace)");
+    assert_eq!(first_block[4], "Files: webapp/settings.py");
+    assert_eq!(first_block[5], format!("Outcome: {outcome}"));
+    assert!(chrono::DateTime::parse_from_rfc3339(first_block[6].strip_prefix("Confirmed: ").unwrap()).is_ok());
+    assert_eq!(first_block[7], format!("Session: {}", stored.session_id));
     b.cancel().await.unwrap();
 }
 

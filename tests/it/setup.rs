@@ -344,3 +344,41 @@ fn the_plugin_carries_the_documented_hooks_and_this_version() {
         assert!(out.status.success(), "claude plugin validate {}: {}", target.display(), text(&out));
     }
 }
+
+/// Without the client's command on PATH (an empty directory besides `astra-mcp`'s), `setup` says so
+/// before anything else: `--dry-run` in its first line, exiting 1; the real run fails before it writes a
+/// file.
+#[test]
+fn setup_refuses_when_the_client_is_not_on_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, bin, empty) = (dir.path().join("home"), dir.path().join("bin"), dir.path().join("empty"));
+    for d in [&home, &bin, &empty] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_astra-mcp"), bin.join("astra-mcp")).unwrap();
+    let setup = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
+        crate::support::in_fresh_home(&mut cmd, &home)
+            .arg("setup")
+            .args(args)
+            .env("PATH", format!("{}:{}", bin.display(), empty.display()))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for (client, program) in [("claude-code", "claude"), ("codex", "codex")] {
+        let dry = setup(&[client, "--dry-run"]);
+        assert_eq!(dry.status.code(), Some(1), "{}", text(&dry));
+        let stdout = String::from_utf8_lossy(&dry.stdout);
+        let first = stdout.lines().next().unwrap_or_default();
+        assert!(first.starts_with(&format!("would fail: `{program}` is not on PATH: install ")), "{stdout}");
+        assert!(stdout.contains(&format!("would run: {program} plugin marketplace add ")), "the plan still: {stdout}");
+
+        let real = setup(&[client]);
+        assert_eq!(real.status.code(), Some(1), "{}", text(&real));
+        let stderr = String::from_utf8_lossy(&real.stderr);
+        assert!(stderr.contains(&format!("`{program}` is not on PATH")), "{stderr}");
+        assert!(!String::from_utf8_lossy(&real.stdout).contains("marketplace:"), "{}", text(&real));
+        assert!(!home.join(".local/share/astra-mcp").exists(), "{client}: nothing written");
+    }
+}

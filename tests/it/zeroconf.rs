@@ -338,3 +338,55 @@ async fn the_hooks_find_the_same_project_and_test_command_as_the_server() {
                               "tool_input": {"command": "make test"}, "error": format!("Exit code 2\n{output}")}));
     assert!(failing.contains("Fix: app.txt must say fixed, not broken"), "{failing}");
 }
+
+/// The operator commands run in a clone use the label a server started there uses (the git remote's,
+/// not the folder's name): `core history` and `core show` read the block the server wrote, `memory
+/// ingest` files passages under it, and a block never written names the label and where it came from.
+#[tokio::test]
+async fn operator_commands_in_a_clone_use_the_servers_project_label() {
+    let (dir, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let repo = project(dir.path(), "projA", Some("git@github.com:newuser/projA.git"));
+    let client = serve_in(&repo, db.path(), &[], &[]).await;
+    let appended = call(&client, "core_memory_append", json!({"section": "project", "text": "dates are UTC"})).await;
+    assert_ne!(appended.is_error, Some(true), "{}", text(&appended));
+    client.cancel().await.unwrap();
+
+    let cli = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(args).arg("--db").arg(db.path()).current_dir(repo.join("src")).env("ASTRA_LOG", "warn");
+        for var in LEAKY_ENV {
+            cmd.env_remove(var);
+        }
+        let out = cmd.output().unwrap();
+        let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        (stdout, stderr)
+    };
+    let (history, _) = cli(&["core", "history", "project"]);
+    assert!(history.contains("version 1") && history.contains("    dates are UTC"), "{history}");
+    let (shown, said) = cli(&["core", "show", "project"]);
+    assert!(shown.contains("<project chars=\"13/2000\">\ndates are UTC\n</project>"), "{shown}");
+    assert!(!said.contains("never been written"), "{said}");
+
+    // a block never written: the label looked in, and where it came from
+    let (history, _) = cli(&["core", "history", "style", "--core-blocks", "style"]);
+    assert!(
+        history.contains(
+            "block `style` of actor `local` in project `newuser/proja` (the git remote `origin`; pass --project NAME \
+             for another) has never been written"
+        ),
+        "{history}"
+    );
+    let (_, said) = cli(&["core", "show", "style", "--core-blocks", "style"]);
+    assert!(
+        said.contains("`style` of actor `local` in project `newuser/proja` (the git remote `origin`;"),
+        "core show names the label it read: {said}"
+    );
+
+    let passages = dir.path().join("passages.jsonl");
+    std::fs::write(&passages, "{\"text\": \"Deploys go through the staging cluster first.\"}\n").unwrap();
+    cli(&["memory", "ingest", passages.to_str().unwrap()]);
+    let (listed, _) = cli(&["memory", "list", "--table", "archival", "--json"]);
+    let row: Value = serde_json::from_str(listed.lines().next().expect("one passage")).unwrap();
+    assert_eq!(row["project"], json!("newuser/proja"), "{listed}");
+}
