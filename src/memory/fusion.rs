@@ -6,10 +6,16 @@
 //! comparable across queries:
 //! - a cosine ranking contributes the cosine as it is (in [-1, 1]; MiniLM's are comparable across
 //!   queries already);
-//! - a BM25 ranking contributes `bm25(d) / max_d' bm25(d')`, the score relative to the query's best
-//!   match in that ranking (in [0, 1]), as in relative score fusion (Weaviate's `relativeScoreFusion`)
-//!   with the minimum pinned at 0 (no match), so a ranking whose matches all score alike gives them all
-//!   nearly 1 rather than stretching their small differences to the whole range.
+//! - a BM25 ranking contributes `bm25(d) / max(reach, max_d' bm25(d'))` (in [0, 1]): the share of what
+//!   the query could reach that the row got. The reach is the sum over the query's words of each word's
+//!   best score in the column ([`Ranking::reach`]): BM25 is a sum over the query's terms, so no row
+//!   scores above it, and a row that holds every word as strongly as the best row for that word gets
+//!   1 (the per-term upper bounds of max-score evaluation, Turtle & Flood, "Query evaluation:
+//!   strategies and optimizations", IP&M 1995). A row that shares one incidental word of twelve gets
+//!   that word's share, where dividing by the best row alone (relative score fusion, Weaviate's
+//!   `relativeScoreFusion`; the theoretical-minimum normalisation of Bruch et al., "An analysis of
+//!   fusion functions for hybrid retrieval", TOIS 2023) gave whatever matched best a full 1.0 however
+//!   little of the query it held. Without a reach the best row's score is the divisor.
 //!
 //! A row absent from a ranking gets that ranking's lowest score when the ranking was cut at its limit
 //! (the row scores at most that), and its no-match score otherwise (0 for BM25; for a cosine ranking,
@@ -31,7 +37,7 @@ use std::hash::Hash;
 pub enum ScoreKind {
     /// Cosine similarity of embeddings, in [-1, 1]: used as it is.
     Cosine,
-    /// BM25 (≥ 0, unbounded): divided by the ranking's best score for this query.
+    /// BM25 (≥ 0, unbounded): divided by the larger of the query's reach and the ranking's best score.
     Bm25,
 }
 
@@ -45,6 +51,9 @@ pub struct Ranking<K> {
     pub weight: f32,
     /// The ranking stopped at its limit: rows absent from it may still match, scoring at most its last.
     pub cut: bool,
+    /// A BM25 ranking's reach: the most a row could score for this query (the sum of each query word's
+    /// best score; `None`: not known, the best row's score stands in). Ignored for cosine rankings.
+    pub reach: Option<f32>,
 }
 
 /// A row's rank and score in one ranking.
@@ -91,9 +100,10 @@ pub fn score_fusion<K: Eq + Hash + Clone + Ord>(rankings: &[Ranking<K>]) -> Vec<
             (ScoreKind::Cosine, _) | (ScoreKind::Bm25, true) => lowest,
             (ScoreKind::Bm25, false) => 0.0,
         };
+        let divisor = ranking.reach.filter(|r| r.is_finite()).map_or(best, |reach| reach.max(best));
         let normalise = |s: f32| match ranking.kind {
             ScoreKind::Cosine => s,
-            ScoreKind::Bm25 if best > 0.0 => s / best,
+            ScoreKind::Bm25 if divisor > 0.0 => s / divisor,
             ScoreKind::Bm25 => 0.0,
         };
         for f in &mut fused {
@@ -111,7 +121,13 @@ mod tests {
 
     fn ranking(entries: &[(&'static str, f32)], kind: ScoreKind, weight: f32, cut: bool) -> Ranking<&'static str> {
         let ranks = crate::store::competition_ranks(entries.iter().map(|(_, s)| *s));
-        Ranking { entries: entries.iter().zip(ranks).map(|((k, s), r)| (*k, *s, r)).collect(), kind, weight, cut }
+        Ranking {
+            entries: entries.iter().zip(ranks).map(|((k, s), r)| (*k, *s, r)).collect(),
+            kind,
+            weight,
+            cut,
+            reach: None,
+        }
     }
 
     fn keys(fused: &[Fused<&'static str>]) -> Vec<&'static str> {
@@ -184,5 +200,33 @@ mod tests {
         assert_eq!(keys(&fused), vec!["c", "a", "b"], "a scores b's 0.2 and comes first by key");
         assert_eq!(fused[1].ranked[0], None);
         assert!((fused[1].score - 0.2).abs() < 1e-6, "absent from an uncut cosine ranking: its lowest");
+    }
+
+    #[test]
+    fn one_incidental_shared_word_counts_for_its_share_of_the_reach_not_for_the_whole_query() {
+        // a twelve-word symptom: "d" shares only the word "script" (BM25 4.0, the keyword ranking's best),
+        // "r" shares none of its words but is clearly closer by meaning; the query could reach 30.0
+        let vector = ranking(&[("r", 0.31), ("d", 0.25)], ScoreKind::Cosine, 1.0, false);
+        let bm25 = Ranking { reach: Some(30.0), ..ranking(&[("d", 4.0)], ScoreKind::Bm25, 0.75, false) };
+        let fused = score_fusion(&[vector.clone(), bm25.clone()]);
+        assert_eq!(keys(&fused), vec!["r", "d"]);
+        let d = fused.iter().find(|f| f.key == "d").unwrap().score;
+        assert!((d - (0.25 + 0.75 * 4.0 / 30.0)).abs() < 1e-6, "{d}");
+        // divided by the best row alone, the one word counted as the whole query, and "d" came first
+        let relative = score_fusion(&[vector, Ranking { reach: None, ..bm25 }]);
+        assert_eq!(keys(&relative), vec!["d", "r"]);
+    }
+
+    #[test]
+    fn a_row_holding_all_the_query_reaches_counts_in_full_and_a_reach_below_the_best_changes_nothing() {
+        let bm25 = Ranking { reach: Some(9.0), ..ranking(&[("a", 9.0), ("b", 3.0)], ScoreKind::Bm25, 1.0, false) };
+        let fused = score_fusion(&[bm25.clone()]);
+        assert!((fused[0].score - 1.0).abs() < 1e-6 && (fused[1].score - 1.0 / 3.0).abs() < 1e-6, "{fused:?}");
+        // a reach under the best score (words the reach left out) divides by the best instead
+        let under = score_fusion(&[Ranking { reach: Some(4.5), ..bm25.clone() }]);
+        assert!((under[0].score - 1.0).abs() < 1e-6, "{under:?}");
+        // and a reach that is no number is ignored
+        let nan = score_fusion(&[Ranking { reach: Some(f32::NAN), ..bm25 }]);
+        assert!((nan[1].score - 1.0 / 3.0).abs() < 1e-6, "{nan:?}");
     }
 }

@@ -18,7 +18,8 @@ use crate::store::{
 pub const DEFAULT_MIN_SCORE: f32 = 0.10;
 
 /// How a table's rankings are fused ([`score_fusion`]): `score = vector_weight · cosine + keyword_weight
-/// · bm25 / best_bm25 + exact_weight · bm25_exact / best_bm25_exact`, the last over the table's second
+/// · bm25 / reach + exact_weight · bm25_exact / best_bm25_exact` (the reach: what the query's words could
+/// score at best, [`KeywordRankings::reach`]), the last over the table's second
 /// full-text ranking ([`Candidates::by_exact`](crate::store::Candidates::by_exact)): a conversation item's
 /// own text, a fix's identifier phrases.
 ///
@@ -123,16 +124,17 @@ pub fn fuse<T>(
     top_k: usize,
     limit: usize,
 ) -> Vec<Hit<T>> {
-    let ranking = |scored: &[crate::store::Scored<T>], kind, weight| Ranking {
+    let ranking = |scored: &[crate::store::Scored<T>], kind, weight, reach| Ranking {
         entries: scored.iter().map(|c| (id(&c.row), c.score, c.rank)).collect(),
         kind,
         weight,
         cut: scored.len() >= limit,
+        reach,
     };
     let rankings = [
-        ranking(&candidates.by_vector, ScoreKind::Cosine, fusion.vector_weight),
-        ranking(&candidates.by_keyword, ScoreKind::Bm25, fusion.keyword_weight),
-        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight),
+        ranking(&candidates.by_vector, ScoreKind::Cosine, fusion.vector_weight, None),
+        ranking(&candidates.by_keyword, ScoreKind::Bm25, fusion.keyword_weight, candidates.keyword_reach),
+        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight, candidates.exact_reach),
     ];
     // the first ranking a row appears in provides it: the vector ranking's carries the cosine
     let mut by_id: HashMap<Uuid, _> = HashMap::new();
@@ -431,7 +433,7 @@ mod tests {
         let (ranked, ranked_rx) = tokio::sync::oneshot::channel::<()>();
         let keyword = async move {
             ranked_rx.await.expect("the vector ranking ran");
-            Ok(KeywordRankings { rankings: vec![vec![scored(by_keyword)]], ms: 0.0 })
+            Ok(KeywordRankings { rankings: vec![vec![scored(by_keyword)]], reach: vec![], ms: 0.0 })
         };
         let rank = move |vector: Vec<f32>| async move {
             assert_eq!(vector, unit(), "the vector ranking gets the query's embedding");

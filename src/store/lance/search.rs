@@ -38,6 +38,27 @@ pub fn ann_ef(rows: usize, limit: usize) -> usize {
     (rows / ANN_ROWS_PER_EF).clamp(least, ANN_EF_MAX.max(least))
 }
 
+/// Words of a query whose best scores make its keyword ranking's reach, at most ([`reach_words`]).
+pub const MAX_REACH_WORDS: usize = 32;
+
+/// The words of `text` whose best BM25 scores are summed into its keyword ranking's reach: runs of
+/// letters, digits, `_` and `-` (an identifier stays one word; the column's analyzer splits it as it
+/// splits the query), lower-cased, each once, in order, at most [`MAX_REACH_WORDS`]. A longer query's
+/// reach leaves out its later words, and fusion divides by the best score where that is higher.
+pub fn reach_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')) {
+        let word = word.trim_matches(['_', '-']).to_lowercase();
+        if !word.is_empty() && !words.contains(&word) {
+            words.push(word);
+            if words.len() == MAX_REACH_WORDS {
+                break;
+            }
+        }
+    }
+    words
+}
+
 /// Phrases of the identifier ranking of a fix search, at most.
 pub const MAX_IDENTIFIER_PHRASES: usize = 32;
 
@@ -152,10 +173,11 @@ impl LanceStore {
                 tracing::debug!(table = name, "no look at the table's latest version: {e}");
             }
         }
+        // (column, query, whether the query's reach is summed from its words)
         let mut queries = Vec::new();
         for &column in fts_columns(name) {
             let query = (!text.trim().is_empty()).then(|| FtsQuery::Match(MatchQuery::new(text.to_string())));
-            queries.push((column, query));
+            queries.push((column, query, true));
         }
         if name == FIXES_TABLE {
             let phrases = identifier_phrases(text);
@@ -164,11 +186,13 @@ impl LanceStore {
                     phrases.into_iter().map(|p| (Occur::Should, FtsQuery::Phrase(PhraseQuery::new(p)))),
                 ))
             });
-            queries.push(("embedded_text", query));
+            queries.push(("embedded_text", query, false));
         }
         let mut rankings = Vec::new();
-        for (column, query) in queries {
+        let mut reaches = Vec::new();
+        for (column, query, by_words) in queries {
             let mut refs = Vec::new();
+            let mut reach = None;
             if let Some(query) = query
                 && self.fts_available(name, column).await
             {
@@ -176,10 +200,46 @@ impl LanceStore {
                     Ok(ranked) => refs = ranked,
                     Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
                 }
+                if by_words && !refs.is_empty() {
+                    reach = self.keyword_reach(name, column, text).await;
+                }
             }
             rankings.push(refs);
+            reaches.push(reach);
         }
-        Ok(KeywordRankings { rankings, ms: ms_since(started) })
+        Ok(KeywordRankings { rankings, reach: reaches, ms: ms_since(started) })
+    }
+
+    /// What `text`'s BM25 ranking of `name.column` could reach: the sum over its words ([`reach_words`])
+    /// of each word's best score in the column, over every row of the table (unfiltered: one top-1
+    /// full-text query per word, at once). BM25 sums its terms' scores, so no row scores more on the
+    /// words counted ([`crate::memory::fusion`] divides by it). `None` when a query fails: fusion then
+    /// divides by the ranking's best score, as before the reach.
+    async fn keyword_reach(&self, name: &'static str, column: &'static str, text: &str) -> Option<f32> {
+        use lancedb::query::{QueryBase, Select};
+        let best = |word: String| async move {
+            let query = FtsQuery::Match(MatchQuery::new(word)).with_column(column.to_string());
+            let top = self
+                .table(name)
+                .query()
+                .full_text_search(FullTextSearchQuery::new_query(query))
+                .limit(1)
+                .select(Select::columns(&["_score"]));
+            let batches = collect(&top).await?;
+            Ok::<f32, lancedb::Error>(batches.iter().flat_map(ranking_scores).flatten().fold(0.0, f32::max))
+        };
+        let scores = futures::future::join_all(reach_words(text).into_iter().map(best)).await;
+        let mut reach = 0.0;
+        for score in scores {
+            match score {
+                Ok(score) => reach += score,
+                Err(e) => {
+                    tracing::debug!(table = name, column, "no reach for the full-text ranking: {e}");
+                    return None;
+                }
+            }
+        }
+        Some(reach)
     }
 
     /// The BM25 ranking of `name.column` for `query`, at most `limit` rows: unfiltered, then checked

@@ -233,3 +233,54 @@ fn identifier_phrases_are_the_adjacent_parts_of_each_identifier() {
     let many: String = (0..100).map(|i| format!("a{i}_b{i} ")).collect();
     assert_eq!(identifier_phrases(&many).len(), MAX_IDENTIFIER_PHRASES);
 }
+
+#[test]
+fn reach_words_are_the_query_s_words_once_each_identifiers_whole() {
+    assert_eq!(
+        reach_words("<script>alert(1)</script> in a Display-Name: display_name SCRIPT"),
+        ["script", "alert", "1", "in", "a", "display-name", "display_name"]
+    );
+    assert!(reach_words(" :: -- __ ").is_empty());
+    let many: String = (0..100).map(|i| format!("w{i} ")).collect();
+    assert_eq!(reach_words(&many).len(), MAX_REACH_WORDS);
+}
+
+/// The reach of a keyword ranking is the sum of each query word's best BM25 score in the column, over
+/// every actor's rows: no row scores above it, and a row that holds one word of the query gets that
+/// word's share of it, not the whole.
+#[tokio::test]
+async fn a_keyword_ranking_s_reach_is_the_sum_of_each_word_s_best_score() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    let texts = [
+        "Convert Windows line endings before splitting the uploaded script into lines",
+        "Escape user text with html.escape before it goes into the email template",
+        "Lowercase the email address before looking up the account",
+        "The nightly export job retries three times",
+    ];
+    let rows: Vec<_> = texts.iter().map(|t| passage("ann", t)).chain([passage("bob", "unescaped unescaped")]).collect();
+    store.insert_passages(&rows).await.unwrap();
+    let filter = <crate::domain::Passage as TableRow>::filter(&crate::store::SearchFilter {
+        actor_id: "ann".into(),
+        ..Default::default()
+    });
+    let query = "script rendered unescaped in the email";
+    let ranked = store.keyword_rankings(ARCHIVAL_TABLE, &filter, query, 50).await.unwrap();
+    let reach = ranked.reach[0].expect("a ranking that matched has a reach");
+    let mut sum = 0.0;
+    for word in reach_words(query) {
+        let alone = store.keyword_rankings(ARCHIVAL_TABLE, &filter, &word, 50).await.unwrap();
+        let bob = crate::store::SearchFilter { actor_id: "bob".into(), ..Default::default() };
+        let theirs = store
+            .keyword_rankings(ARCHIVAL_TABLE, &<crate::domain::Passage as TableRow>::filter(&bob), &word, 50)
+            .await
+            .unwrap();
+        let best = alone.rankings[0].iter().chain(&theirs.rankings[0]).map(|s| s.score).fold(0.0, f32::max);
+        sum += best;
+    }
+    assert!((reach - sum).abs() < 1e-3 * sum, "reach {reach}, the words' best scores sum to {sum}");
+    let best = ranked.rankings[0].iter().map(|s| s.score).fold(0.0, f32::max);
+    assert!(best < reach / 2.0, "no row of ann's holds half of what the query reaches: {best} of {reach}");
+    // bob's row holds the rarest word of the query: it counts in the reach, not in ann's ranking
+    assert!(ranked.rankings[0].iter().all(|s| rows[4].0.id != s.row.id));
+}
