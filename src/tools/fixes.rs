@@ -21,6 +21,8 @@ pub const MAX_OUTCOME_CHARS: usize = 500;
 pub const MAX_PATHS: usize = 50;
 pub const MAX_PATH_CHARS: usize = 1_024;
 pub const TOP_K_MAX: i64 = 10;
+/// Files named in `run_tests`' `changed_files` at most.
+const MAX_CHANGED_FILES_LISTED: usize = 50;
 /// `top_k` of a search that leaves it out or sends null.
 pub const DEFAULT_TOP_K: i64 = 5;
 
@@ -138,6 +140,10 @@ pub struct RunTestsOutput {
     pub confirmed_outcome: Option<String>,
     /// The tests passed but files changed while they ran, so no outcome was confirmed.
     pub files_changed_during_run: bool,
+    /// The files that changed while the tests ran (relative to the workspace root, sorted, at most 50;
+    /// empty unless `files_changed_during_run`): a test that writes them itself voids every pass until
+    /// they are git-ignored.
+    pub changed_files: Vec<String>,
     /// The last 2000 characters of the run's output.
     pub output_tail: String,
     /// The shell command that ran, at the workspace root.
@@ -402,6 +408,7 @@ pub(super) async fn run_tests(
             .collect(),
         confirmed_outcome: report.confirmed_outcome.clone(),
         files_changed_during_run: report.changed_during_run,
+        changed_files: report.changed_files.iter().take(MAX_CHANGED_FILES_LISTED).cloned().collect(),
         output_tail: run.output_tail.clone(),
         test_command: redact(&run.command).into_owned(),
         test_command_source: source,

@@ -92,7 +92,7 @@ def fill(value, places):
 
 def places(binary, workspace, url=None):
     out = {"/path/to/astra-mcp": str(binary), "/path/to/project": str(workspace),
-           "python -m pytest -q": TEST_COMMAND, "your-name": ACTOR}
+           "python3 -m pytest -q": TEST_COMMAND, "your-name": ACTOR}
     if url:
         out["http://127.0.0.1:8765/mcp"] = url
     return out

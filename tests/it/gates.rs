@@ -338,6 +338,7 @@ async fn an_edit_during_the_test_run_voids_the_pass() {
     let structured = out.structured.unwrap();
     assert_eq!(structured["confirmed_outcome"], json!(null), "{}", out.text);
     assert_eq!(structured["files_changed_during_run"], json!(true));
+    assert_eq!(structured["changed_files"], json!(["notes.txt"]));
     assert!(out.text.contains("Files changed while the tests ran"), "{}", out.text);
     // names the file the run wrote, and how to keep a test's own output from voiding the pass
     let said = "Changed: `notes.txt`. If a test writes a file itself (a log, a cache), add it to .gitignore";
