@@ -475,6 +475,9 @@ pub enum EvalCommand {
         /// Weight of the BM25 ranking in the fusion (default: the product's).
         #[arg(long)]
         keyword_weight: Option<f32>,
+        /// The power the BM25 ranking's share of the query's reach is raised to (default: the product's).
+        #[arg(long)]
+        keyword_exponent: Option<f32>,
         /// Weight of the identifier ranking (BM25 of the query's identifier phrases) in the fusion
         /// (default: the product's).
         #[arg(long)]

@@ -51,12 +51,22 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             );
             write_json(json.as_deref(), &report)
         }
-        EvalCommand::Fixes { model_dir, ort_dylib, vector_weight, keyword_weight, identifier_weight, misses, json } => {
+        EvalCommand::Fixes {
+            model_dir,
+            ort_dylib,
+            vector_weight,
+            keyword_weight,
+            keyword_exponent,
+            identifier_weight,
+            misses,
+            json,
+        } => {
             let embedder = eval_embedder(model_dir, ort_dylib).await?;
             let defaults = Fusion::fixes();
             let fusion = Fusion {
                 vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
                 keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
+                keyword_exponent: keyword_exponent.unwrap_or(defaults.keyword_exponent),
                 exact_weight: identifier_weight.unwrap_or(defaults.exact_weight),
                 ..defaults
             };
@@ -68,8 +78,8 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
                     .await?;
             print!("{}", astra_mcp::eval::fixes::render(&report));
             println!(
-                "fusion: vector_weight={} keyword_weight={} identifier_weight={}",
-                fusion.vector_weight, fusion.keyword_weight, fusion.exact_weight
+                "fusion: vector_weight={} keyword_weight={} keyword_exponent={} identifier_weight={}",
+                fusion.vector_weight, fusion.keyword_weight, fusion.keyword_exponent, fusion.exact_weight
             );
             if misses {
                 print!("{}", astra_mcp::eval::fixes::render_misses(&report));

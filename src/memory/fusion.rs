@@ -54,6 +54,10 @@ pub struct Ranking<K> {
     /// A BM25 ranking's reach: the most a row could score for this query (the sum of each query word's
     /// best score; `None`: not known, the best row's score stands in). Ignored for cosine rankings.
     pub reach: Option<f32>,
+    /// A BM25 ranking's normalised score is raised to this power (1: as it is). Above 1 a row that holds
+    /// a small share of what the query reaches counts for much less than its share (at 3, a third of the
+    /// reach counts 1/27), while a row holding all of it still counts 1. Ignored for cosine rankings.
+    pub exponent: f32,
 }
 
 /// A row's rank and score in one ranking.
@@ -103,7 +107,7 @@ pub fn score_fusion<K: Eq + Hash + Clone + Ord>(rankings: &[Ranking<K>]) -> Vec<
         let divisor = ranking.reach.filter(|r| r.is_finite()).map_or(best, |reach| reach.max(best));
         let normalise = |s: f32| match ranking.kind {
             ScoreKind::Cosine => s,
-            ScoreKind::Bm25 if divisor > 0.0 => s / divisor,
+            ScoreKind::Bm25 if divisor > 0.0 => (s / divisor).powf(ranking.exponent),
             ScoreKind::Bm25 => 0.0,
         };
         for f in &mut fused {
@@ -127,6 +131,7 @@ mod tests {
             weight,
             cut,
             reach: None,
+            exponent: 1.0,
         }
     }
 
@@ -205,8 +210,9 @@ mod tests {
     #[test]
     fn one_incidental_shared_word_counts_for_its_share_of_the_reach_not_for_the_whole_query() {
         // a twelve-word symptom: "d" shares only the word "script" (BM25 4.0, the keyword ranking's best),
-        // "r" shares none of its words but is clearly closer by meaning; the query could reach 30.0
-        let vector = ranking(&[("r", 0.31), ("d", 0.25)], ScoreKind::Cosine, 1.0, false);
+        // "r" shares none of its words but is clearly closer by meaning; the query could reach 30.0, so the
+        // one word adds 0.75 · 4 / 30 = 0.10 to "d" (0.35 < 0.40), not the whole keyword weight
+        let vector = ranking(&[("r", 0.40), ("d", 0.25)], ScoreKind::Cosine, 1.0, false);
         let bm25 = Ranking { reach: Some(30.0), ..ranking(&[("d", 4.0)], ScoreKind::Bm25, 0.75, false) };
         let fused = score_fusion(&[vector.clone(), bm25.clone()]);
         assert_eq!(keys(&fused), vec!["r", "d"]);
@@ -215,6 +221,18 @@ mod tests {
         // divided by the best row alone, the one word counted as the whole query, and "d" came first
         let relative = score_fusion(&[vector, Ranking { reach: None, ..bm25 }]);
         assert_eq!(keys(&relative), vec!["d", "r"]);
+    }
+
+    #[test]
+    fn an_exponent_shrinks_a_small_share_of_the_reach_and_leaves_a_full_match_whole() {
+        let bm25 = Ranking {
+            reach: Some(12.0),
+            exponent: 3.0,
+            ..ranking(&[("all", 12.0), ("third", 4.0)], ScoreKind::Bm25, 1.0, false)
+        };
+        let fused = score_fusion(&[bm25]);
+        assert!((fused[0].score - 1.0).abs() < 1e-6, "{fused:?}");
+        assert!((fused[1].score - 1.0 / 27.0).abs() < 1e-6, "a third of the reach counts (1/3)³: {fused:?}");
     }
 
     #[test]

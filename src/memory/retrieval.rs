@@ -32,6 +32,10 @@ pub struct Fusion {
     pub vector_weight: f32,
     /// Weight of the relative BM25 score of the full-text ranking (conversation items: in context).
     pub keyword_weight: f32,
+    /// The power that score is raised to ([`Ranking::exponent`]): 1
+    /// counts a row's share of what the query reaches as it is; 3 (fixes) counts a row that holds one
+    /// incidental word of a symptom for next to nothing and a row holding all of it in full.
+    pub keyword_exponent: f32,
     /// Weight of the relative BM25 score of the second full-text ranking: over a conversation item's own
     /// text, or of a fix search's identifier phrases (none for archival passages).
     pub exact_weight: f32,
@@ -46,12 +50,16 @@ impl Fusion {
     /// Lance's code analyzer. The symptom a later agent searches with is worded apart from the fix, so the
     /// embedding carries much of the match; BM25 of its words, and as much BM25 of its identifier phrases
     /// (`test_slow_server_lock_ttl` holds `lock ttl`, which `cache_ttl`'s fix lacks), decide between
-    /// look-alikes. Chosen on the tune split of `astra-mcp eval fixes`: identifier weight 0 → 0.908 hit@1,
-    /// 0.5 → 0.974, 0.75–1.5 → 0.980–0.987 (docs/retrieval.md).
+    /// look-alikes. A symptom in other words shares at most an incidental word with some other fix: its
+    /// BM25 share of the query's reach, cubed, counts for next to nothing. Chosen on the tune split of
+    /// `astra-mcp eval fixes` (hit@1, symptom / paraphrase queries): exponent 1 and keyword weight 0.75 →
+    /// 0.987 / 0.625; exponent 2, 1.5 → 0.987 / 0.863; exponent 3, 1.5 → 0.954 / 0.925; exponent 4, 2 →
+    /// 0.908 / 0.938 (docs/retrieval.md). Identifier weight 0 → 0.908 symptom hit@1, 0.5 → 0.974, 1 → 0.987.
     pub const fn fixes() -> Self {
         Self {
             vector_weight: 1.0,
-            keyword_weight: 0.75,
+            keyword_weight: 1.5,
+            keyword_exponent: 3.0,
             exact_weight: 1.0,
             candidates: 50,
             min_score: DEFAULT_MIN_SCORE,
@@ -64,6 +72,7 @@ impl Fusion {
         Self {
             vector_weight: 1.0,
             keyword_weight: 1.0,
+            keyword_exponent: 1.0,
             exact_weight: 0.0,
             candidates: 50,
             min_score: DEFAULT_MIN_SCORE,
@@ -77,6 +86,7 @@ impl Fusion {
         Self {
             vector_weight: 1.0,
             keyword_weight: 1.0,
+            keyword_exponent: 1.0,
             exact_weight: 0.25,
             candidates: 50,
             min_score: DEFAULT_MIN_SCORE,
@@ -124,17 +134,24 @@ pub fn fuse<T>(
     top_k: usize,
     limit: usize,
 ) -> Vec<Hit<T>> {
-    let ranking = |scored: &[crate::store::Scored<T>], kind, weight, reach| Ranking {
+    let ranking = |scored: &[crate::store::Scored<T>], kind, weight, reach, exponent| Ranking {
         entries: scored.iter().map(|c| (id(&c.row), c.score, c.rank)).collect(),
         kind,
         weight,
         cut: scored.len() >= limit,
         reach,
+        exponent,
     };
     let rankings = [
-        ranking(&candidates.by_vector, ScoreKind::Cosine, fusion.vector_weight, None),
-        ranking(&candidates.by_keyword, ScoreKind::Bm25, fusion.keyword_weight, candidates.keyword_reach),
-        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight, candidates.exact_reach),
+        ranking(&candidates.by_vector, ScoreKind::Cosine, fusion.vector_weight, None, 1.0),
+        ranking(
+            &candidates.by_keyword,
+            ScoreKind::Bm25,
+            fusion.keyword_weight,
+            candidates.keyword_reach,
+            fusion.keyword_exponent,
+        ),
+        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight, candidates.exact_reach, 1.0),
     ];
     // the first ranking a row appears in provides it: the vector ranking's carries the cosine
     let mut by_id: HashMap<Uuid, _> = HashMap::new();

@@ -50,10 +50,13 @@ async fn an_identifier_ranks_its_passage_first_among_twenty_look_alikes() {
     }
 }
 
-/// On the bundled fix evaluation set, through `search_codebase_memory`'s search: every identifier query
-/// ranks its fix first, on each split the fused search puts the right fix first at least as often as
-/// the better of its two rankings alone, and on the held-out split (never tuned on) for at least 0.90 of
-/// the symptoms (issue 26's targets; the figures are in BENCHMARKS.md).
+/// On the bundled fix evaluation set, through `search_codebase_memory`'s search, on both splits (tune,
+/// held out): every identifier query ranks its fix first; for symptoms the fused search puts the right
+/// fix first at least as often as the better of its two rankings alone, and on the held-out split (never
+/// tuned on) for at least 0.90 of them (issue 26); for paraphrases (a symptom in other words that shares
+/// one incidental word with another fix, issue 53) the right fix is in the top 3 every time and first
+/// for at least 0.80 of them, where BM25's share of the query's reach, not cubed, put it first for about
+/// half (the figures are in BENCHMARKS.md).
 #[tokio::test]
 async fn fix_search_never_loses_to_its_own_rankings_and_finds_every_identifier() {
     let db = tempfile::tempdir().unwrap();
@@ -70,6 +73,9 @@ async fn fix_search_never_loses_to_its_own_rankings_and_finds_every_identifier()
             "{split}: fused hit@1 {} < the better ranking alone {best_part}: {report:#?}",
             fused.groups[&group].hit_at_1
         );
+        let paraphrase = &fused.groups[&format!("{split}/paraphrase")];
+        assert_eq!(paraphrase.hit_at_3, 1.0, "{split}: every paraphrase finds its fix in the top 3: {report:#?}");
+        assert!(paraphrase.hit_at_1 >= 0.80, "{split}: paraphrases first {} < 0.80: {report:#?}", paraphrase.hit_at_1);
     }
     let held_out = fused.groups["held_out/symptom"].hit_at_1;
     assert!(held_out >= 0.90, "held-out symptoms: the right fix first for {held_out} < 0.90 of them: {report:#?}");

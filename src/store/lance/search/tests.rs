@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::domain::Passage;
 use crate::store::lance::test_rows::passage;
-use crate::store::{ArchivalStore, ForgetStore};
+use crate::store::{ArchivalStore, FixStore, ForgetStore};
 
 /// The row addresses of `name`, by id.
 async fn addresses(store: &LanceStore, name: &'static str) -> HashMap<uuid::Uuid, u64> {
@@ -245,11 +245,41 @@ fn reach_words_are_the_query_s_words_once_each_identifiers_whole() {
     assert_eq!(reach_words(&many).len(), MAX_REACH_WORDS);
 }
 
-/// The reach of a keyword ranking is the sum of each query word's best BM25 score in the column, over
-/// every actor's rows: no row scores above it, and a row that holds one word of the query gets that
-/// word's share of it, not the whole.
+#[test]
+fn a_word_no_fix_holds_counts_in_the_reach_as_much_as_the_best_matched_word() {
+    // "script" matched (4.0), "the" matched weakly (0.5), three words matched nothing
+    assert_eq!(reach_of(&[4.0, 0.5, 0.0, 0.0, 0.0]), 4.5 + 3.0 * 4.0, "the unmatched words are part of the query");
+    assert_eq!(reach_of(&[0.0, 0.0]), 0.0, "nothing matched: no reach, the ranking is empty anyway");
+    assert_eq!(reach_of(&[2.0, 3.0]), 5.0, "every word matched: the plain sum");
+}
+
+/// A fix row as `store_fix_memory` writes one, embedding `text`, with a distinct unit vector.
+fn fix_row(actor: &str, text: &str) -> (crate::domain::FixRecord, Vec<f32>) {
+    let (passage, vector) = passage(actor, text);
+    let fix = crate::domain::FixRecord {
+        memory_id: passage.id,
+        actor_id: actor.into(),
+        project: "p".into(),
+        session_id: "s".into(),
+        created_at: passage.created_at,
+        updated_at: passage.updated_at,
+        fix_description: text.into(),
+        error_type: "AssertionError".into(),
+        file_paths: vec!["app.py".into()],
+        outcome: "1 passed".into(),
+        verified: true,
+        receipt: None,
+        embedded_text: text.into(),
+    };
+    (fix, vector)
+}
+
+/// The reach of a fix search's keyword ranking is the sum of each query word's best BM25 score in the
+/// column over every actor's rows, a word no row holds counted as the best word: no row scores above
+/// it, and a row that holds one word of the query gets that word's share of it, not the whole. The
+/// prose tables have none (their rankings are divided by their best score).
 #[tokio::test]
-async fn a_keyword_ranking_s_reach_is_the_sum_of_each_word_s_best_score() {
+async fn a_fix_search_s_reach_is_the_sum_of_each_word_s_best_score() {
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
     let texts = [
@@ -258,29 +288,39 @@ async fn a_keyword_ranking_s_reach_is_the_sum_of_each_word_s_best_score() {
         "Lowercase the email address before looking up the account",
         "The nightly export job retries three times",
     ];
-    let rows: Vec<_> = texts.iter().map(|t| passage("ann", t)).chain([passage("bob", "unescaped unescaped")]).collect();
-    store.insert_passages(&rows).await.unwrap();
-    let filter = <crate::domain::Passage as TableRow>::filter(&crate::store::SearchFilter {
-        actor_id: "ann".into(),
-        ..Default::default()
-    });
-    let query = "script rendered unescaped in the email";
-    let ranked = store.keyword_rankings(ARCHIVAL_TABLE, &filter, query, 50).await.unwrap();
-    let reach = ranked.reach[0].expect("a ranking that matched has a reach");
-    let mut sum = 0.0;
-    for word in reach_words(query) {
-        let alone = store.keyword_rankings(ARCHIVAL_TABLE, &filter, &word, 50).await.unwrap();
-        let bob = crate::store::SearchFilter { actor_id: "bob".into(), ..Default::default() };
-        let theirs = store
-            .keyword_rankings(ARCHIVAL_TABLE, &<crate::domain::Passage as TableRow>::filter(&bob), &word, 50)
-            .await
-            .unwrap();
-        let best = alone.rankings[0].iter().chain(&theirs.rankings[0]).map(|s| s.score).fold(0.0, f32::max);
-        sum += best;
+    let rows: Vec<_> = texts.iter().map(|t| fix_row("ann", t)).chain([fix_row("bob", "unescaped unescaped")]).collect();
+    for (fix, vector) in &rows {
+        store.upsert_fix(fix, vector).await.unwrap();
     }
-    assert!((reach - sum).abs() < 1e-3 * sum, "reach {reach}, the words' best scores sum to {sum}");
+    let filter_of = |actor: &str| {
+        <crate::domain::FixRecord as TableRow>::filter(&crate::store::FixFilter {
+            actor_id: actor.into(),
+            error_type: None,
+        })
+    };
+    let query = "script rendered unescaped in the email zzqx";
+    let ranked = store.keyword_rankings(FIXES_TABLE, &filter_of("ann"), query, 50).await.unwrap();
+    let reach = ranked.reach[0].expect("a ranking that matched has a reach");
+    let mut best_scores = Vec::new();
+    for word in reach_words(query) {
+        let alone = store.keyword_rankings(FIXES_TABLE, &filter_of("ann"), &word, 50).await.unwrap();
+        let theirs = store.keyword_rankings(FIXES_TABLE, &filter_of("bob"), &word, 50).await.unwrap();
+        best_scores.push(alone.rankings[0].iter().chain(&theirs.rankings[0]).map(|s| s.score).fold(0.0, f32::max));
+    }
+    assert_eq!(best_scores.iter().filter(|s| **s == 0.0).count(), 3, "`rendered`, `in` and `zzqx` match nothing");
+    let sum = reach_of(&best_scores);
+    assert!((reach - sum).abs() < 1e-3 * sum, "reach {reach}, the words' best scores make {sum}");
     let best = ranked.rankings[0].iter().map(|s| s.score).fold(0.0, f32::max);
     assert!(best < reach / 2.0, "no row of ann's holds half of what the query reaches: {best} of {reach}");
     // bob's row holds the rarest word of the query: it counts in the reach, not in ann's ranking
-    assert!(ranked.rankings[0].iter().all(|s| rows[4].0.id != s.row.id));
+    assert!(ranked.rankings[0].iter().all(|s| rows[4].0.memory_id != s.row.id));
+
+    let passages: Vec<_> = texts.iter().map(|t| passage("ann", t)).collect();
+    store.insert_passages(&passages).await.unwrap();
+    let archival = <crate::domain::Passage as TableRow>::filter(&crate::store::SearchFilter {
+        actor_id: "ann".into(),
+        ..Default::default()
+    });
+    let prose = store.keyword_rankings(ARCHIVAL_TABLE, &archival, query, 50).await.unwrap();
+    assert!(!prose.rankings[0].is_empty() && prose.reach[0].is_none(), "{:?}", prose.reach);
 }
