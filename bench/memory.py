@@ -7,7 +7,7 @@ per pair) and `archival_memory_search` for the passage just stored, on a fresh s
     python3 bench/memory.py [--binary BIN] [--calls 10000] [--every 2000] [-- SERVE FLAGS...]
     python3 bench/memory.py --calls 10000 -- --store-cache-mib 16
 
-Linux only (/proc). Pure standard library (no bench venv needed). Figures: BENCHMARKS.md, "Fuzzing".
+Linux only (/proc). Pure standard library (no bench venv needed). Figures: docs/internals/fuzzing.md.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def real_vectors(kind: str, seed: int, count: int, embedder_factory, log=print) 
         log(f"  embedding {len(texts)} {kind} texts for the store (cached in {path.parent}) ...")
         t0 = time.perf_counter()
         # length-sorted batches of 8, as the binary embeds: on 2 cores about twice the texts/s of batches
-        # of 64, and a text's vector does not depend on its batch (BENCHMARKS.md)
+        # of 64, and a text's vector does not depend on its batch (docs/internals/embedding.md, "Embedding")
         new = embedder.embed_many(texts, batch=8, progress=_progress(f"  embedded {kind}"))
         log(f"  embedded {len(texts)} texts in {time.perf_counter() - t0:.1f} s")
         have = np.concatenate([have, new])

@@ -13,7 +13,8 @@ server (`tests/s3-server`, built by `scripts/test`) started on loopback for the 
     python3 bench/writers.py [--binary BIN] [--processes 2] [--sessions 4] [--inserts 50] [--s3] [--searcher]
         [--forgetter] [--forgets 40]
 
-Pure standard library (no bench venv needed). Figures: BENCHMARKS.md, "Writers on one store".
+Pure standard library (no bench venv needed). Figures: BENCHMARKS.md; what they taught:
+docs/internals/writes.md.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ use clap::Parser;
 
 /// jemalloc, not the system allocator: under a long stream of tool calls glibc's malloc kept the freed
 /// memory of LanceDB's short-lived buffers and the server grew by about 23 KB per call with its caches
-/// bounded; under jemalloc it stays flat (BENCHMARKS.md, "Fuzzing"). ONNX Runtime, loaded as a shared
+/// bounded; under jemalloc it stays flat (docs/internals/fuzzing.md). ONNX Runtime, loaded as a shared
 /// library, keeps the system allocator.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]

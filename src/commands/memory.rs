@@ -60,7 +60,7 @@ async fn list(
         }
     }
     if rows.is_empty() {
-        let what = table.as_deref().map(|t| format!(" in table `{t}`")).unwrap_or_default();
+        let what = table.as_deref().map(|t| format!(" in `{t}`")).unwrap_or_default();
         if all_actors {
             eprintln!("astra-mcp: no memories of any actor{what} in {}", settings.db);
         } else {

@@ -75,7 +75,7 @@ const PINNED_FILES: [(&str, bool, &str); 6] = [
 
 /// What a process embeds for, which sets how ONNX Runtime's pool threads wait between the parallel
 /// sections of a run (`session.intra_op.allow_spinning`, `session.force_spinning_stop`: ONNX Runtime's
-/// session options config keys). Measured on 2 cores (BENCHMARKS.md, "Spinning").
+/// session options config keys). Measured on 2 cores (docs/internals/embedding.md, "Spinning").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workload {
     /// A server: a query's embedding runs while the store's full-text query runs on the same cores, so

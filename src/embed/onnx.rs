@@ -9,7 +9,7 @@ use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, 
 use super::{DIMENSION, EmbedError, Embedder, MAX_TOKENS, ModelPaths, Workload};
 
 /// Texts per ONNX Runtime batch in [`Embedder::embed_documents`], which runs a call's texts in length
-/// order. On 2 cores (BENCHMARKS.md, "Embedding") length-sorted batches of 8 embed 1.4 × as many texts
+/// order. On 2 cores (docs/internals/embedding.md, "Embedding") length-sorted batches of 8 embed 1.4 × as many texts
 /// per second as batches of 64 (38 against 27 texts/s): a batch pads to its longest text, and the
 /// attention of a larger batch fits the caches worse. Batches of 2–8 were within the spread of each other.
 pub const ONNX_BATCH: usize = 8;

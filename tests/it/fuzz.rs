@@ -22,7 +22,7 @@ const SEED_VAR: &str = "ASTRA_FUZZ_SEED";
 
 /// A proptest configuration of `cases` cases whose inputs come from `$ASTRA_FUZZ_SEED`, or from a fresh
 /// seed; the seed is printed either way, so a failure can be replayed with the same inputs.
-/// `$ASTRA_FUZZ_CASES`: the inputs each target takes in a long run (BENCHMARKS.md, "Fuzzing").
+/// `$ASTRA_FUZZ_CASES`: the inputs each target takes in a long run (docs/internals/fuzzing.md).
 fn fuzz_cases() -> Option<u32> {
     std::env::var("ASTRA_FUZZ_CASES").ok().and_then(|v| v.trim().parse().ok())
 }
@@ -417,8 +417,8 @@ fn frame_is_request(bytes: &[u8]) -> bool {
 // ---- Parsers of outside input, each fed its own shapes: real lines mutated, random JSON, raw text ----
 //
 // Cases per parser: `ASTRA_FUZZ_CASES` (default 2,000, what `scripts/test` runs); a long run is
-// `ASTRA_FUZZ_CASES=100000 cargo test --release --locked --test it fuzz::parser` (BENCHMARKS.md,
-// "Fuzzing").
+// `ASTRA_FUZZ_CASES=100000 cargo test --release --locked --test it fuzz::parser`
+// (docs/internals/fuzzing.md).
 
 /// Cases per parser target: `$ASTRA_FUZZ_CASES`, else 2,000.
 fn parser_cases() -> u32 {

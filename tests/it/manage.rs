@@ -497,7 +497,7 @@ async fn import_never_moves_a_memory_to_another_actor() {
 
     // a `forgotten` row deletes only its own actor's conversation item
     stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["sessions", "import"]).arg(fixture("responses.jsonl")));
-    let items = stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "list", "--table", "session_items"]));
+    let items = stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "list", "--table", "conversation"]));
     let item = items.split_whitespace().nth(1).unwrap().to_string();
     let forget = serde_json::json!({"table": "forgotten", "row": {"id": item, "actor_id": "ann", "forgotten_at": "2026-12-01T00:00:00Z"}});
     let path = db.path().join("../forget.jsonl");

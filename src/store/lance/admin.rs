@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::rows::Rows;
 use super::sql::{actor_filter, sql_literal};
 use super::transfer::batch_to_json;
-use super::{CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
+use super::{CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
 use crate::embed::DIMENSION;
 use crate::store::{ListedRow, StoreError, TableStats};
 
@@ -22,11 +22,17 @@ pub(super) fn main_text_column(table: &str) -> &'static str {
     }
 }
 
+/// The table of a memory tier as `memory list --table` names it: `fixes`, `archival`, `conversation`,
+/// `core`, or the table's own name.
 fn table_name(name: &str) -> Result<&'static str, StoreError> {
-    TABLES
-        .into_iter()
-        .find(|t| *t == name)
-        .ok_or_else(|| StoreError::Backend(format!("no table `{name}`: the tables are {}", TABLES.join(", "))))
+    let tier = match name {
+        "conversation" => CONVERSATION_TABLE,
+        "core" => CORE_BLOCKS_TABLE,
+        other => other,
+    };
+    TABLES.into_iter().find(|t| *t == tier).ok_or_else(|| {
+        StoreError::Backend(format!("no memory tier `{name}`: choose fixes, archival, conversation or core"))
+    })
 }
 
 /// One line of text, at most `max` characters (an ellipsis marks a cut). Control and bidirectional

@@ -6,7 +6,8 @@
 //! reads each row of each column on its own). Each costs two hand-offs between threads, which on a
 //! small virtual machine cost more than the read. Lance's io_uring reader hands the reads to one ring
 //! thread in batches instead: at 10k rows the rest of a search (its latency minus the query's
-//! embedding) fell by 1.3 ms (archival) and 2.3 ms (fixes) (BENCHMARKS.md, "Reads through io_uring").
+//! embedding) fell by 1.3 ms (archival) and 2.3 ms (fixes) (docs/internals/search-latency.md, "Reads
+//! through io_uring").
 //!
 //! How: Lance reads through io_uring when a store's URI has the scheme `file+uring://`. That scheme
 //! cannot be given to lancedb: lancedb then creates a stray directory named after the URI in the
@@ -43,7 +44,7 @@ static URING_ALLOWED: OnceLock<Result<(), String>> = OnceLock::new();
 /// The defaults of Lance's io_uring settings (environment variables Lance reads once, at its first
 /// io_uring read), for the variables the user did not set:
 /// - `LANCE_URING_THREAD_COUNT=1`: one ring thread. Two (Lance's default) were slower on a 2-core
-///   machine (BENCHMARKS.md, "Reads through io_uring").
+///   machine (docs/internals/search-latency.md, "Reads through io_uring").
 /// - `LANCE_URING_POLL_TIMEOUT_MS=1000`: how often an idle ring thread wakes up (Lance's default,
 ///   10 ms, wakes an idle server 100 times a second). A request wakes it at once either way.
 ///
@@ -61,7 +62,7 @@ pub unsafe fn set_uring_defaults() {
 /// Default of [`super::OpenOptions::cache_mib`] (`--store-cache-mib`): room for the indexes of a store of
 /// about 1M rows, and a bound a laptop can spare. Lance's own defaults (6 GiB of index cache and 1 GiB of
 /// metadata cache) let a long-running server grow by gigabytes, because every commit writes a new manifest
-/// and every index update new index files, each cached under its own key (BENCHMARKS.md, "Fuzzing").
+/// and every index update new index files, each cached under its own key (docs/internals/fuzzing.md).
 pub const DEFAULT_CACHE_MIB: u64 = 1024;
 
 /// The Lance session a connection opens with: its caches bounded to `cache_mib` MiB in all, with io_uring

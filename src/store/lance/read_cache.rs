@@ -5,7 +5,7 @@
 //! column of every fragment the vector index does not cover yet and reads its candidates' rows, and
 //! the merge-insert reads the `id` column of every fragment. With eight writers on one bucket that was
 //! 26 GETs per acknowledged write, 95 % of them the same bytes of the same file read again
-//! (BENCHMARKS.md, "Reads of immutable files on a bucket").
+//! (docs/internals/writes.md, "Reads of immutable files on a bucket").
 //!
 //! Why it is correct: Lance never changes a file once written under a table's `data/`, `_indices/` or
 //! `_deletions/` (Lance's format: data files and deletion files get fresh random names, an index its

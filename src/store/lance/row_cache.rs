@@ -3,7 +3,7 @@
 //! `superseded_by`) and, for the vector ranking, its `vector` (`[f32; 384]`, L2-normalized, as stored).
 //!
 //! Why: at 10k rows the vector ranking's read of its 50 candidates by address was 1.9 ms of the 4.3 ms
-//! its stage took (BENCHMARKS.md, "Where the vector stage's 4.3 ms go at 10k"), and the full-text
+//! its stage took (docs/internals/search-latency.md, "Where the vector stage's 4.3 ms go at 10k"), and the full-text
 //! rankings read the same columns of theirs. A table of up to `row_cache_rows` rows ([`super::OpenOptions`]) is read into the
 //! cache once, in the background after its first search ([`RowCache::should_fill`]); then a search
 //! reads no row before fusion, only the hits it returns.
@@ -39,7 +39,7 @@ use uuid::Uuid;
 
 /// Rows per table the cache holds by default (`--row-cache-rows`): a table of up to this many rows is
 /// held whole. About 1.6 KiB per row (the vector is 1,536 bytes), so 26 MiB for a full table; a 10k
-/// table cost 35 MiB of resident memory in the benchmark (BENCHMARKS.md, "Row cache").
+/// table cost 35 MiB of resident memory in the benchmark (docs/internals/search-latency.md, "Row cache").
 pub const DEFAULT_ROW_CACHE_ROWS: usize = 16_384;
 
 /// What a ranking needs of one row before fusion.

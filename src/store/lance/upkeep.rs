@@ -19,8 +19,8 @@ pub const UPKEEP_EVERY_WRITES: usize = 100;
 /// Between two upkeeps, a store handle compacts a table's newest fragments (one per commit, none covered
 /// by an index yet) into one every this many writes to it. Every read of a table (the id lookup, the
 /// near-duplicate search and the merge-insert of each insert, every search) visits each fragment: a lone
-/// writer's insert took 38 ms just after an upkeep and 57 ms 80–99 writes later (BENCHMARKS.md, "Records
-/// embedded once, fragments joined between upkeeps"). Only unindexed fragments are rewritten (Lance
+/// writer's insert took 38 ms just after an upkeep and 57 ms 80–99 writes later (docs/internals/writes.md,
+/// "Records embedded once, fragments joined between upkeeps"). Only unindexed fragments are rewritten (Lance
 /// compacts fragments an index covers apart from the ones it does not), so this costs about as many rows
 /// as were written.
 pub const COMPACT_EVERY_WRITES: usize = 20;
@@ -34,7 +34,7 @@ pub const UPKEEP_FRAGMENTS: usize = 32;
 
 /// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
 /// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 6–11 ms at 10k rows of 384
-/// floats here, by machine (BENCHMARKS.md, "Exact search below 5,000 rows").
+/// floats here, by machine (docs/internals/search-latency.md, "Exact search below 5,000 rows").
 pub const ANN_MIN_ROWS: usize = 5_000;
 
 /// Versions younger than this are kept by background upkeep and by default by `memory optimize` (a
@@ -288,7 +288,8 @@ impl LanceStore {
     /// as it is: the merge rebuilds the graphs of the rows written since (HNSW per IVF partition, with
     /// the existing partitions and quantiser), not the whole index. Returns the segments merged.
     ///
-    /// Cost, measured over 10,000 single inserts (BENCHMARKS.md, "Vector index segments are merged"):
+    /// Cost, measured over 10,000 single inserts (docs/internals/search-latency.md, "Vector index segments are
+    /// merged"):
     /// 79 ms with about 500 rows written since the first segment, 0.6–0.7 s with about 5,000 (building
     /// the first over 5,000 rows took 1.2 s); background upkeep merges about every 500th write.
     pub(super) async fn merge_vector_index_segments(

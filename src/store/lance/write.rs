@@ -32,7 +32,8 @@ pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
 /// with the same statistics (the empty index's plus all rows'), so no row is scored apart from the
 /// others (with a partly filled index, a new "Use pnpm not npm" ranked below an indexed "pnpm not npm
 /// use" for its own words), and no write or upkeep pays for folding rows into an index (about 20 ms per
-/// insert when every write folded, BENCHMARKS.md "Full-text fold"). The scan costs little at this size.
+/// insert when every write folded, docs/internals/writes.md, "Full-text fold"). The scan costs little at
+/// this size.
 /// An index that covers rows of such a table (a store that shrank, or one written by an earlier
 /// version) is rebuilt empty after the table's next write.
 pub const FTS_FLAT_MAX_ROWS: usize = 250;
