@@ -52,7 +52,8 @@ pub struct Ranking<K> {
     /// The ranking stopped at its limit: rows absent from it may still match, scoring at most its last.
     pub cut: bool,
     /// A BM25 ranking's reach: the most a row could score for this query (the sum of each query word's
-    /// best score; `None`: not known, the best row's score stands in). Ignored for cosine rankings.
+    /// best score, a word no row holds counted at the best word's score; `None`: not known, the best
+    /// row's score stands in). Ignored for cosine rankings.
     pub reach: Option<f32>,
     /// A BM25 ranking's normalised score is raised to this power (1: as it is). Above 1 a row that holds
     /// a small share of what the query reaches counts for much less than its share (at 3, a third of the

@@ -18,8 +18,9 @@ use crate::store::{
 pub const DEFAULT_MIN_SCORE: f32 = 0.10;
 
 /// How a table's rankings are fused ([`score_fusion`]): `score = vector_weight · cosine + keyword_weight
-/// · bm25 / reach + exact_weight · bm25_exact / best_bm25_exact` (the reach: what the query's words could
-/// score at best, [`KeywordRankings::reach`]), the last over the table's second
+/// · (bm25 / reach)^keyword_exponent + exact_weight · bm25_exact / best_bm25_exact` (the reach: what the
+/// query's words could score at best for fixes, [`KeywordRankings::reach`]; elsewhere the best row's
+/// score), the last over the table's second
 /// full-text ranking ([`Candidates::by_exact`](crate::store::Candidates::by_exact)): a conversation item's
 /// own text, a fix's identifier phrases.
 ///
@@ -151,7 +152,7 @@ pub fn fuse<T>(
             candidates.keyword_reach,
             fusion.keyword_exponent,
         ),
-        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight, candidates.exact_reach, 1.0),
+        ranking(&candidates.by_exact, ScoreKind::Bm25, fusion.exact_weight, None, 1.0),
     ];
     // the first ranking a row appears in provides it: the vector ranking's carries the cosine
     let mut by_id: HashMap<Uuid, _> = HashMap::new();
@@ -219,7 +220,7 @@ pub(crate) fn with_rows<T>(
 /// is embedded ([`Search::run`]): `2 × top_k`. A hit outside the keyword rankings' first `2 × top_k` is
 /// rare, so the read after fusion is mostly gone from the path. Measured under the earlier rank fusion:
 /// `top_k` alone left about half of it (hits at keyword ranks 11–20 that the vector ranking also holds);
-/// 30 was no better than 20 (BENCHMARKS.md, "Prefetch in the embedding's shadow").
+/// 30 was no better than 20 (docs/internals/search-latency.md, "Prefetch in the embedding's shadow").
 pub(crate) fn prefetch(top_k: usize) -> usize {
     2 * top_k
 }
@@ -296,7 +297,8 @@ impl Search<'_> {
     ///
     /// On a small table the full-text rankings finish before the embedding, so the vector ranking runs
     /// alone; on a large one (about 15 ms at 1M rows) they outlast it, and the vector ranking no longer
-    /// waits for them (BENCHMARKS.md, "The vector ranking does not wait for the full-text rankings").
+    /// waits for them (docs/internals/search-latency.md, "The vector ranking does not wait for the
+    /// full-text rankings").
     /// Then [`fuse`] keeps `top_k`, `read` returns the rows still stored for the hits not read yet
     /// (matched by `id`), and each hit is scored by its row's cosine with the query ([`with_rows`]).
     ///
@@ -450,7 +452,7 @@ mod tests {
         let (ranked, ranked_rx) = tokio::sync::oneshot::channel::<()>();
         let keyword = async move {
             ranked_rx.await.expect("the vector ranking ran");
-            Ok(KeywordRankings { rankings: vec![vec![scored(by_keyword)]], reach: vec![], ms: 0.0 })
+            Ok(KeywordRankings { rankings: vec![vec![scored(by_keyword)]], reach: None, ms: 0.0 })
         };
         let rank = move |vector: Vec<f32>| async move {
             assert_eq!(vector, unit(), "the vector ranking gets the query's embedding");

@@ -241,9 +241,8 @@ pub struct Candidates<T> {
     /// whose context merely quotes it; for fixes BM25 of the query's identifier phrases (two parts of an
     /// identifier side by side, `lock ttl`), which tells look-alike fixes apart. Empty elsewhere.
     pub by_exact: Vec<Scored<T>>,
-    /// What the query could reach in `by_keyword` and in `by_exact` ([`KeywordRankings::reach`]).
+    /// What the query could reach in `by_keyword` ([`KeywordRankings::reach`]); `None` when not known.
     pub keyword_reach: Option<f32>,
-    pub exact_reach: Option<f32>,
     /// How long the store took to produce them.
     pub timings: StageTimings,
 }
@@ -253,13 +252,11 @@ impl Candidates<RowRef> {
     /// first full-text ranking is `by_keyword`, the second (conversation items and fixes) `by_exact`.
     pub fn join(vector: VectorRanking, keyword: KeywordRankings) -> Self {
         let mut rankings = keyword.rankings.into_iter();
-        let mut reach = keyword.reach.into_iter();
         Candidates {
             by_vector: vector.ranked,
             by_keyword: rankings.next().unwrap_or_default(),
             by_exact: rankings.next().unwrap_or_default(),
-            keyword_reach: reach.next().flatten(),
-            exact_reach: reach.next().flatten(),
+            keyword_reach: keyword.reach,
             timings: StageTimings { vector_ms: vector.ms, keyword_ms: keyword.ms, rows_ms: 0.0 },
         }
     }
@@ -303,7 +300,6 @@ impl Candidates<RowRef> {
             by_keyword: map(self.by_keyword),
             by_exact: map(self.by_exact),
             keyword_reach: self.keyword_reach,
-            exact_reach: self.exact_reach,
             timings: self.timings,
         }
     }
@@ -316,7 +312,6 @@ impl<T> Default for Candidates<T> {
             by_keyword: Vec::new(),
             by_exact: Vec::new(),
             keyword_reach: None,
-            exact_reach: None,
             timings: StageTimings::default(),
         }
     }
@@ -354,11 +349,12 @@ pub struct RowRef {
 pub struct KeywordRankings {
     /// Each ranking's refs with their [`Scored::rank`] by BM25; `cosine` is NaN (not known yet).
     pub rankings: Vec<Vec<Scored<RowRef>>>,
-    /// What each ranking's query could reach, by position (missing: not known): the most a row could
-    /// score, the sum of each query word's best BM25 score in the column. Fusion divides a ranking's
-    /// scores by it ([`crate::memory::fusion`]), so a row that shares one incidental word with the query
-    /// counts for that word's share, not for the whole query.
-    pub reach: Vec<Option<f32>>,
+    /// What the first ranking's query could reach, for fixes (`None` elsewhere, or when not known): the
+    /// sum of each query word's best BM25 score in the column, a word no fix holds counted at the best
+    /// word's score (a word no row holds is rarer than any that matched). Fusion divides the ranking's scores by
+    /// it ([`crate::memory::fusion`]), so a row that shares one incidental word with the query counts for
+    /// that word's share, not for the whole query.
+    pub reach: Option<f32>,
     /// How long the queries took, ms.
     pub ms: f64,
 }
@@ -812,11 +808,8 @@ mod tests {
                 .map(|(i, &n)| Scored { row: r(n), cosine: f32::NAN, score: f32::NAN, rank: i + 1 })
                 .collect()
         };
-        let keyword = KeywordRankings {
-            rankings: vec![ranking(&[1, 2, 3]), ranking(&[2, 4, 5]), vec![]],
-            reach: vec![],
-            ms: 0.0,
-        };
+        let keyword =
+            KeywordRankings { rankings: vec![ranking(&[1, 2, 3]), ranking(&[2, 4, 5]), vec![]], reach: None, ms: 0.0 };
         assert_eq!(keyword.tops(2), vec![r(1), r(2), r(4)]);
         assert_eq!(keyword.tops(0), vec![]);
         assert_eq!(keyword.tops(9).len(), 5);

@@ -23,8 +23,8 @@ use crate::store::{KeywordRankings, Query, RowRef, Searchable, SearchedRow, Stor
 /// one per [`ANN_ROWS_PER_EF`] rows of the table for large tables ([`ann_ef`]).
 pub const ANN_EF: usize = 100;
 /// Table rows per HNSW candidate in large tables: `ef` grows with the table, since a fixed `ef` loses
-/// recall there. Measured on the 1M benchmark store (100 queries, store only; BENCHMARKS.md, "HNSW `ef`
-/// grows with the table"): `ef` 200 gave recall@10 0.830 at p50 22.7 ms, 400 0.892 (21.8 ms), 1,000 0.942 (22.2 ms), 2,000 0.982 (24.7 ms);
+/// recall there. Measured on the 1M benchmark store (100 queries, store only; docs/internals/search-latency.md,
+/// "HNSW `ef` grows with the table"): `ef` 200 gave recall@10 0.830 at p50 22.7 ms, 400 0.892 (21.8 ms), 1,000 0.942 (22.2 ms), 2,000 0.982 (24.7 ms);
 /// at 10k every `ef` up to 2,000 gave 1.000, and p50 5.0 ms (200), 5.9–6.4 (1,000), 6.7–7.0 (2,000).
 pub const ANN_ROWS_PER_EF: usize = 500;
 /// The largest `ef` [`ann_ef`] chooses (for tables of 1M rows and more) unless the limit asks for more.
@@ -128,7 +128,7 @@ fn camel_case_parts(segment: &str) -> Vec<&str> {
 
 /// Rows re-ranked with their full vectors per row returned, correcting the scalar quantisation's order.
 /// 1 re-ranks exactly the rows returned: at 1M rows it costs about 4 ms less per search than 4
-/// (BENCHMARKS.md, "Refine factor 1"); recall@10 there is measured of the 50 candidates it re-ranks.
+/// (docs/internals/search-latency.md, "Refine factor 1"); recall@10 there is measured of the 50 candidates it re-ranks.
 pub const ANN_REFINE_FACTOR: u32 = 1;
 
 impl LanceStore {
@@ -171,7 +171,8 @@ impl LanceStore {
     /// fixes the ranking of `text`'s [`identifier_phrases`] (empty when it has none), filtered (see
     /// [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
     /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
-    /// search. The rankings run one after the other.
+    /// search. The rankings run one after the other; a fix search's reach ([`Self::keyword_reach`])
+    /// follows its first ranking when that matched (with nothing matched there is no share to take).
     async fn keyword_rankings(
         &self,
         name: &'static str,
@@ -187,12 +188,13 @@ impl LanceStore {
                 tracing::debug!(table = name, "no look at the table's latest version: {e}");
             }
         }
-        // (column, query, whether the query's reach is summed from its words: fixes only; on the
-        // conversation items it lowered LoCoMo recall@5 from 0.681 to 0.676 and doubled search time)
+        // (column, query); the first ranking of a fix search has a reach, summed from its words once the
+        // ranking matched (on the conversation items the reach lowered LoCoMo recall@5 from 0.681 to
+        // 0.676 and doubled search time: they rank by the best row's score)
         let mut queries = Vec::new();
         for &column in fts_columns(name) {
             let query = (!text.trim().is_empty()).then(|| FtsQuery::Match(MatchQuery::new(text.to_string())));
-            queries.push((column, query, name == FIXES_TABLE));
+            queries.push((column, query));
         }
         if name == FIXES_TABLE {
             let phrases = identifier_phrases(text);
@@ -201,13 +203,12 @@ impl LanceStore {
                     phrases.into_iter().map(|p| (Occur::Should, FtsQuery::Phrase(PhraseQuery::new(p)))),
                 ))
             });
-            queries.push(("embedded_text", query, false));
+            queries.push(("embedded_text", query));
         }
         let mut rankings = Vec::new();
-        let mut reaches = Vec::new();
-        for (column, query, by_words) in queries {
+        let mut reach = None;
+        for (i, (column, query)) in queries.into_iter().enumerate() {
             let mut refs = Vec::new();
-            let mut reach = None;
             if let Some(query) = query
                 && self.fts_available(name, column).await
             {
@@ -215,14 +216,13 @@ impl LanceStore {
                     Ok(ranked) => refs = ranked,
                     Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
                 }
-                if by_words && !refs.is_empty() {
+                if i == 0 && name == FIXES_TABLE && !refs.is_empty() {
                     reach = self.keyword_reach(name, column, text).await;
                 }
             }
             rankings.push(refs);
-            reaches.push(reach);
         }
-        Ok(KeywordRankings { rankings, reach: reaches, ms: ms_since(started) })
+        Ok(KeywordRankings { rankings, reach, ms: ms_since(started) })
     }
 
     /// What `text`'s BM25 ranking of `name.column` could reach: the sum over its words ([`reach_words`])
