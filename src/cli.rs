@@ -330,7 +330,8 @@ pub enum MemoryCommand {
     List {
         #[command(flatten)]
         store: StoreArgs,
-        /// Only this table: `fixes`, `archival`, `session_items` or `core_blocks`.
+        /// Only this tier: `fixes`, `archival`, `conversation` or `core` (their tables' names
+        /// `session_items` and `core_blocks` work too).
         #[arg(long, value_name = "TABLE")]
         table: Option<String>,
         /// Rows per table.
@@ -486,6 +487,19 @@ pub enum EvalCommand {
         /// ranked, the fix ranked first instead. The held-out split's are never listed.
         #[arg(long)]
         misses: bool,
+        /// Also write the report as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// The code check of stored fixes (in place, changed around, reverted, unknown) on generated git
+    /// repositories whose code moves on after the fix: precision and recall of each state. Needs git.
+    Staleness {
+        /// Cases of each of the ten moves (half with the fix committed before it is stored).
+        #[arg(long, default_value_t = 12)]
+        per_move: usize,
+        /// Seed of the generated repositories.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// Also write the report as JSON to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

@@ -1,5 +1,6 @@
 //! `astra-mcp eval`: the retrieval evaluations (LoCoMo conversations, the bundled fixes set) on a
-//! temporary or given store; prints the report and optionally writes it as JSON.
+//! temporary or given store, and the code check of fixes on generated git repositories; prints the
+//! report and optionally writes it as JSON.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -84,6 +85,11 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             if misses {
                 print!("{}", astra_mcp::eval::fixes::render_misses(&report));
             }
+            write_json(json.as_deref(), &report)
+        }
+        EvalCommand::Staleness { per_move, seed, json } => {
+            let report = tokio::task::spawn_blocking(move || astra_mcp::eval::staleness::run(per_move, seed)).await??;
+            print!("{}", astra_mcp::eval::staleness::render(&report));
             write_json(json.as_deref(), &report)
         }
     }

@@ -40,6 +40,38 @@ pub struct Receipt {
     pub workspace_digest: String,
     /// SHA-256 (hex) of each file in `file_paths`, by workspace-relative path, at store time.
     pub file_hashes: BTreeMap<String, String>,
+    /// What the fix changed in each of its files that git shows changed, by workspace-relative path: the
+    /// lines a later read looks for (`memory::revalidate`). Stored, never sent to a client: empty in tool
+    /// results, outside git, and in fixes stored before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(skip)]
+    pub changes: BTreeMap<String, FileChange>,
+    /// What was tried before this fix and did not work, each shown failing by a `run_tests` of the
+    /// same session (docs/tools.md, "What did not work"); at most 5.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_attempts: Vec<FailedAttempt>,
+}
+
+/// An attempt that did not fix the failure, cited by a fix stored in the same session: what the agent
+/// tried, and the server's own failing `run_tests` that showed it did not work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FailedAttempt {
+    /// What was tried, in the agent's words (redacted).
+    pub what: String,
+    /// The shell command of the failing run (redacted).
+    pub command: String,
+    /// That run's summary line, e.g. `1 failed, 3 passed in 0.05s`.
+    pub summary: String,
+    /// When that run ended (RFC 3339, UTC).
+    pub finished_at: DateTime<Utc>,
+}
+
+/// The lines a fix added to one file and removed from it (trimmed, in file order, each once; at most
+/// `memory::revalidate::MAX_LINES_PER_FILE` each way).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
 }
 
 /// One confirmed fix as stored in the `fixes` table.

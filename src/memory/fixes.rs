@@ -9,15 +9,19 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::MemoryError;
-use super::gate::{Confirmed, GateState};
+use super::gate::{Confirmed, FailedRun, GateState};
 use super::project::{PROJECT_FILE, TestCommand};
 use super::redact::{for_storage, redact};
 use super::retrieval::{Fusion, Ranked, Search};
+use super::revalidate::{self, CodeCheck};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
-use crate::domain::{FixRecord, Receipt, Scope, fix_memory_id};
+use crate::domain::{FailedAttempt, FixRecord, Receipt, Scope, fix_memory_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{FixFilter, FixQuery, FixStore, Searchable};
+
+/// Failed attempts one fix keeps, at most (docs/tools.md, "What did not work").
+pub const MAX_FAILED_ATTEMPTS: usize = 5;
 
 /// Symptom text embedded with a fix, in characters (the model reads 256 word pieces at most).
 const MAX_SYMPTOM_CHARS: usize = 700;
@@ -51,9 +55,8 @@ pub struct FixHit {
     pub keyword_hit: bool,
     /// Each ranking's rank and score of this fix.
     pub ranked: super::retrieval::Ranked,
-    /// Same project and workspace root: do the recorded files now differ from the receipt? Otherwise
-    /// `None` (unknown).
-    pub stale: Option<bool>,
+    /// Is the fix still in the code ([`Self::code`](FixMemory::code))?
+    pub code: CodeCheck,
 }
 
 /// What `run_tests` reports.
@@ -67,6 +70,8 @@ pub struct RunTestsReport {
     /// The files that changed while the tests ran (added, removed or edited), sorted; empty unless
     /// `changed_during_run`.
     pub changed_files: Vec<String>,
+    /// Set only when the run failed: the id a fix of this session cites in its failed attempts.
+    pub failed_run_id: Option<String>,
 }
 
 /// A `store_fix_memory` request after shape validation.
@@ -76,6 +81,9 @@ pub struct StoreFixRequest {
     pub error_type: String,
     pub file_paths: Vec<String>,
     pub outcome: String,
+    /// What was tried before and did not work, each with the id of the failing `run_tests` of this
+    /// session that showed it (`(what, failed_run_id)`).
+    pub failed_attempts: Vec<(String, String)>,
 }
 
 /// A stored (or re-stored) fix.
@@ -138,7 +146,7 @@ impl FixMemory {
         let hits: Vec<FixHit> = hits
             .into_iter()
             .map(|hit| FixHit {
-                stale: self.staleness(&hit.row),
+                code: self.code(&hit.row),
                 record: hit.row,
                 score: hit.score,
                 fused_score: hit.fused_score,
@@ -158,7 +166,7 @@ impl FixMemory {
         Ok(fixes
             .into_iter()
             .map(|record| FixHit {
-                stale: self.staleness(&record),
+                code: self.code(&record),
                 record,
                 score: 0.0,
                 fused_score: 0.0,
@@ -168,19 +176,30 @@ impl FixMemory {
             .collect())
     }
 
-    /// For a fix made in this very project and workspace root: did its recorded files change since?
-    /// `None` (unknown) for other projects, other checkouts that share the project label, or no receipt.
-    pub fn staleness(&self, record: &FixRecord) -> Option<bool> {
-        let workspace = self.config.workspace.as_ref()?;
+    /// Is a fix still in the code ([`revalidate::classify`])? Known only for a fix made in this very
+    /// project and workspace root, from its receipt: [`CodeState::Unknown`](revalidate::CodeState) for
+    /// other projects, other checkouts that share the project label, or no receipt. Reads the fix's files.
+    pub fn code(&self, record: &FixRecord) -> CodeCheck {
+        let Some(workspace) = self.config.workspace.as_ref() else {
+            return CodeCheck::unknown("this server has no workspace");
+        };
         if record.project != self.config.scope.project {
-            return None;
+            return CodeCheck::unknown("a fix of another project");
         }
-        let receipt = record.receipt.as_ref()?;
-        if receipt.file_hashes.is_empty() || Path::new(&receipt.workspace_root) != workspace.root() {
-            return None;
+        let Some(receipt) = record.receipt.as_ref() else {
+            return CodeCheck::unknown("no receipt: its outcome was reported by the client");
+        };
+        if receipt.file_hashes.is_empty() {
+            return CodeCheck::unknown("its files were not recorded");
+        }
+        if Path::new(&receipt.workspace_root) != workspace.root() {
+            return CodeCheck::unknown("made in another checkout of this project");
         }
         let paths: Vec<String> = receipt.file_hashes.keys().cloned().collect();
-        Some(workspace.file_hashes(&paths) != receipt.file_hashes)
+        let current = workspace.file_hashes(&paths);
+        revalidate::classify(&receipt.changes, &receipt.file_hashes, &current, |rel| {
+            std::fs::read_to_string(workspace.root().join(rel)).ok()
+        })
     }
 
     /// The test command `run_tests` runs and why, when there is one.
@@ -228,11 +247,21 @@ impl FixMemory {
         }
         if !run.passed() {
             session.record_failure(run.symptom_lines());
+            let id = testrun::failed_run_id(&run.command, &before.digest, &run.finished_at);
+            session.record_failed_run(FailedRun {
+                id: id.clone(),
+                command: redact(&run.command).into_owned(),
+                summary: redact(&run.summary).into_owned(),
+                finished_at: run.finished_at,
+                workspace_digest: before.digest.clone(),
+                git_head: workspace.git_head().await,
+            });
             return Ok(RunTestsReport {
                 run,
                 confirmed_outcome: None,
                 changed_during_run: false,
                 changed_files: Vec::new(),
+                failed_run_id: Some(id),
             });
         }
         // Confirm only the files the tests actually ran against: an edit during the run voids the pass.
@@ -240,7 +269,13 @@ impl FixMemory {
         if after.digest != before.digest {
             session.record_failure(Vec::new());
             let changed_files = before.changed_files(&after);
-            return Ok(RunTestsReport { run, confirmed_outcome: None, changed_during_run: true, changed_files });
+            return Ok(RunTestsReport {
+                run,
+                confirmed_outcome: None,
+                changed_during_run: true,
+                changed_files,
+                failed_run_id: None,
+            });
         }
         let outcome = testrun::confirmed_outcome(&run, &after.digest);
         session.record_pass(Confirmed {
@@ -253,7 +288,13 @@ impl FixMemory {
             finished_at: run.finished_at,
         });
         let confirmed_outcome = Some(outcome);
-        Ok(RunTestsReport { run, confirmed_outcome, changed_during_run: false, changed_files: Vec::new() })
+        Ok(RunTestsReport {
+            run,
+            confirmed_outcome,
+            changed_during_run: false,
+            changed_files: Vec::new(),
+            failed_run_id: None,
+        })
     }
 
     /// Runs a workspace walk on the blocking pool (it reads every file).
@@ -302,6 +343,45 @@ impl FixMemory {
                 paths.push(rel);
             }
         }
+        // each failed attempt cites a failing run of this session: only what the server saw fail is kept
+        let mut failed_attempts: Vec<FailedAttempt> = Vec::with_capacity(request.failed_attempts.len());
+        let passed_on = session.confirmed().map(|c| c.workspace_digest);
+        for (what, id) in &request.failed_attempts {
+            let Some(run) = session.failed_run(id.trim()) else {
+                let known = session.failed_run_ids();
+                let listed = if known.is_empty() {
+                    "this session has none".to_string()
+                } else {
+                    format!("this session's are {}", known.join(", "))
+                };
+                return Err(MemoryError::refused(format!(
+                    "failed_attempts: `{id}` is not the failed_run_id of a run_tests that failed in this session \
+                     ({listed}). Cite the failed_run_id that run_tests returned when the attempt failed, or store \
+                     the fix without that attempt."
+                )));
+            };
+            if passed_on.as_deref() == Some(run.workspace_digest.as_str()) {
+                return Err(MemoryError::refused(format!(
+                    "failed_attempts: run `{id}` tested the same files as the passing run: it shows a flaky test, not \
+                     an attempt that failed. Store the fix without it."
+                )));
+            }
+            let attempt = FailedAttempt {
+                what: for_storage(what.trim()),
+                command: run.command,
+                summary: run.summary,
+                finished_at: run.finished_at,
+            };
+            if !failed_attempts.contains(&attempt) {
+                failed_attempts.push(attempt);
+            }
+        }
+        if self.config.trust_client_outcomes && !failed_attempts.is_empty() {
+            return Err(MemoryError::refused(
+                "failed_attempts are kept with the receipt of a fix this server verified, and in trust mode \
+                 (--trust-client-outcomes) a fix has none: store the fix without them.",
+            ));
+        }
         let receipt = if self.config.trust_client_outcomes {
             None
         } else {
@@ -331,6 +411,12 @@ impl FixMemory {
                 }
                 return Err(MemoryError::refused(message));
             }
+            let root = workspace.root().to_path_buf();
+            let captured = paths.clone();
+            let base = session.first_failing_head();
+            let changes = tokio::task::spawn_blocking(move || revalidate::capture(&root, &captured, base.as_deref()))
+                .await
+                .unwrap_or_default();
             Some(Receipt {
                 command: confirmed.command,
                 exit_code: 0,
@@ -341,6 +427,8 @@ impl FixMemory {
                 workspace_root: workspace.root().to_string_lossy().into_owned(),
                 workspace_digest: confirmed.workspace_digest,
                 file_hashes: workspace.file_hashes(&paths),
+                changes,
+                failed_attempts,
             })
         };
         let fix_description = for_storage(request.fix_description.trim());
@@ -359,6 +447,17 @@ impl FixMemory {
             &outcome,
             &paths,
         );
+        // an identical retry keeps the failed attempts the stored row already holds
+        let mut receipt = receipt;
+        if let Some(receipt) = receipt.as_mut()
+            && let Some(stored) = self.store.get_fix(&self.config.scope.actor_id, memory_id).await?
+        {
+            for attempt in stored.receipt.into_iter().flat_map(|r| r.failed_attempts) {
+                if receipt.failed_attempts.len() < MAX_FAILED_ATTEMPTS && !receipt.failed_attempts.contains(&attempt) {
+                    receipt.failed_attempts.push(attempt);
+                }
+            }
+        }
         let now = Utc::now();
         let record = FixRecord {
             memory_id,

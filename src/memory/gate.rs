@@ -11,6 +11,26 @@ use chrono::{DateTime, Utc};
 /// Search queries remembered per session (the oldest are dropped).
 const MAX_QUERIES: usize = 8;
 
+/// Failing runs remembered per session, for the failed attempts a fix may cite (the oldest are dropped).
+const MAX_FAILED_RUNS: usize = 16;
+
+/// A failing run of the server's own `run_tests`, which a fix stored in the same session may cite as an
+/// attempt that did not work (`failed_attempts` of `store_fix_memory`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedRun {
+    /// `run-` and 8 hex digits ([`crate::memory::testrun::failed_run_id`]).
+    pub id: String,
+    /// The command (redacted).
+    pub command: String,
+    /// The runner's summary line (redacted).
+    pub summary: String,
+    pub finished_at: DateTime<Utc>,
+    /// The workspace digest the run tested (taken before it).
+    pub workspace_digest: String,
+    /// `git rev-parse HEAD` of the workspace then, when it is a git work tree.
+    pub git_head: Option<String>,
+}
+
 /// A passing run of the server's own `run_tests`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confirmed {
@@ -35,6 +55,7 @@ struct Gates {
     queries: Vec<String>,
     symptoms: Vec<String>,
     confirmed: Option<Confirmed>,
+    failed_runs: Vec<FailedRun>,
 }
 
 /// One session's identity and gate state. Interior mutability: shared by concurrent tool calls.
@@ -127,6 +148,32 @@ impl GateState {
             g.symptoms = symptoms;
         }
         g.confirmed = None;
+    }
+
+    /// Records a failing run that a fix of this session may cite as a failed attempt.
+    pub fn record_failed_run(&self, run: FailedRun) {
+        let mut g = self.gates();
+        g.failed_runs.retain(|r| r.id != run.id);
+        g.failed_runs.push(run);
+        if g.failed_runs.len() > MAX_FAILED_RUNS {
+            g.failed_runs.remove(0);
+        }
+    }
+
+    /// The failing run of this session with this id.
+    pub fn failed_run(&self, id: &str) -> Option<FailedRun> {
+        self.gates().failed_runs.iter().find(|r| r.id == id).cloned()
+    }
+
+    /// The commit the oldest remembered failing run of this session ran on: what a fix stored later is
+    /// told from (`memory::revalidate::capture`).
+    pub fn first_failing_head(&self) -> Option<String> {
+        self.gates().failed_runs.iter().find_map(|r| r.git_head.clone())
+    }
+
+    /// The ids of this session's failing runs, oldest first.
+    pub fn failed_run_ids(&self) -> Vec<String> {
+        self.gates().failed_runs.iter().map(|r| r.id.clone()).collect()
     }
 
     /// Voids the confirmed outcome (an edit happened after the passing run; `drive`'s `apply_edit`).

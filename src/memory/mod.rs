@@ -13,6 +13,7 @@ pub mod injection;
 pub mod project;
 pub mod redact;
 pub mod retrieval;
+pub mod revalidate;
 pub mod testrun;
 pub mod workspace;
 

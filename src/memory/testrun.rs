@@ -585,6 +585,17 @@ pub fn receipt_id(command: &str, workspace_digest: &str) -> String {
     hex::encode(hasher.finalize())[..8].to_string()
 }
 
+/// The id of a failing run (`run-1a2b3c4d`): 8 hex digits of SHA-256 over the command, the workspace
+/// digest before the run and when it ended, so two failing runs of one session never share one.
+pub fn failed_run_id(command: &str, workspace_digest: &str, finished_at: &chrono::DateTime<chrono::Utc>) -> String {
+    let mut hasher = Sha256::new();
+    for part in [command, workspace_digest, &finished_at.to_rfc3339()] {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    format!("run-{}", &hex::encode(hasher.finalize())[..8])
+}
+
 /// The `confirmed_outcome` of a passing run (docs/tools.md, "The gates"), deterministic for the same command and
 /// workspace state: `pytest passed with exit code 0 (4 passed) [receipt 3f9a1c2e]`. A command that
 /// printed nothing has its exit code as its summary, which is not said twice: `true passed with exit code

@@ -1,4 +1,4 @@
-//! The lists and pages of stored memories: fixes (with their receipts and staleness), archival passages
+//! The lists and pages of stored memories: fixes (with their receipts and code check), archival passages
 //! (tags, provenance, superseded chains), conversations as threads; forgetting one, and the export.
 
 use axum::extract::{Path, State};
@@ -25,15 +25,8 @@ pub const THREAD_PAGE_SIZE: usize = 50;
 /// The most steps of a superseded chain shown.
 const MAX_CHAIN: usize = 20;
 
-pub(super) fn stale_word(stale: Option<bool>) -> &'static str {
-    match stale {
-        Some(true) => "stale",
-        Some(false) => "current",
-        None => "unknown",
-    }
-}
-
 fn fix_view(memories: &Memories, r: &FixRecord) -> Value {
+    let code = memories.fixes.code(r);
     let flags = instruction_flags(&format!("{}\n{}\n{}", r.fix_description, r.error_type, r.outcome));
     json!({
         "id": r.memory_id.to_string(),
@@ -46,12 +39,16 @@ fn fix_view(memories: &Memories, r: &FixRecord) -> Value {
         "file_paths": r.file_paths,
         "outcome": r.outcome,
         "verified": r.verified,
-        "stale": stale_word(memories.fixes.staleness(r)),
+        "code": code.state.words(),
+        "code_why": code.why,
         "receipt": r.receipt.as_ref().map(|rc| json!({
             "command": rc.command, "exit_code": rc.exit_code, "summary": rc.summary,
             "duration_ms": rc.duration_ms, "finished_at": time(rc.finished_at),
             "git_head": rc.git_head, "workspace_root": rc.workspace_root,
             "files": rc.file_hashes.keys().collect::<Vec<_>>(),
+            "failed_attempts": rc.failed_attempts.iter().map(|a| json!({
+                "what": a.what, "command": a.command, "summary": a.summary, "finished_at": time(a.finished_at),
+            })).collect::<Vec<_>>(),
         })),
         "instruction_flags": flags,
     })

@@ -7,7 +7,6 @@ use axum_extra::extract::cookie::CookieJar;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::memories::stale_word;
 use super::site::{Params, Ui, failed, one_line, page, urlencode, visit};
 use crate::memory::{ConversationSearch, GateState, PassageSearch};
 use crate::tools::{citation, conversation_citation, to_match};
@@ -53,7 +52,7 @@ pub async fn search(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<Sear
                         .enumerate()
                         .map(|(i, h)| {
                             let mut row = serde_json::to_value(to_match(i + 1, h)).unwrap_or_default();
-                            row["stale"] = json!(stale_word(h.stale));
+                            row["code"] = json!(h.code.state.words());
                             row["preview"] = json!(one_line(&h.record.fix_description, 200));
                             row
                         })

@@ -45,12 +45,12 @@ try {
   await page.keyboard.press("Enter");
   assert.equal(await page.evaluate(() => document.activeElement.id), "main");
 
-  // Fixes: verified, and stale (app.txt changed after the fix's receipt).
+  // Fixes: verified, and changed around (app.txt changed after the fix's receipt, outside git: by its hash).
   await page.getByRole("navigation", { name: "Memory" }).getByRole("link", { name: "Fixes" }).click();
   await page.waitForURL(`${base}/fixes`);
   const row = page.locator("table.list tbody tr").first();
   assert.match(await row.textContent(), /verified/);
-  assert.match(await row.textContent(), /stale/);
+  assert.match(await row.textContent(), /changed around/);
   await shot("fixes");
   await row.getByRole("link").click();
   await page.waitForURL(`${base}/fixes/${ids.fix}`);

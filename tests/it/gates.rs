@@ -3,6 +3,7 @@
 //! result that says what to do next, and nothing is stored by it.
 
 use astra_mcp::memory::GateState;
+use astra_mcp::memory::revalidate::CodeState;
 use astra_mcp::tools::{SearchOutput, StoreFixOutput, ToolHost, ToolOutput};
 use serde_json::json;
 
@@ -251,6 +252,164 @@ async fn a_receipt_names_the_git_head_of_the_workspace() {
     assert_eq!(stored.receipt.unwrap().git_head.as_deref(), Some(head.as_str()));
     let found = search(&host, &GateState::random(), "app.txt says broken").await;
     assert_eq!(found.matches[0].receipt.as_ref().and_then(|r| r.git_head.as_deref()), Some(head.as_str()));
+}
+
+/// The code check of the best match for `app.txt says broken`: state, why, `stale`, and the text result.
+async fn code_of(host: &ToolHost) -> (CodeState, String, Option<bool>, String) {
+    let out = call(
+        host,
+        &GateState::random(),
+        "search_codebase_memory",
+        json!({"query": "app.txt says broken", "error_type": null, "top_k": 1}),
+    )
+    .await;
+    let structured = out.structured.expect("a result");
+    assert!(structured["matches"][0]["receipt"].get("changes").is_none(), "the recorded lines stay in the store");
+    let found: SearchOutput = serde_json::from_value(structured).unwrap();
+    let m = found.matches.into_iter().next().expect("the fix is found");
+    (m.code.state, m.code.why, m.stale, out.text)
+}
+
+/// A fix stored in a git work tree records the lines it changed, and each later search checks them
+/// against the code: in place (also once committed), changed around, reverted (said first), unknown
+/// when the file is gone; the recorded lines never reach a client.
+#[tokio::test]
+async fn a_fix_is_checked_against_the_code_in_place_changed_around_reverted_gone() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(ws.path())
+            .output()
+            .expect("git is installed");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "broken app"]);
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    let stored = call(&host, &session, "store_fix_memory", store_args(&outcome)).await;
+    assert!(stored.text.contains("Later searches check its 2 changed lines against the code"), "{}", stored.text);
+    assert!(stored.structured.as_ref().unwrap()["receipt"].get("changes").is_none(), "the lines stay in the store");
+
+    let (state, why, stale, text) = code_of(&host).await;
+    assert_eq!((state, stale), (CodeState::InPlace, Some(false)), "{why}");
+    assert!(!text.contains("Reverted:") && !text.contains("Code:"), "in place needs no line: {text}");
+
+    // committed as it is, and another file changed: still in place
+    std::fs::write(ws.path().join("notes.md"), "unrelated notes\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "fix app, add notes"]);
+    assert_eq!(code_of(&host).await.0, CodeState::InPlace);
+
+    std::fs::write(ws.path().join("app.txt"), "header line\nfixed\n").unwrap();
+    let (state, why, stale, text) = code_of(&host).await;
+    assert_eq!(
+        (state, why.as_str(), stale),
+        (CodeState::ChangedAround, "app.txt changed elsewhere; its lines are there", Some(true))
+    );
+    assert!(text.contains("\nCode: changed around (app.txt changed elsewhere; its lines are there)"), "{text}");
+
+    std::fs::write(ws.path().join("app.txt"), "broken\n").unwrap();
+    let (state, why, stale, text) = code_of(&host).await;
+    assert_eq!(
+        (state, why.as_str(), stale),
+        (CodeState::Reverted, "1 of 1 lines it added to app.txt are gone", Some(true))
+    );
+    let second_line = text.lines().nth(1).unwrap_or_default();
+    assert!(second_line.starts_with("Reverted: 1 of 1 lines it added to app.txt are gone since"), "said first: {text}");
+
+    std::fs::remove_file(ws.path().join("app.txt")).unwrap();
+    let (state, why, stale, _) = code_of(&host).await;
+    assert_eq!((state, why.as_str(), stale), (CodeState::Unknown, "app.txt is gone (renamed or deleted?)", None));
+}
+
+/// An attempt that did not work is kept with the fix only when it cites a run_tests of the same session
+/// that failed; searches show it under the fix.
+#[tokio::test]
+async fn failed_attempts_cite_failing_runs_of_the_session_and_show_under_the_fix() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    search(&host, &session, "test_app_is_fixed fails: app.txt says broken").await;
+    let failed_run_id = |out: &ToolOutput| -> String {
+        let id = out.structured.as_ref().unwrap()["failed_run_id"].as_str().expect("a failing run has an id");
+        assert!(out.text.contains(&format!("failed_run_id: {id} (")), "{}", out.text);
+        id.to_string()
+    };
+    let first = failed_run_id(&call(&host, &session, "run_tests", json!({})).await);
+    std::fs::write(ws.path().join("app.txt"), "still broken, retried\n").unwrap();
+    let second = failed_run_id(&call(&host, &session, "run_tests", json!({})).await);
+    assert!(first.starts_with("run-") && first != second, "{first} {second}");
+    std::fs::write(ws.path().join("app.txt"), "fixed\n").unwrap();
+    let passed = call(&host, &session, "run_tests", json!({})).await;
+    assert_eq!(passed.structured.as_ref().unwrap()["failed_run_id"], json!(null), "a pass has no failed_run_id");
+    let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+
+    // an id that is not a failing run of this session: refused, naming the ones it has, nothing stored
+    let mut args = store_args(&outcome);
+    args["failed_attempts"] = json!([{"what": "made it say maybe", "failed_run_id": "run-00000000"}]);
+    let out = call(&host, &session, "store_fix_memory", args).await;
+    assert!(out.is_error && out.text.contains(&format!("this session's are {first}, {second}")), "{}", out.text);
+    assert_refused(&host, &out, "is not the failed_run_id of a run_tests that failed in this session").await;
+    // another session's failing run does not count either
+    let other = GateState::random();
+    search(&host, &other, "anything").await;
+    let mut args = store_args(&outcome);
+    args["failed_attempts"] = json!([{"what": "x", "failed_run_id": second}]);
+    assert!(call(&host, &other, "store_fix_memory", args).await.is_error);
+
+    let mut args = store_args(&outcome);
+    args["failed_attempts"] = json!([{"what": "appended 'retried' to the broken text", "failed_run_id": second}]);
+    let stored = call(&host, &session, "store_fix_memory", args).await;
+    assert!(!stored.is_error, "{}", stored.text);
+    let out = call(
+        &host,
+        &GateState::random(),
+        "search_codebase_memory",
+        json!({"query": "app.txt says broken", "error_type": null, "top_k": 1}),
+    )
+    .await;
+    assert!(out.text.contains("\nTried before and failed: appended 'retried' to the broken text (`"), "{}", out.text);
+    let found: SearchOutput = serde_json::from_value(out.structured.unwrap()).unwrap();
+    let attempts = &found.matches[0].receipt.as_ref().unwrap().failed_attempts;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (attempts[0].what.as_str(), attempts[0].summary.as_str()),
+        ("appended 'retried' to the broken text", "1 failed in 0.01s")
+    );
+    // an identical retry without them (`null` is none) keeps them
+    let mut args = store_args(&outcome);
+    args["failed_attempts"] = json!(null);
+    let retry = call(&host, &session, "store_fix_memory", args).await;
+    assert!(retry.text.starts_with("Updated existing fix memory"), "{}", retry.text);
+    let found = search(&host, &GateState::random(), "app.txt says broken").await;
+    assert_eq!(found.matches[0].receipt.as_ref().unwrap().failed_attempts.len(), 1, "the retry kept the attempt");
+}
+
+/// A failing run on the very files the tests then passed on shows a flaky test, not a failed attempt.
+#[tokio::test]
+async fn a_failing_run_on_the_files_of_the_pass_is_no_failed_attempt() {
+    let (db, ws, marks) = (tempfile::tempdir().unwrap(), shell_workspace(), tempfile::tempdir().unwrap());
+    let marker = marks.path().join("ran-once");
+    let flaky = format!(
+        "if [ -f '{0}' ]; then echo '1 passed in 0.01s'; else touch '{0}'; echo '1 failed in 0.01s'; exit 1; fi",
+        marker.display()
+    );
+    let host = host(db.path(), config("ann", "flaky", Some(ws.path()), Some(&flaky))).await;
+    let session = GateState::random();
+    search(&host, &session, "flaky").await;
+    let failed = call(&host, &session, "run_tests", json!({})).await;
+    let id = failed.structured.unwrap()["failed_run_id"].as_str().unwrap().to_string();
+    let passed = call(&host, &session, "run_tests", json!({})).await;
+    let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+    let mut args = store_args(&outcome);
+    args["failed_attempts"] = json!([{"what": "nothing at all", "failed_run_id": id}]);
+    let out = call(&host, &session, "store_fix_memory", args).await;
+    assert!(out.is_error && out.text.contains("tested the same files as the passing run"), "{}", out.text);
 }
 
 #[tokio::test]

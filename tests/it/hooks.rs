@@ -15,6 +15,9 @@ use crate::support::{apply_reference_fix, args, config, host, pytest_command, sc
 const BIN: &str = env!("CARGO_BIN_EXE_astra-mcp");
 
 /// The alpha fix's description, as stored through `store_fix_memory`.
+/// What the stored fix of scenario_alpha says was tried before it and failed.
+const ALPHA_FAILED_ATTEMPT: &str = "lower-cased the request's Origin header";
+
 pub(crate) const ALPHA_FIX: &str = "Comma-separated ALLOWED_ORIGINS kept the space after each comma; strip() every \
 entry and drop blanks in webapp/settings.py";
 
@@ -135,13 +138,17 @@ async fn alpha_with_stored_fix_of(db: &Path, actor: &str) -> (tempfile::TempDir,
         }
     };
     call("search_codebase_memory", json!({"query": "CORS origin rejected", "error_type": null, "top_k": 3})).await;
-    call("run_tests", json!({})).await;
+    let failed = call("run_tests", json!({})).await;
+    let failed_run_id = failed.structured.unwrap()["failed_run_id"].clone();
     let changed = apply_reference_fix("scenario_alpha", &alpha);
     let passing = call("run_tests", json!({})).await;
     let outcome = passing.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
     call(
         "store_fix_memory",
-        json!({"fix_description": ALPHA_FIX, "error_type": "AssertionError", "file_paths": changed, "outcome": outcome}),
+        json!({
+            "fix_description": ALPHA_FIX, "error_type": "AssertionError", "file_paths": changed, "outcome": outcome,
+            "failed_attempts": [{"what": ALPHA_FAILED_ATTEMPT, "failed_run_id": failed_run_id}],
+        }),
     )
     .await;
     host.flush().await;
@@ -162,8 +169,10 @@ async fn a_failing_pytest_run_brings_up_the_verified_fix_and_a_passing_run_nothi
     assert!(text.contains("\nProject: scenario_alpha\nFiles: webapp/settings.py"), "its own project: {text}");
     assert!(text.contains("Outcome: pytest passed with exit code 0 (4 passed) [receipt "), "{text}");
     assert!(text.contains("Receipt: `") && text.contains("` exited 0 (4 passed in "), "{text}");
-    // same project and checkout, files as stored: known not stale
-    assert!(text.contains("; stale: no"), "{text}");
+    // same project and checkout, files as stored: the fix is in the code
+    assert!(text.contains("; code: in place"), "{text}");
+    // the same failure is back: what was tried and failed before is said with the fix
+    assert!(text.contains(&format!("\nTried before and failed: {ALPHA_FAILED_ATTEMPT} (`")), "{text}");
     assert!(!text.contains("[astra-mcp:"), "one fix fits the default budget uncut: {text}");
 
     // the same failure reported as PostToolUse (a runner that exits 0 on failures)
@@ -184,14 +193,14 @@ async fn a_failing_pytest_run_brings_up_the_verified_fix_and_a_passing_run_nothi
     other["tool_name"] = json!("Edit");
     assert_eq!(context(&run(&mut hook(db.path()), &other), "PostToolUseFailure"), None);
 
-    // a file edited since the fix was stored: the fix is marked stale
+    // a file edited since the fix was stored, its lines kept: changed around
     let settings = alpha.join("webapp/settings.py");
     let mut body = std::fs::read_to_string(&settings).unwrap();
     body.push_str("\n# edited\n");
     std::fs::write(&settings, body).unwrap();
     let out = run(&mut hook(db.path()), &failure_payload(&alpha, command, 1, &failing_output));
     let text = context(&out, "PostToolUseFailure").unwrap();
-    assert!(text.contains("Stale: yes") && text.contains("; stale: yes"), "{text}");
+    assert!(text.contains("\nCode: changed around (") && text.contains("; code: changed around"), "{text}");
 }
 
 #[tokio::test]
@@ -543,7 +552,7 @@ async fn claude_code_delivers_the_session_start_context_and_the_fix_after_a_fail
         .output()
         .unwrap();
     let second = assert_memory_delivered("claude -p", &out, &model);
-    assert!(second.contains("Receipt: `") && second.contains("stale: unknown"), "another checkout: unknown");
+    assert!(second.contains("Receipt: `") && second.contains("code: unknown"), "another checkout: unknown");
 }
 
 /// Through the real Codex CLI (the pinned 0.169.0) with a scripted Responses API that decides nothing: it

@@ -30,6 +30,7 @@ mod registry;
 mod retrieval;
 mod schemas;
 mod setup;
+mod staleness;
 mod store;
 mod support;
 mod tiered;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use astra_mcp::domain::{FixRecord, Passage, Receipt, fix_memory_id};
+use astra_mcp::domain::{FailedAttempt, FileChange, FixRecord, Passage, Receipt, fix_memory_id};
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::store::{Candidates, FixFilter, FixQuery, FixStore, Searchable, StoreError};
 use chrono::{TimeZone, Utc};
@@ -34,6 +34,16 @@ fn record(actor: &str, project: &str, fix: &str, error_type: &str) -> FixRecord 
             workspace_root: "/work/alpha".into(),
             workspace_digest: "d".repeat(64),
             file_hashes: BTreeMap::from([("a.py".into(), "h".repeat(64))]),
+            changes: BTreeMap::from([(
+                "a.py".into(),
+                FileChange { added: vec!["if x is None:".into()], removed: vec!["return x + 1".into()] },
+            )]),
+            failed_attempts: vec![FailedAttempt {
+                what: "retried with a longer timeout".into(),
+                command: "pytest -q".into(),
+                summary: "1 failed in 0.02s".into(),
+                finished_at: at,
+            }],
         }),
         embedded_text: format!("Error type: {error_type}\nFix: {fix}"),
     }
