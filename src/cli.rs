@@ -943,6 +943,53 @@ mod tests {
         }
     }
 
+    /// docs/settings.md, with docs/limits.md where it sends the limits of `serve`, names every long flag
+    /// of every command and every environment variable astra-mcp reads (`env_vars.rs`): the reference
+    /// cannot fall behind the definitions unnoticed.
+    #[test]
+    fn the_settings_docs_name_every_flag_and_environment_variable() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let docs = ["docs/settings.md", "docs/limits.md"]
+            .map(|page| std::fs::read_to_string(root.join(page)).expect("the docs are in the repository"))
+            .join("\n");
+        // `name` as a whole word of the docs: `--http` is not named by `--http-max-sessions`
+        let named = |name: &str| {
+            docs.match_indices(name).any(|(at, _)| {
+                !docs[at + name.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            })
+        };
+        fn walk(cmd: &clap::Command, path: &str, named: &dyn Fn(&str) -> bool, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                if let Some(long) = arg.get_long()
+                    && !matches!(long, "help" | "version")
+                    && !named(&format!("--{long}"))
+                {
+                    missing.push(format!("{path} --{long}"));
+                }
+                if let Some(env) = arg.get_env().and_then(|e| e.to_str())
+                    && !named(env)
+                {
+                    missing.push(format!("{path}: {env}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), named, missing);
+            }
+        }
+        let mut cli = super::Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        walk(&cli, "astra-mcp", &named, &mut missing);
+        for line in include_str!("env_vars.rs").lines() {
+            if let Some(name) = line.strip_prefix("pub const ").and_then(|l| l.split(':').next())
+                && !named(name)
+            {
+                missing.push(format!("env_vars.rs: {name}"));
+            }
+        }
+        assert!(missing.is_empty(), "docs/settings.md (or docs/limits.md) does not name: {missing:#?}");
+    }
+
     #[test]
     fn a_bare_debug_level_is_astra_mcps_alone_unless_a_crate_is_named() {
         assert_eq!(super::log_filter("debug"), "info,astra_mcp=debug");
