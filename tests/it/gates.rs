@@ -225,21 +225,24 @@ async fn the_full_loop_stores_once_and_a_retry_upserts() {
     assert_eq!(again.matches[0].stale, Some(true), "the recorded file changed since the fix");
 }
 
+/// `git args` in `dir` as user Ann, asserting it succeeded; its stdout, trimmed.
+fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git is installed");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// A receipt names the commit the workspace was on (`git rev-parse HEAD`), read from a real git work
 /// tree, and a later search returns it with the fix.
 #[tokio::test]
 async fn a_receipt_names_the_git_head_of_the_workspace() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "-c", "init.defaultBranch=main"])
-            .args(args)
-            .current_dir(ws.path())
-            .output()
-            .expect("git is installed");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let git = |args: &[&str]| git_in(ws.path(), args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "broken app"]);
@@ -276,15 +279,7 @@ async fn code_of(host: &ToolHost) -> (CodeState, String, Option<bool>, String) {
 #[tokio::test]
 async fn a_fix_is_checked_against_the_code_in_place_changed_around_reverted_gone() {
     let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "-c", "init.defaultBranch=main"])
-            .args(args)
-            .current_dir(ws.path())
-            .output()
-            .expect("git is installed");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+    let git = |args: &[&str]| git_in(ws.path(), args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "broken app"]);
