@@ -21,7 +21,7 @@ pub(super) async fn cli_project(
 /// error, not a new empty store.
 pub(super) async fn open_existing(settings: &StoreSettings) -> anyhow::Result<LanceStore> {
     LanceStore::require_existing(&settings.db).await?;
-    app::open_store(&settings).await
+    app::open_store(settings).await
 }
 
 /// `; <which other actors the store holds>` for a command that found nothing of `actor` in `db`

@@ -47,10 +47,11 @@ pub async fn run(args: UiArgs, open: OpenOptions) -> anyhow::Result<()> {
             "astra-mcp: the memory browser of actor `{}` is at the URL above (it logs one browser in; Ctrl-C stops it)",
             settings.store.actor_id
         );
-        if !no_open && has_desktop() {
-            if let Err(e) = webbrowser::open(&url) {
-                tracing::info!("could not start a web browser ({e}): open the URL by hand");
-            }
+        if !no_open
+            && has_desktop()
+            && let Err(e) = webbrowser::open(&url)
+        {
+            tracing::info!("could not start a web browser ({e}): open the URL by hand");
         }
     })
     .await;

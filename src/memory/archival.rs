@@ -128,10 +128,10 @@ impl ArchivalMemory {
         // The same text again: nothing new is written, but new tags are kept. Whether it is still stored
         // is settled on the store's latest version (`add_passage_tags`): the search's view may lag
         // another machine that has just forgotten it, and then it is stored anew below.
-        if existing.is_some() {
-            if let Some(kept) = self.store.add_passage_tags(&scope.actor_id, id, &tags).await? {
-                return Ok(Inserted::deduplicated(kept, &tags));
-            }
+        if existing.is_some()
+            && let Some(kept) = self.store.add_passage_tags(&scope.actor_id, id, &tags).await?
+        {
+            return Ok(Inserted::deduplicated(kept, &tags));
         }
         let now = Utc::now();
         let passage = Passage {

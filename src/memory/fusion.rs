@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn a_row_holding_all_the_query_reaches_counts_in_full_and_a_reach_below_the_best_changes_nothing() {
         let bm25 = Ranking { reach: Some(9.0), ..ranking(&[("a", 9.0), ("b", 3.0)], ScoreKind::Bm25, 1.0, false) };
-        let fused = score_fusion(&[bm25.clone()]);
+        let fused = score_fusion(std::slice::from_ref(&bm25));
         assert!((fused[0].score - 1.0).abs() < 1e-6 && (fused[1].score - 1.0 / 3.0).abs() < 1e-6, "{fused:?}");
         // a reach under the best score (words the reach left out) divides by the best instead
         let under = score_fusion(&[Ranking { reach: Some(4.5), ..bm25.clone() }]);

@@ -307,13 +307,17 @@ fn post() -> impl Strategy<Value = Post> {
         .prop_map(|(in_session, json_content_type, accepts_both)| Post { in_session, json_content_type, accepts_both })
 }
 
+/// One answer of the server: HTTP status, the JSON-RPC messages it carried, and the id of the reply it
+/// owes (None when the frame, or how it was sent, expects none).
+type Answer = (u16, Vec<Value>, Option<i64>);
+
 /// Posts `frames` in a fresh session of the shared HTTP server; returns, per frame, the status and the
 /// JSON-RPC messages of the answer, or an error when a request failed at the transport or timed out.
 fn drive_http(
     server: &crate::support::HttpServer,
     runtime: &tokio::runtime::Runtime,
     frames: &[(Frame, Post)],
-) -> Result<Vec<(u16, Vec<Value>, Option<i64>)>, String> {
+) -> Result<Vec<Answer>, String> {
     runtime.block_on(async {
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
         let session = crate::http::open_session(&server.url, &[]).await;

@@ -184,7 +184,7 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     assert!(stdout(astra(fresh.path()).args(["memory", "import"]).arg(&other)).contains("re-embedded"));
     // an export of an earlier version (1: no distill runs) imports as it is
     let mut v1 = lines.clone();
-    let mut header: serde_json::Value = serde_json::from_str(&text.lines().next().unwrap()).unwrap();
+    let mut header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     header["astra_mcp_export"] = 1.into();
     v1[0] = header.to_string();
     let v1_file = db.path().join("../v1.jsonl");
@@ -1041,7 +1041,7 @@ fn finding_nothing_for_an_actor_names_the_actors_the_store_holds() {
         let out = as_local().args(["memory", command, &fix_id]).output().unwrap();
         let said = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{said}");
-        assert!(said.contains(&format!("it belongs to actor `ann` (pass --actor ann")), "{command}: {said}");
+        assert!(said.contains(&"it belongs to actor `ann` (pass --actor ann".to_string()), "{command}: {said}");
     }
     // an argument that is no id at all is said to be none, not looked for
     for command in ["show", "rm"] {

@@ -65,7 +65,8 @@ fn server_json_is_valid_against_the_registry_schema_which_refuses_broken_entries
     );
 
     // the validator applies the schema: each of these breaks the entry where the registry would refuse it
-    let broken: [(&str, fn(&mut Value)); 5] = [
+    type Break = (&'static str, fn(&mut Value));
+    let broken: [Break; 5] = [
         ("/name", |s| s["name"] = json!("astra-mcp")),
         ("/description", |s| s["description"] = json!("x".repeat(101))),
         ("/packages/0/version", |s| s["packages"][0]["version"] = json!("latest")),

@@ -310,7 +310,7 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
         )
         .map_err(backend)?;
         // Keyed upsert: two processes initialising one store at once write the same rows once.
-        retry(&meta, || {
+        retry(meta, || {
             let mut merge = meta.merge_insert(&["key"]);
             merge.when_not_matched_insert_all();
             let reader = RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());
@@ -411,9 +411,7 @@ mod tests {
                 Searchable::<Passage>::keyword(&store, &query).await.unwrap();
                 Searchable::<Passage>::nearest(&store, &query).await.unwrap();
             }
-            let bytes = store.cache_bytes();
-            eprintln!("cache_mib {cache_mib}: {bytes} bytes cached");
-            bytes
+            store.cache_bytes()
         };
         let lance_defaults = workload(7 * 1024).await;
         let bounded = workload(BOUND_MIB).await;

@@ -537,7 +537,7 @@ mod tests {
         store.optimize(chrono::Duration::zero()).await.unwrap();
         let err = rows(&pinned).await.expect_err("the pinned version's files are pruned");
         assert!(crate::store::lance::is_missing_file(&err), "not read as a missing file: {err}");
-        assert_eq!(rows(&store.table(ARCHIVAL_TABLE)).await.unwrap(), 3, "the latest version");
+        assert_eq!(rows(store.table(ARCHIVAL_TABLE)).await.unwrap(), 3, "the latest version");
     }
 
     /// Two processes that find rows and no full-text index both build it at once; the one whose commit

@@ -27,7 +27,7 @@ async fn addresses(store: &LanceStore, name: &'static str) -> HashMap<uuid::Uuid
 async fn rows_read_by_address_deep_in_a_constant_column_keep_their_own_nulls() {
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
-    let turn = |i: usize| (i % 3 != 0).then_some(7);
+    let turn = |i: usize| (!i.is_multiple_of(3)).then_some(7);
     let rows: Vec<_> = (0..12_000)
         .map(|i| {
             let (mut p, v) = passage("ann", &format!("note {i}"));
