@@ -50,6 +50,39 @@ pub struct Receipt {
     /// same session (docs/tools.md, "What did not work"); at most 5.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_attempts: Vec<FailedAttempt>,
+    /// The latest passing `run_tests` of this project after which the fix was still in the code, at a
+    /// tree other than the one it was confirmed at (docs/tools.md, "How fresh is a fix?"); null until
+    /// one renews it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verified: Option<VerifiedRun>,
+}
+
+impl Receipt {
+    /// When the fix was last shown to hold: its latest renewal, else the passing run that confirmed it.
+    pub fn last_verified_at(&self) -> DateTime<Utc> {
+        self.last_verified.as_ref().map_or(self.finished_at, |v| v.finished_at)
+    }
+
+    /// The workspace digest of that run.
+    pub fn last_verified_digest(&self) -> &str {
+        self.last_verified.as_ref().map_or(&self.workspace_digest, |v| &v.workspace_digest)
+    }
+}
+
+/// A passing `run_tests` that renewed a stored fix: the tests passed with the fix's lines still in its
+/// files, at a later tree than the fix's own receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct VerifiedRun {
+    /// The shell command that ran the tests (redacted).
+    pub command: String,
+    /// The test runner's summary line, e.g. `5 passed in 0.06s`.
+    pub summary: String,
+    /// When the run ended (RFC 3339, UTC).
+    pub finished_at: DateTime<Utc>,
+    /// `git rev-parse HEAD` of the workspace at that time, when it is a git repository.
+    pub git_head: Option<String>,
+    /// SHA-256 over the workspace's files when the run ended (hex; see `memory::workspace`).
+    pub workspace_digest: String,
 }
 
 /// An attempt that did not fix the failure, cited by a fix stored in the same session: what the agent
@@ -146,7 +179,6 @@ impl Role {
     }
 
     /// Parses `user`, `assistant` or `tool`.
-    #[allow(clippy::should_implement_trait)]
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.as_str() == text)
     }

@@ -13,15 +13,19 @@ use super::gate::{Confirmed, FailedRun, GateState};
 use super::project::{PROJECT_FILE, TestCommand};
 use super::redact::{for_storage, redact};
 use super::retrieval::{Fusion, Ranked, Search};
-use super::revalidate::{self, CodeCheck};
+use super::revalidate::{self, CodeCheck, CodeState};
 use super::testrun::{self, TestRun};
 use super::workspace::Workspace;
-use crate::domain::{FailedAttempt, FixRecord, Receipt, Scope, fix_memory_id};
+use crate::domain::{FailedAttempt, FixRecord, Receipt, Scope, VerifiedRun, fix_memory_id};
 use crate::embed::LazyEmbedder;
 use crate::store::{FixFilter, FixQuery, FixStore, Searchable};
 
 /// Failed attempts one fix keeps, at most (docs/tools.md, "What did not work").
 pub const MAX_FAILED_ATTEMPTS: usize = 5;
+
+/// Fixes of the project a passing `run_tests` looks at for renewal, at most: the most recently
+/// confirmed ones (docs/tools.md, "How fresh is a fix?").
+const RENEW_AT_MOST: usize = 200;
 
 /// Symptom text embedded with a fix, in characters (the model reads 256 word pieces at most).
 const MAX_SYMPTOM_CHARS: usize = 700;
@@ -72,6 +76,9 @@ pub struct RunTestsReport {
     pub changed_files: Vec<String>,
     /// Set only when the run failed: the id a fix of this session cites in its failed attempts.
     pub failed_run_id: Option<String>,
+    /// Stored fixes of this project this pass renewed: still in place, at a tree none of their runs had
+    /// tested ([`FixMemory::renew`]); 0 unless the run confirmed an outcome.
+    pub renewed: usize,
 }
 
 /// A `store_fix_memory` request after shape validation.
@@ -262,6 +269,7 @@ impl FixMemory {
                 changed_during_run: false,
                 changed_files: Vec::new(),
                 failed_run_id: Some(id),
+                renewed: 0,
             });
         }
         // Confirm only the files the tests actually ran against: an edit during the run voids the pass.
@@ -275,9 +283,17 @@ impl FixMemory {
                 changed_during_run: true,
                 changed_files,
                 failed_run_id: None,
+                renewed: 0,
             });
         }
         let outcome = testrun::confirmed_outcome(&run, &after.digest);
+        let verified = VerifiedRun {
+            command: redact(&run.command).into_owned(),
+            summary: redact(&run.summary).into_owned(),
+            finished_at: run.finished_at,
+            git_head: workspace.git_head().await,
+            workspace_digest: after.digest.clone(),
+        };
         session.record_pass(Confirmed {
             outcome: outcome.clone(),
             workspace_digest: after.digest,
@@ -288,13 +304,51 @@ impl FixMemory {
             finished_at: run.finished_at,
         });
         let confirmed_outcome = Some(outcome);
+        let renewed = self.renew(&verified).await;
         Ok(RunTestsReport {
             run,
             confirmed_outcome,
             changed_during_run: false,
             changed_files: Vec::new(),
             failed_run_id: None,
+            renewed,
         })
+    }
+
+    /// Renewal by a passing run: each verified fix of this project (the [`RENEW_AT_MOST`] most recently
+    /// confirmed) that is [in place](CodeState::InPlace) at the tree `run` tested, and that no run of it had
+    /// tested at that tree, gets `run` as its receipt's `last_verified`. One write for all; the rest of a
+    /// row is untouched. A failure of it is logged and renews nothing: the run's answer does not depend on it.
+    async fn renew(&self, run: &VerifiedRun) -> usize {
+        let scope = &self.config.scope;
+        let fixes = match self.store.recent_fixes(&scope.actor_id, &scope.project, RENEW_AT_MOST).await {
+            Ok(fixes) => fixes,
+            Err(error) => {
+                tracing::warn!(%error, "renewing the fixes this passing run verified: reading them failed");
+                return 0;
+            }
+        };
+        let mut renewed = Vec::new();
+        for mut fix in fixes {
+            let Some(receipt) = fix.receipt.as_ref() else { continue };
+            if receipt.last_verified_digest() == run.workspace_digest || receipt.last_verified_at() >= run.finished_at {
+                continue;
+            }
+            if self.code(&fix).state != CodeState::InPlace {
+                continue;
+            }
+            if let Some(receipt) = fix.receipt.as_mut() {
+                receipt.last_verified = Some(run.clone());
+            }
+            renewed.push(fix);
+        }
+        match self.store.renew_fixes(&scope.actor_id, &renewed).await {
+            Ok(n) => n as usize,
+            Err(error) => {
+                tracing::warn!(%error, fixes = renewed.len(), "renewing the fixes this passing run verified failed");
+                0
+            }
+        }
     }
 
     /// Runs a workspace walk on the blocking pool (it reads every file).
@@ -429,6 +483,7 @@ impl FixMemory {
                 file_hashes: workspace.file_hashes(&paths),
                 changes,
                 failed_attempts,
+                last_verified: None,
             })
         };
         let fix_description = for_storage(request.fix_description.trim());

@@ -134,6 +134,10 @@ pub trait FixStore: Searchable<FixRecord> {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError>;
     /// The verified fixes of `actor_id` in `project`, the most recently confirmed first, at most `limit`.
     async fn recent_fixes(&self, actor_id: &str, project: &str, limit: usize) -> Result<Vec<FixRecord>, StoreError>;
+    /// Replaces the receipt of each fix of `actor_id` in `renewed` (matched by `memory_id`), in one
+    /// commit, keeping its other columns and vector; a row deleted or stored again since the caller read
+    /// it (another `updated_at`) is left as it is. Returns how many rows were replaced.
+    async fn renew_fixes(&self, actor_id: &str, renewed: &[FixRecord]) -> Result<u64, StoreError>;
     /// One fix of `actor_id` by id.
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.

@@ -1,5 +1,6 @@
 //! What the search tools say about why a result ranked where it did (`structuredContent`'s `ranking`).
 
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +66,28 @@ pub(crate) fn round4(x: f32) -> f64 {
     (f64::from(x) * 10_000.0).round() / 10_000.0
 }
 
+/// An RFC 3339 time with how long before `now` it was: `2026-12-01T10:00:00Z (6 days ago)` (the age
+/// a model reads beside a memory, docs/tools.md). Text that is not RFC 3339 is returned as it is.
+pub fn dated(at: &str, now: DateTime<Utc>) -> String {
+    match DateTime::parse_from_rfc3339(at) {
+        Ok(t) => format!("{at} ({})", ago(t.with_timezone(&Utc), now)),
+        Err(_) => at.to_string(),
+    }
+}
+
+/// How long before `now` `at` was, in its largest whole unit: `just now`, `5 minutes ago`, `1 hour ago`,
+/// `12 days ago`; a time after `now` (another machine's clock) reads `just now`.
+pub fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let seconds = (now - at).num_seconds().max(0);
+    let (n, unit) = match seconds {
+        s if s < 60 => return "just now".to_string(),
+        s if s < 3_600 => (s / 60, "minute"),
+        s if s < 86_400 => (s / 3_600, "hour"),
+        s => (s / 86_400, "day"),
+    };
+    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     /// The text shows the score that ordered the results, labelled, beside the cosine; a result that
@@ -74,5 +97,22 @@ mod tests {
         assert_eq!(super::score_label(1.13636, 0.37791, true), "fused_score=1.1364, cosine=0.3779");
         assert_eq!(super::score_label(0.4, -0.1, true), "fused_score=0.4000, cosine=-0.1000, keyword match only");
         assert_eq!(super::score_label(0.05, 0.05, false), "fused_score=0.0500, cosine=0.0500");
+    }
+
+    #[test]
+    fn ages_read_in_their_largest_whole_unit() {
+        use super::{ago, dated};
+        use chrono::{DateTime, Utc};
+        let now = DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z").unwrap().with_timezone(&Utc);
+        let before = |s: i64| ago(now - chrono::Duration::seconds(s), now);
+        assert_eq!(before(59), "just now");
+        assert_eq!(before(60), "1 minute ago");
+        assert_eq!(before(3_599), "59 minutes ago");
+        assert_eq!(before(3_600), "1 hour ago");
+        assert_eq!(before(86_399), "23 hours ago");
+        assert_eq!(before(86_400 * 12 + 5), "12 days ago");
+        assert_eq!(before(-30), "just now", "a clock ahead of ours is not a negative age");
+        assert_eq!(dated("2026-12-06T12:00:00Z", now), "2026-12-06T12:00:00Z (1 day ago)");
+        assert_eq!(dated("yesterday", now), "yesterday");
     }
 }

@@ -2,11 +2,11 @@
 //! parameter and output types (their schemas are generated from these), limits, and the text the model
 //! reads.
 
-use chrono::SecondsFormat;
+use chrono::{DateTime, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::explain::{RankingExplanation, round4, score_label};
+use super::explain::{RankingExplanation, dated, round4, score_label};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::Receipt;
@@ -113,6 +113,9 @@ pub struct FixMatch {
     pub outcome: String,
     /// When the tests passed (RFC 3339, UTC); when the row was stored for unverified fixes.
     pub confirmed_at: String,
+    /// When the fix was last shown to hold (RFC 3339, UTC): the latest passing `run_tests` of its project
+    /// with the fix in place (`receipt.last_verified`), else `confirmed_at`.
+    pub last_verified_at: String,
     pub session_id: String,
     pub project: String,
     /// False when the outcome was reported by a client in trust mode rather than confirmed by this server.
@@ -171,6 +174,10 @@ pub struct RunTestsOutput {
     /// Set only when the run failed: if this run tested an attempt that did not work, cite it in
     /// `store_fix_memory`'s `failed_attempts` (with what the attempt was).
     pub failed_run_id: Option<String>,
+    /// How many stored fixes of this project this pass renewed: still in the code at a tree their own
+    /// runs had not tested, so their `last_verified_at` is now this run (0 unless the run confirmed an
+    /// outcome).
+    pub renewed_fixes: u32,
     /// The last 2000 characters of the run's output.
     pub output_tail: String,
     /// The shell command that ran, at the workspace root.
@@ -242,6 +249,7 @@ pub(super) fn specs() -> Vec<ToolSpec> {
 pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     let r = &hit.record;
     let confirmed_at = r.receipt.as_ref().map(|rc| rc.finished_at).unwrap_or(r.created_at);
+    let last_verified_at = r.receipt.as_ref().map(Receipt::last_verified_at).unwrap_or(confirmed_at);
     FixMatch {
         rank: rank as u32,
         memory_id: r.memory_id.to_string(),
@@ -254,6 +262,7 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
         file_paths: r.file_paths.clone(),
         outcome: r.outcome.clone(),
         confirmed_at: confirmed_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        last_verified_at: last_verified_at.to_rfc3339_opts(SecondsFormat::Secs, true),
         session_id: r.session_id.clone(),
         project: r.project.clone(),
         verified: r.verified,
@@ -307,7 +316,7 @@ pub fn render_fix(m: &FixMatch, header: &str, project: &str) -> String {
         project_line(&m.project, project),
         one_line(&m.file_paths.join(", ")),
         one_line(&m.outcome),
-        m.confirmed_at,
+        freshness(m, Utc::now()),
         m.session_id
     ));
     if !m.verified {
@@ -330,6 +339,17 @@ pub fn render_fix(m: &FixMatch, header: &str, project: &str) -> String {
         block.push_str(&crate::memory::injection::warning_line(&m.instruction_flags));
     }
     block
+}
+
+/// The `Confirmed:` line's value: when the tests passed and how long ago, then, when a later passing
+/// run found the fix still in the code, when that was:
+/// `2026-12-01T10:00:00Z (6 days ago); verified again 2026-12-07T09:00:00Z (2 hours ago), tests passed with it in place`.
+pub fn freshness(m: &FixMatch, now: DateTime<Utc>) -> String {
+    let mut line = dated(&m.confirmed_at, now);
+    if m.receipt.as_ref().is_some_and(|r| r.last_verified.is_some()) {
+        line.push_str(&format!("; verified again {}, tests passed with it in place", dated(&m.last_verified_at, now)));
+    }
+    line
 }
 
 /// `Project: <label>` of a fix, read in project `current`: a fix of another project says that its
@@ -442,6 +462,12 @@ pub(super) async fn run_tests(
         }
         None => {}
     }
+    if report.renewed > 0 {
+        let (n, fixes) = (report.renewed, if report.renewed == 1 { "fix" } else { "fixes" });
+        text.push_str(&format!(
+            "\nRenewed: {n} stored {fixes} of this project still in the code, now verified by this run."
+        ));
+    }
     if let Some(id) = &report.failed_run_id {
         text.push_str(&format!(
             "\nfailed_run_id: {id} (if this run tested an attempt that did not work, cite it in store_fix_memory's \
@@ -463,6 +489,7 @@ pub(super) async fn run_tests(
         files_changed_during_run: report.changed_during_run,
         changed_files: report.changed_files.iter().take(MAX_CHANGED_FILES_LISTED).cloned().collect(),
         failed_run_id: report.failed_run_id.clone(),
+        renewed_fixes: report.renewed as u32,
         output_tail: run.output_tail.clone(),
         test_command: redact(&run.command).into_owned(),
         test_command_source: source,

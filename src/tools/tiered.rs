@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::explain::{RankingExplanation, round4, score_label};
+use super::explain::{RankingExplanation, dated, round4, score_label};
 use super::schema::{input_schema, output_schema};
 use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
 use crate::domain::{ConversationItem, Passage, Role};
@@ -602,7 +602,7 @@ pub fn render_passage(c: &PassageCitation, header: &str) -> String {
         c.id,
         c.project,
         if c.session_id.is_empty() { "-" } else { &c.session_id },
-        c.created_at,
+        dated(&c.created_at, Utc::now()),
         warning(&c.instruction_flags),
         quoted(&c.text)
     )
@@ -667,7 +667,7 @@ pub fn render_conversation(results: &[ConversationCitation]) -> String {
                 c.turn,
                 c.source,
                 c.project,
-                c.created_at,
+                dated(&c.created_at, Utc::now()),
                 c.id,
                 warning(&c.instruction_flags),
                 quoted(&c.text)

@@ -41,11 +41,15 @@ fn fix_view(memories: &Memories, r: &FixRecord) -> Value {
         "verified": r.verified,
         "code": code.state.words(),
         "code_why": code.why,
+        "last_verified_at": r.receipt.as_ref().map(|rc| time(rc.last_verified_at())),
         "receipt": r.receipt.as_ref().map(|rc| json!({
             "command": rc.command, "exit_code": rc.exit_code, "summary": rc.summary,
             "duration_ms": rc.duration_ms, "finished_at": time(rc.finished_at),
             "git_head": rc.git_head, "workspace_root": rc.workspace_root,
             "files": rc.file_hashes.keys().collect::<Vec<_>>(),
+            "last_verified": rc.last_verified.as_ref().map(|v| json!({
+                "command": v.command, "summary": v.summary, "finished_at": time(v.finished_at), "git_head": v.git_head,
+            })),
             "failed_attempts": rc.failed_attempts.iter().map(|a| json!({
                 "what": a.what, "command": a.command, "summary": a.summary, "finished_at": time(a.finished_at),
             })).collect::<Vec<_>>(),

@@ -322,6 +322,76 @@ async fn a_fix_is_checked_against_the_code_in_place_changed_around_reverted_gone
     assert_eq!((state, why.as_str(), stale), (CodeState::Unknown, "app.txt is gone (renamed or deleted?)", None));
 }
 
+/// The `renewed_fixes` of a `run_tests` call, which must have passed.
+async fn renewed_by_a_pass(host: &ToolHost) -> (u64, String) {
+    let out = call(host, &GateState::random(), "run_tests", json!({})).await;
+    let structured = out.structured.expect("a result");
+    assert_eq!(structured["passed"], json!(true), "{}", out.text);
+    (structured["renewed_fixes"].as_u64().expect("a count"), out.text)
+}
+
+/// A passing run_tests renews the project's fixes that are still in the code at a tree no run of them
+/// had tested: searches then show when, and by which run; a run of the same tree, or one after the fix
+/// was reverted, renews nothing.
+#[tokio::test]
+async fn a_passing_run_renews_the_fixes_still_in_the_code() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let git = |args: &[&str]| git_in(ws.path(), args);
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "broken app"]);
+    let host = shell_host(db.path(), ws.path()).await;
+    let session = GateState::random();
+    let outcome = reach_a_pass(&host, &session, ws.path()).await;
+    assert!(!call(&host, &session, "store_fix_memory", store_args(&outcome)).await.is_error);
+    assert_eq!(renewed_by_a_pass(&host).await.0, 0, "the tree the fix was confirmed at tells nothing new");
+    let fresh = search(&host, &GateState::random(), "app.txt says broken").await.matches.remove(0);
+    assert!(fresh.receipt.as_ref().unwrap().last_verified.is_none());
+
+    std::fs::write(ws.path().join("notes.txt"), "notes\nmore notes\n").unwrap();
+    let (renewed, text) = renewed_by_a_pass(&host).await;
+    assert_eq!(renewed, 1, "{text}");
+    assert!(
+        text.contains("\nRenewed: 1 stored fix of this project still in the code, now verified by this run."),
+        "{text}"
+    );
+    let out = call(
+        &host,
+        &GateState::random(),
+        "search_codebase_memory",
+        json!({"query": "app.txt says broken", "error_type": null, "top_k": 1}),
+    )
+    .await;
+    let m: SearchOutput = serde_json::from_value(out.structured.unwrap()).unwrap();
+    let m = &m.matches[0];
+    let receipt = m.receipt.as_ref().unwrap();
+    let again = receipt.last_verified.as_ref().expect("renewed");
+    assert_eq!(again.summary, "1 passed in 0.01s");
+    assert_eq!(again.git_head.as_deref(), Some(git(&["rev-parse", "HEAD"]).as_str()));
+    assert_ne!(again.workspace_digest, receipt.workspace_digest, "renewed at another tree");
+    assert!(again.finished_at > receipt.finished_at);
+    assert_eq!(m.last_verified_at, again.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    assert_eq!(m.confirmed_at, receipt.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "kept");
+    assert_eq!(m.fix_description, "app.txt said broken; make it say fixed", "the rest of the row is kept");
+    assert!(
+        out.text.contains(&format!(
+            "\nConfirmed: {} (just now); verified again {} (just now), tests passed with it in place\n",
+            m.confirmed_at, m.last_verified_at
+        )),
+        "{}",
+        out.text
+    );
+    assert_eq!(renewed_by_a_pass(&host).await.0, 0, "the same tree again");
+
+    // the tests still pass (grep finds `fixed` in `unfixed`), but the fix's line is gone
+    std::fs::write(ws.path().join("app.txt"), "unfixed\n").unwrap();
+    assert_eq!(renewed_by_a_pass(&host).await.0, 0, "a reverted fix is not renewed");
+    let (state, ..) = code_of(&host).await;
+    assert_eq!(state, CodeState::Reverted);
+    let after = search(&host, &GateState::random(), "app.txt says broken").await.matches.remove(0);
+    assert_eq!(after.last_verified_at, m.last_verified_at, "still the run that last found it in place");
+}
+
 /// An attempt that did not work is kept with the fix only when it cites a run_tests of the same session
 /// that failed; searches show it under the fix.
 #[tokio::test]

@@ -227,7 +227,9 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert_eq!(first_block[3], "Project: scenario_alpha (another project: its files are not in this workspace)");
     assert_eq!(first_block[4], "Files: webapp/settings.py");
     assert_eq!(first_block[5], format!("Outcome: {outcome}"));
-    assert!(chrono::DateTime::parse_from_rfc3339(first_block[6].strip_prefix("Confirmed: ").unwrap()).is_ok());
+    // when the tests passed, and how long ago (the fix was stored seconds ago)
+    assert_eq!(first_block[6], format!("Confirmed: {} (just now)", out.matches[0].confirmed_at), "{body}");
+    assert_eq!(out.matches[0].last_verified_at, out.matches[0].confirmed_at, "never renewed");
     assert_eq!(first_block[7], format!("Session: {}", stored.session_id));
     b.cancel().await.unwrap();
 }

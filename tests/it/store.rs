@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use astra_mcp::domain::{FailedAttempt, FileChange, FixRecord, Passage, Receipt, fix_memory_id};
+use astra_mcp::domain::{FailedAttempt, FileChange, FixRecord, Passage, Receipt, VerifiedRun, fix_memory_id};
 use astra_mcp::store::lance::LanceStore;
 use astra_mcp::store::{Candidates, FixFilter, FixQuery, FixStore, Searchable, StoreError};
 use chrono::{TimeZone, Utc};
@@ -44,6 +44,13 @@ fn record(actor: &str, project: &str, fix: &str, error_type: &str) -> FixRecord 
                 summary: "1 failed in 0.02s".into(),
                 finished_at: at,
             }],
+            last_verified: Some(VerifiedRun {
+                command: "pytest -q".into(),
+                summary: "5 passed in 0.02s".into(),
+                finished_at: at + chrono::Duration::days(3),
+                git_head: Some("a".repeat(40)),
+                workspace_digest: "e".repeat(64),
+            }),
         }),
         embedded_text: format!("Error type: {error_type}\nFix: {fix}"),
     }
@@ -79,6 +86,39 @@ async fn rows_round_trip_and_upsert_by_id() {
             .unwrap();
     assert_eq!(found.by_vector.len(), 1, "one row, not two, after the upsert");
     assert!(found.by_vector[0].cosine > 0.3, "cosine {}", found.by_vector[0].cosine);
+}
+
+/// `renew_fixes` replaces only the receipt, and only of rows as the caller read them: a row stored again
+/// since (another `updated_at`) and the rows of another actor are left as they are; vectors are kept.
+#[tokio::test]
+async fn renewal_replaces_only_the_receipt_of_rows_as_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+    let a = record("ann", "alpha", "strip whitespace from comma separated env values", "AssertionError");
+    let b = record("ann", "alpha", "close the file handle before rename", "PermissionError");
+    put(&store, &a).await;
+    put(&store, &b).await;
+    let renewal = |r: &FixRecord| {
+        let mut r = r.clone();
+        r.receipt.as_mut().unwrap().last_verified.as_mut().unwrap().summary = "9 passed in 0.03s".into();
+        r.fix_description = "not written: a renewal changes the receipt alone".into();
+        r
+    };
+    let b_again = FixRecord { updated_at: b.updated_at + chrono::Duration::seconds(1), ..b.clone() };
+    put(&store, &b_again).await; // stored again after the renewal read `b`
+    assert_eq!(store.renew_fixes("bob", &[renewal(&a)]).await.unwrap(), 0, "ann's rows are not bob's to renew");
+    assert_eq!(store.renew_fixes("ann", &[renewal(&a), renewal(&b)]).await.unwrap(), 1);
+    let back = store.get_fix("ann", a.memory_id).await.unwrap().unwrap();
+    let receipt = back.receipt.clone().unwrap();
+    assert_eq!(receipt.last_verified.unwrap().summary, "9 passed in 0.03s");
+    assert_eq!(FixRecord { receipt: a.receipt.clone(), ..back }, a, "every other column as stored");
+    assert_eq!(store.get_fix("ann", b.memory_id).await.unwrap().unwrap(), b_again, "the newer store is kept");
+    let found =
+        Searchable::<FixRecord>::candidates(&store, &query("ann", "comma separated env whitespace", None).await)
+            .await
+            .unwrap();
+    assert_eq!(found.by_vector[0].row.memory_id, a.memory_id);
+    assert!(found.by_vector[0].cosine > 0.3, "the vector is kept: cosine {}", found.by_vector[0].cosine);
 }
 
 #[tokio::test]

@@ -247,6 +247,31 @@ impl FixStore for LanceStore {
         Ok(fixes)
     }
 
+    async fn renew_fixes(&self, actor_id: &str, renewed: &[FixRecord]) -> Result<u64, StoreError> {
+        if renewed.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<String> = renewed.iter().map(|f| sql_literal(&f.memory_id.to_string())).collect();
+        let filter = format!("actor_id = {} AND id IN ({})", sql_literal(actor_id), ids.join(", "));
+        let _lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let stored = self.select(FIXES_TABLE, &filter, None).await?;
+        let mut batches = Vec::with_capacity(renewed.len());
+        for (row, vector) in stored.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
+            // only the receipt changes, and only on the row as the caller read it (not re-stored since)
+            if let Some(new) = renewed.iter().find(|f| f.memory_id == row.memory_id && f.updated_at == row.updated_at) {
+                batches.push(to_batch(&FixRecord { receipt: new.receipt.clone(), ..row }, &vector)?);
+            }
+        }
+        if batches.is_empty() {
+            return Ok(0);
+        }
+        let batch = arrow_select::concat::concat_batches(&schema(), &batches).map_err(backend)?;
+        // a row stored again while this ran keeps what that store wrote (timestamps compared as
+        // microseconds: see `archival`'s tag merge)
+        let unchanged = "CAST(target.updated_at AS BIGINT) = CAST(source.updated_at AS BIGINT)";
+        self.update_if(FIXES_TABLE, batch, unchanged).await
+    }
+
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
         let lookup = self.fixes.query().only_if(id_filter(actor_id, memory_id)).limit(1);
         let batches = collect(&lookup).await.map_err(backend)?;
