@@ -63,14 +63,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--embed-texts", type=int, default=256, help="texts per embedding-throughput pass")
     ap.add_argument("--batch-sizes", type=ints, default=[1, 8, 32, 64], help="embedding batch sizes")
     ap.add_argument("--embed-repeats", type=int, default=3,
-                    help="passes per batch size, each side (astra-mcp bench embed and Python), interleaved")
+                    help="passes per batch size, each side (astra-mcp-dev bench embed and Python), interleaved")
     ap.add_argument("--embed-threads", type=int, default=0, help="onnxruntime intra-op threads (0 = its default)")
     ap.add_argument("--ingest-rows", type=int, default=2000,
                     help="archival passages of the bulk-ingest comparison (`memory ingest` vs `bench embed`)")
     ap.add_argument("--populate-texts", type=int, default=10000,
                     help="distinct passage texts `bench populate` embeds for the sizes above --real-max")
     ap.add_argument("--recall-queries", type=int, default=200,
-                    help="queries of `astra-mcp bench recall` (recall@10 indexed vs exact) at each size")
+                    help="queries of `astra-mcp-dev bench recall` (recall@10 indexed vs exact) at each size")
     ap.add_argument("--single-inserts", type=int, default=0,
                     help="passages stored one `archival_memory_insert` at a time for the disk/upkeep comparison "
                          "(0 = skip; the issue's figure is 10000)")
@@ -81,7 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="store vectors: real embeddings, synthetic unit vectors, or real up to --real-max")
     ap.add_argument("--real-max", type=int, default=10000,
                     help="sizes up to this are loaded by `memory import` (fixes and passages, real vectors); "
-                         "larger sizes by `astra-mcp bench populate` (archival passages only)")
+                         "larger sizes by `astra-mcp-dev bench populate` (archival passages only)")
     ap.add_argument("--part-rows", type=int, default=20000, help="rows per `memory import` file")
     ap.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
                     help="also measure mcp-server-qdrant (default: on)")
@@ -144,7 +144,7 @@ def _rates(values: list[float]) -> dict:
 
 
 def run_embed(args, emb: Embedders, work: Path) -> dict:
-    """Embedding throughput of the binary (`astra-mcp bench embed --one-batch`: each call one ONNX batch)
+    """Embedding throughput of the binary (`astra-mcp-dev bench embed --one-batch`: each call one ONNX batch)
     and of Python onnxruntime on the same `model.onnx`, the same texts (generated fix and passage texts,
     on one line each) and the same batch sizes, in generated order, plus the largest batch on the texts
     sorted by length. The two sides alternate pass by pass (binary, Python, binary, ...), so a busy
@@ -262,7 +262,7 @@ def peer_target(args, work: Path, name: str, size: int, emb: Embedders) -> scena
 
 
 def query_embed_ms(args, work: Path, name: str, texts: list[str]) -> dict:
-    """The query's own embedding time, estimated with the binary itself: `astra-mcp bench embed --batch 1`
+    """The query's own embedding time, estimated with the binary itself: `astra-mcp-dev bench embed --batch 1`
     over the timed query texts gives texts/s, i.e. mean ms per query (embed_documents of one text; the
     server's embed_query runs the same model on one text). An estimate from another process, not the
     search's own time."""
@@ -272,7 +272,7 @@ def query_embed_ms(args, work: Path, name: str, texts: list[str]) -> dict:
 
 
 def recall_at(args, work: Path, db: Path, name: str, queries: list) -> dict:
-    """`astra-mcp bench recall --k 10` on the archival table of `db` for the first `--recall-queries`
+    """`astra-mcp-dev bench recall --k 10` on the archival table of `db` for the first `--recall-queries`
     query texts (indexed vs exact vector search, store only, embedding excluded)."""
     texts = [dataset.one_line(q.text).strip() for q in queries][: args.recall_queries]
     path = stores.write_lines(work / f"recall-{name}.txt", texts)
@@ -286,7 +286,7 @@ def run_warm(args, header: dict, emb: Embedders, work: Path, version: str, out: 
     """For each size up to `--real-max` (ascending, the store grows in place): load fixes and passages to
     that size with `memory import` (real vectors), then warm-search both tools on astra-mcp, and
     qdrant-find on mcp-server-qdrant up to `--peer-max`; recall@10 of the archival index. Each larger
-    size: a fresh store of that many archival passages from `astra-mcp bench populate`, warm
+    size: a fresh store of that many archival passages from `astra-mcp-dev bench populate`, warm
     archival_memory_search and recall@10 on it (then the store is deleted, unless --keep)."""
     db = work / "warm-db"
     have = 0
@@ -346,7 +346,7 @@ def run_warm(args, header: dict, emb: Embedders, work: Path, version: str, out: 
 
 
 def run_large(args, work: Path, version: str, size: int, texts: list[str], texts_file: Path) -> dict:
-    """One size above `--real-max`: `astra-mcp bench populate --rows SIZE` over `--populate-texts` distinct
+    """One size above `--real-max`: `astra-mcp-dev bench populate --rows SIZE` over `--populate-texts` distinct
     passage texts into a fresh store, then warm archival_memory_search over stdio, recall@10 and the
     query-embedding estimate. Queries are written from the distinct texts (questions and prefixes); a
     query finds its target when a result is that text or one of its `(#i)` copies."""

@@ -26,6 +26,12 @@ BENCH_CACHE = CACHE_DIR / "bench-cache"
 # machine facts and statistics
 
 
+def dev_binary(binary: str) -> str:
+    """The developers' binary beside `binary` (`astra-mcp-dev`: `bench`, `eval`; the workspace's other
+    package, built by scripts/test or `cargo build --release -p astra-mcp-dev`)."""
+    return str(Path(binary).with_name("astra-mcp-dev"))
+
+
 def machine_facts() -> dict:
     """Cores, memory, CPU model, kernel, load average and Python version: printed with every result."""
     cpu_model = "unknown"

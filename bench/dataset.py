@@ -450,7 +450,7 @@ def archival_queries(seed: int, size: int, count: int, salt: str = "") -> list[Q
 
 
 def one_line(text: str) -> str:
-    """A text on one line (newlines to spaces): `astra-mcp bench` reads its texts one per line, so both
+    """A text on one line (newlines to spaces): `astra-mcp-dev bench` reads its texts one per line, so both
     sides of an embedding comparison get these."""
     return " ".join(text.split("\n"))
 

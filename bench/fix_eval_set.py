@@ -1,4 +1,4 @@
-"""Builds the fix-retrieval evaluation set that `astra-mcp eval fixes` runs (src/eval/fix_eval_set.json).
+"""Builds the fix-retrieval evaluation set that `astra-mcp-dev eval fixes` runs (src/eval/fix_eval_set.json).
 
 A store of confirmed fixes as agents leave them, and for each fix a query as a later agent would search:
 the failing tests and assertion lines that `run_tests` reports in *another* project that hit the same
@@ -31,7 +31,7 @@ function words (FUNCTION_WORDS), single characters and digits-only runs, compare
 rule or its incidental word is not rare.
 
 The split is by cause, every third cause held out: the causes of the held-out split are never looked at
-while tuning the fusion (its weights were chosen on `tune` alone; `astra-mcp eval fixes` reports both).
+while tuning the fusion (its weights were chosen on `tune` alone; `astra-mcp-dev eval fixes` reports both).
 
 Deterministic: the same seed gives the same file; the paraphrase causes draw from their own generator
 (SEED + 1), so the other fixes and queries are what they were before paraphrases were added. Run from the

@@ -65,7 +65,7 @@ cores a build or test run beside a benchmark moves every figure. Each row names 
 bench/run --only cold,warm --sizes 1000,10000 --cold-runs 10   # cold start, warm search, recall, memory
 bench/run ab --store DB --variant old=BIN1 --variant new=BIN2   # interleaved A/B of a change, one store
 python3 bench/hook.py --runs 60                                # the hook per agent event
-astra-mcp eval fixes                                           # fix retrieval (and: eval locomo DIR)
+astra-mcp-dev eval fixes                                           # fix retrieval (and: eval locomo DIR)
 python3 bench/writers.py --inserts 25 [--s3]                   # writers on one store
 python3 bench/ui.py --runs 30                                  # the memory browser's pages
 ```

@@ -134,7 +134,7 @@ def warm(results: dict) -> list[str]:
                        f"| {r[key]['target_found_rate']} |")
     rec = [r for r in rows if r.get("recall")]
     if rec:
-        out += ["", "### Recall@10 of the indexed vector search against exact search (`astra-mcp bench recall`; store only, embedding excluded; target ≥ 0.95)", "",
+        out += ["", "### Recall@10 of the indexed vector search against exact search (`astra-mcp-dev bench recall`; store only, embedding excluded; target ≥ 0.95)", "",
                 "| memories (archival) | vector index | queries | recall@10 | met | indexed p50 / p99 ms | exact p50 / p99 ms |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in rec:
@@ -174,7 +174,7 @@ def warm(results: dict) -> list[str]:
                        f"| {f['optimize_s'] + a['optimize_s']:.2f} | {d['disk_bytes'] / 2**20:.1f} | {d['disk_over_raw']} |")
     large = [r for r in rows if r.get("populate")]
     if large:
-        out += ["", "### Large stores (`astra-mcp bench populate`: archival passages, each distinct text embedded, further rows its vector plus seeded noise)", "",
+        out += ["", "### Large stores (`astra-mcp-dev bench populate`: archival passages, each distinct text embedded, further rows its vector plus seeded noise)", "",
                 "| passages | distinct texts embedded | write s | full-text index s | vector index s (built) | command wall s | disk MiB | disk / raw |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in large:
@@ -195,7 +195,7 @@ def embedding(results: dict) -> list[str]:
     out = []
     e = results.get("embedding")
     if e and "rows" in e:
-        out += [f"### Embedding throughput: `astra-mcp bench embed` vs Python onnxruntime {e.get('ort_python', '')}, same model.onnx, same texts (texts/s; median text {e['text_chars_median']} chars; target ratio ≥ 1.0)", "",
+        out += [f"### Embedding throughput: `astra-mcp-dev bench embed` vs Python onnxruntime {e.get('ort_python', '')}, same model.onnx, same texts (texts/s; median text {e['text_chars_median']} chars; target ratio ≥ 1.0)", "",
                 "| ONNX batch | texts × passes | astra-mcp `--one-batch` median (min–max) | Python median (min–max) | ratio astra / Python | met |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for r in e["rows"]:

@@ -199,7 +199,7 @@ def qdrant_target(argv: list[str], env: dict, documents: dict[str, str], stderr:
 
 
 def hit_by_text_prefix(texts: dict[str, str]) -> Callable[[dict, Query], bool]:
-    """A hit test for stores from `astra-mcp bench populate`, whose rows carry the generated text itself
+    """A hit test for stores from `astra-mcp-dev bench populate`, whose rows carry the generated text itself
     or that text plus a ` (#i)` suffix (their ids are the store's own): the target's text begins a
     result's text (`texts`: query target id -> generated text)."""
     def hit(result: dict, q: Query) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import dataset
+from common import dev_binary
 from common import BENCH_CACHE, MODEL_DIR, StdioServer, dir_bytes
 
 QDRANT_VECTOR_NAME = "fast-all-minilm-l6-v2"  # what mcp-server-qdrant 0.8.1 names the vector of this model
@@ -286,11 +287,11 @@ def grow_qdrant_store(data: Path, texts: list[str], vecs: np.ndarray, have: int,
 
 
 # ---------------------------------------------------------------------------------------------------------
-# the binary's own benchmark commands: `astra-mcp bench embed|populate|recall`, `memory ingest`
+# the binary's own benchmark commands: `astra-mcp-dev bench embed|populate|recall`, `memory ingest`
 
 
 def write_lines(path: Path, texts: list[str]) -> Path:
-    """One text per line (the input of `astra-mcp bench`); refuses texts with a newline or blank ones,
+    """One text per line (the input of `astra-mcp-dev bench`); refuses texts with a newline or blank ones,
     which the binary would split or skip, so both sides of a comparison embed exactly these texts."""
     for t in texts:
         if "\n" in t or "\r" in t or not t.strip() or t != t.strip():
@@ -316,15 +317,15 @@ def _run(argv: list[str], what: str, timeout: float | None = None) -> tuple[subp
 
 def bench_embed(binary: str, texts_file: Path, batches: list[int], sort_by_length: bool = False,
                 one_batch: bool = False) -> list[dict]:
-    """`astra-mcp bench embed --texts FILE --batch B,... [--sort-by-length] [--one-batch]`: the binary's
+    """`astra-mcp-dev bench embed --texts FILE --batch B,... [--sort-by-length] [--one-batch]`: the binary's
     texts/s per batch size (one pass over the texts after one warm-up batch, model load excluded); with
     `one_batch` each call of B texts is one ONNX batch of B, else the server's own batching."""
-    argv = [binary, "bench", "embed", "--texts", str(texts_file), "--batch", ",".join(map(str, batches))]
+    argv = [dev_binary(binary), "bench", "embed", "--texts", str(texts_file), "--batch", ",".join(map(str, batches))]
     if sort_by_length:
         argv.append("--sort-by-length")
     if one_batch:
         argv.append("--one-batch")
-    p, _ = _run(argv, "astra-mcp bench embed")
+    p, _ = _run(argv, "astra-mcp-dev bench embed")
     return _json_lines(p.stdout)
 
 
@@ -345,12 +346,12 @@ def memory_ingest(binary: str, db: Path, jsonl: Path, actor: str, project: str) 
 
 
 def bench_populate(binary: str, db: Path, texts_file: Path, rows: int, seed: int, actor: str, project: str) -> dict:
-    """`astra-mcp bench populate`: `rows` archival passages over the texts of the file (each embedded for
+    """`astra-mcp-dev bench populate`: `rows` archival passages over the texts of the file (each embedded for
     real; further rows = a text with a `(#i)` suffix and its vector plus seeded noise), then the full-text
     and vector indexes, then the store's upkeep (compaction, pruning). Returns the binary's JSON and the
     command's wall time."""
-    p, wall = _run([binary, "bench", "populate", "--db", str(db), "--actor", actor, "--project", project,
-                    "--texts", str(texts_file), "--rows", str(rows), "--seed", str(seed)], "astra-mcp bench populate")
+    p, wall = _run([dev_binary(binary), "bench", "populate", "--db", str(db), "--actor", actor, "--project", project,
+                    "--texts", str(texts_file), "--rows", str(rows), "--seed", str(seed)], "astra-mcp-dev bench populate")
     out = _json_lines(p.stdout)[-1]
     out.pop("machine", None)
     out["wall_s"] = round(wall, 1)
@@ -358,10 +359,10 @@ def bench_populate(binary: str, db: Path, texts_file: Path, rows: int, seed: int
 
 
 def bench_recall(binary: str, db: Path, queries_file: Path, actor: str, k: int = 10) -> dict:
-    """`astra-mcp bench recall`: recall@k of the archival vector search through its index against exact
+    """`astra-mcp-dev bench recall`: recall@k of the archival vector search through its index against exact
     search on the same query embeddings, and both store-only latencies (p50/p99 ms)."""
-    p, wall = _run([binary, "bench", "recall", "--db", str(db), "--actor", actor, "--queries", str(queries_file),
-                    "--k", str(k)], "astra-mcp bench recall")
+    p, wall = _run([dev_binary(binary), "bench", "recall", "--db", str(db), "--actor", actor, "--queries", str(queries_file),
+                    "--k", str(k)], "astra-mcp-dev bench recall")
     out = _json_lines(p.stdout)[-1]
     out.pop("machine", None)
     out["wall_s"] = round(wall, 1)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import dataset  # noqa: E402
-from common import StdioServer, machine_facts  # noqa: E402
+from common import StdioServer, dev_binary, machine_facts  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 ACTOR = "bench"
@@ -54,7 +54,7 @@ def build_store(binary: str, db: Path, rows: int, work: Path) -> None:
     texts = work / "texts.txt"
     texts.write_text("\n".join(dataset.one_line(dataset.passage_row(1, i).text) for i in range(300)) + "\n")
     t0 = time.perf_counter()
-    run([binary, "bench", "populate", "--db", str(db), "--actor", ACTOR, "--project", PROJECT,
+    run([dev_binary(binary), "bench", "populate", "--db", str(db), "--actor", ACTOR, "--project", PROJECT,
          "--texts", str(texts), "--rows", str(rows)])
     print(f"  {rows} archival passages in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     header = run([binary, "memory", "export", "--db", str(db), "--actor", ACTOR]).stdout.splitlines()[0]

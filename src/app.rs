@@ -3,6 +3,8 @@
 //! server, from it; commands, hooks and pipelines take what it builds. Process-wide setup of the store
 //! engine lives here too.
 
+pub mod process;
+
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -36,6 +38,13 @@ pub unsafe fn prepare_process() {
 /// Waits for the compactions this process's writes started, so none is cut off at exit.
 pub async fn wait_for_upkeep() {
     crate::store::lance::wait_for_upkeep().await;
+}
+
+/// Opens the store of a command that inspects or changes existing memories: a mistyped `--db` is an
+/// error, not a new empty store.
+pub async fn open_existing(settings: &StoreSettings) -> anyhow::Result<LanceStore> {
+    LanceStore::require_existing(&settings.db).await?;
+    open_store(settings).await
 }
 
 /// Opens (creating) the store `settings` name.

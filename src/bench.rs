@@ -1,4 +1,4 @@
-//! Benchmark helpers behind `astra-mcp bench` (BENCHMARKS.md; the harness is `bench/run`):
+//! Benchmark helpers behind `astra-mcp-dev bench` (BENCHMARKS.md; the harness is `bench/run`):
 //! - [`embed_throughput`]: the embedder's own texts/s at a batch size, the baseline ingest is held to;
 //! - [`populate`]: a large archival table in minutes, for the 100k and 1M search measurements: real texts
 //!   beside vectors derived from real embeddings (each row's vector is one of `base` real embeddings plus

@@ -68,6 +68,16 @@ const ADVANCED: &str = "Advanced";
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp", version, about, long_about = None)]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The flags every command takes: the log filter and how the store is opened (`astra-mcp-dev`'s
+/// commands take them too).
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `astra_mcp=debug`. Logs go to stderr only.
     #[arg(long, global = true, env = ev::ASTRA_LOG, default_value = DEFAULT_LOG, help_heading = ADVANCED_STORE,
           hide_short_help = true)]
@@ -102,11 +112,9 @@ pub struct Cli {
     #[arg(long, global = true, env = ev::ASTRA_UNSAFE_SINGLE_WRITER,
           value_parser = clap::builder::BoolishValueParser::new(), help_heading = ADVANCED_STORE, hide_short_help = true)]
     pub unsafe_single_writer: bool,
-    #[command(subcommand)]
-    pub command: Command,
 }
 
-impl Cli {
+impl GlobalArgs {
     /// How every store this command opens is opened.
     pub fn open_options(&self) -> OpenOptions {
         OpenOptions {
@@ -159,9 +167,6 @@ pub enum Command {
     /// Run the OpenAI Responses API tool loop on this server's tools against a workspace (paid requests:
     /// needs --approve-live-cost and OPENAI_API_KEY).
     Drive(Box<DriveArgs>),
-    /// The cross-session experiment: `drive` fixes scenario_alpha, then scenario_beta in a new session
-    /// must find alpha's fix in memory before its first edit; the untouched acceptance tests decide.
-    SessionDemo(Box<SessionDemoArgs>),
     /// Distil the actor's stored conversations into durable archival memories, merging them with what
     /// is stored (paid requests: needs --approve-live-cost and OPENAI_API_KEY); `distill status` lists runs.
     Distill(Box<DistillArgs>),
@@ -170,8 +175,6 @@ pub enum Command {
         #[command(subcommand)]
         command: SmokeCommand,
     },
-    /// Write every tool's schema to `schemas/<tool>.json`, or check the checked-in files match.
-    Schemas(SchemasArgs),
     /// Wire the server and the hooks into an agent client for every project, through the client's own
     /// plugin commands: `setup claude-code` or `setup codex` (docs/clients.md, "Wire it into your agent").
     Setup(SetupArgs),
@@ -198,62 +201,6 @@ pub enum Command {
     Core {
         #[command(subcommand)]
         command: CoreCommand,
-    },
-    /// Benchmark helpers (BENCHMARKS.md; the harness is `bench/run`): embedder throughput, bulk
-    /// loading of large stores, recall of the vector index.
-    Bench {
-        #[command(subcommand)]
-        command: BenchCommand,
-    },
-    /// Retrieval evaluations on public benchmark data.
-    Eval {
-        #[command(subcommand)]
-        command: EvalCommand,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Texts per second of the embedder at each batch size, over the texts of FILE (one per line).
-    Embed {
-        #[command(flatten)]
-        store: StoreArgs,
-        #[arg(long, value_name = "FILE")]
-        texts: PathBuf,
-        /// Batch sizes (texts per call, at least 1), comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_name = "N,...",
-              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-        batch: Vec<usize>,
-        /// Sort the texts by length first (less padding per batch).
-        #[arg(long)]
-        sort_by_length: bool,
-        /// Run each call of N texts as one ONNX batch of N, in the given order (as another runtime
-        /// would), instead of the server's own batching (length order, ONNX batches of 8).
-        #[arg(long)]
-        one_batch: bool,
-    },
-    /// Append ROWS archival passages built from the texts of FILE (one per line; each text embedded for
-    /// real, further rows get its vector plus seeded noise), then build the indexes and run `memory
-    /// optimize`'s upkeep (compaction, pruning). For a fresh store.
-    Populate {
-        #[command(flatten)]
-        store: StoreArgs,
-        #[arg(long, value_name = "FILE")]
-        texts: PathBuf,
-        #[arg(long, value_name = "N")]
-        rows: usize,
-        #[arg(long, default_value_t = 42, value_name = "N")]
-        seed: u64,
-    },
-    /// Recall@K of the archival vector search through its index against exact search, for the
-    /// queries of FILE (one per line), with both latencies (store only).
-    Recall {
-        #[command(flatten)]
-        store: StoreArgs,
-        #[arg(long, value_name = "FILE")]
-        queries: PathBuf,
-        #[arg(long, default_value_t = 10, value_name = "K")]
-        k: usize,
     },
 }
 
@@ -430,79 +377,6 @@ pub enum CoreCommand {
         store: StoreArgs,
         section: String,
         version: i64,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum EvalCommand {
-    /// The turn-level LoCoMo retrieval protocol (recall@5, recall@10, MRR by category) through the
-    /// product's own conversation import and search.
-    Locomo {
-        /// Directory of LoCoMo conversation JSON files.
-        #[arg(value_name = "DIR")]
-        dir: PathBuf,
-        /// Store to use (kept, and reused on the next run); default: a temporary directory.
-        #[arg(long, value_name = "PATH")]
-        db: Option<String>,
-        #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
-        model_dir: Option<PathBuf>,
-        #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
-        ort_dylib: Option<PathBuf>,
-        /// Weight of the vector ranking in the fusion (default: the product's).
-        #[arg(long)]
-        vector_weight: Option<f32>,
-        /// Weight of the BM25 ranking in the fusion (default: the product's).
-        #[arg(long)]
-        keyword_weight: Option<f32>,
-        /// Weight of the BM25 ranking over each turn's own text (default: the product's).
-        #[arg(long)]
-        own_text_weight: Option<f32>,
-        /// Also write the report as JSON to this file.
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-    },
-    /// Fix retrieval on the bundled evaluation set (345 fixes: 225 look-alikes with symptom and
-    /// identifier queries, 60 target and distractor pairs with paraphrase queries; tune and held-out
-    /// splits): hit@1, hit@3 and MRR of `search_codebase_memory`, fused and with each ranking alone, in a
-    /// fresh temporary store.
-    Fixes {
-        #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
-        model_dir: Option<PathBuf>,
-        #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
-        ort_dylib: Option<PathBuf>,
-        /// Weight of the vector ranking in the fusion (default: the product's).
-        #[arg(long)]
-        vector_weight: Option<f32>,
-        /// Weight of the BM25 ranking in the fusion (default: the product's).
-        #[arg(long)]
-        keyword_weight: Option<f32>,
-        /// The power the BM25 ranking's share of the query's reach is raised to (default: the product's).
-        #[arg(long)]
-        keyword_exponent: Option<f32>,
-        /// Weight of the identifier ranking (BM25 of the query's identifier phrases) in the fusion
-        /// (default: the product's).
-        #[arg(long)]
-        identifier_weight: Option<f32>,
-        /// Also list the tune split's misses of the fused search: the query, the right fix and where it
-        /// ranked, the fix ranked first instead. The held-out split's are never listed.
-        #[arg(long)]
-        misses: bool,
-        /// Also write the report as JSON to this file.
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-    },
-    /// The code check of stored fixes (in place, changed around, reverted, unknown) on generated git
-    /// repositories whose code moves on after the fix: precision and recall of each state. Needs git.
-    Staleness {
-        /// Cases of each of the ten moves (half with the fix committed before it is stored).
-        #[arg(long, default_value_t = 12)]
-        per_move: usize,
-        /// Seed of the generated repositories.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Also write the report as JSON to this file.
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
     },
 }
 
@@ -722,16 +596,6 @@ pub enum SetupClient {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct SchemasArgs {
-    /// Directory to write into (or to compare with, with --check).
-    #[arg(long, default_value = "schemas", value_name = "DIR")]
-    pub out: PathBuf,
-    /// Do not write: exit 1 when a file differs from what the code generates.
-    #[arg(long)]
-    pub check: bool,
-}
-
-#[derive(Debug, Clone, Args)]
 pub struct DriveArgs {
     #[command(flatten)]
     pub store: StoreArgs,
@@ -871,32 +735,6 @@ pub fn parse_time_flag(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Str
         .ok_or_else(|| {
             format!("`{value}` is not a time: give RFC 3339 (`2026-11-30T09:00:00Z`) or a date (`2026-11-30`)")
         })
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct SessionDemoArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
-    /// The demo projects (`scenario_alpha`, `scenario_beta`), copied fresh for every session.
-    #[arg(long, default_value = "demo_projects", value_name = "DIR")]
-    pub projects: PathBuf,
-    /// Test command of the demo projects.
-    #[arg(long, env = ev::ASTRA_TEST_COMMAND, default_value = "python3 -m pytest -q -p no:cacheprovider", value_name = "CMD")]
-    pub test_command: String,
-    /// Seconds before a test run is killed.
-    #[arg(long, env = ev::ASTRA_TEST_TIMEOUT, default_value_t = 600, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub test_timeout: u64,
-    /// The experiment's id; its sessions are `<ID>-alpha`, `<ID>-beta`, `<ID>-beta-r1`, ….
-    #[arg(long, value_name = "ID")]
-    pub run_id: String,
-    /// Run beta this many more times against alpha's memory alone (what those runs store is removed).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub repeat: usize,
-    #[command(flatten)]
-    pub model: ModelArgs,
-    #[command(flatten)]
-    pub tool_loop: LoopArgs,
 }
 
 /// `--http`: an IP address and port; `localhost:PORT` means `127.0.0.1:PORT`.

@@ -456,3 +456,46 @@ impl HookSettings {
         })
     }
 }
+
+/// `name` from the environment, else from `.env` in the working directory.
+fn env_or_dotenv(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty()).or_else(|| {
+        dotenvy::from_path_iter(".env").ok()?.filter_map(Result::ok).find_map(|(k, v)| (k == name).then_some(v))
+    })
+}
+
+/// The key comes from the environment, else from `.env` in the working directory (never a flag).
+fn openai_api_key() -> Option<String> {
+    env_or_dotenv(crate::env_vars::OPENAI_API_KEY)
+}
+
+/// `<data dir>/astra-mcp`: the default home of the ledger and the runs' evidence.
+pub fn data_dir() -> std::path::PathBuf {
+    dirs::data_dir().unwrap_or_else(|| ".".into()).join("astra-mcp")
+}
+
+/// The Responses API base URL: flag > environment > `.env` > the OpenAI endpoint (a base URL in `.env`
+/// must not be ignored while its key is used).
+fn base_url(args: &crate::cli::ModelArgs) -> String {
+    args.base_url
+        .clone()
+        .or_else(|| env_or_dotenv(crate::env_vars::OPENAI_BASE_URL))
+        .unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+}
+
+/// The model API settings of `args`: base URL, key (environment or `.env`), approval, model, prices,
+/// ledger and request timeout.
+pub fn client_settings(args: &crate::cli::ModelArgs) -> crate::llm::ClientSettings {
+    crate::llm::ClientSettings {
+        base_url: base_url(args),
+        api_key: openai_api_key(),
+        approve_live_cost: args.approve_live_cost,
+        model: args.model.clone(),
+        pricing: crate::llm::Pricing {
+            input_per_million_usd: args.input_usd_per_million,
+            output_per_million_usd: args.output_usd_per_million,
+        },
+        ledger: args.ledger.clone().unwrap_or_else(|| data_dir().join("ledger.jsonl")),
+        timeout_secs: args.request_timeout,
+    }
+}

@@ -4,13 +4,14 @@ use std::sync::Arc;
 
 use astra_mcp::app::LanceStore;
 use astra_mcp::app::OpenOptions;
+use astra_mcp::app::open_existing;
 use astra_mcp::cli::CoreCommand;
 use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
 use astra_mcp::memory::CoreMemory;
 use astra_mcp::memory::project::ProjectName;
 
-use super::common::{actors_note, cli_project, open_existing};
+use super::common::{actors_note, cli_project};
 
 pub async fn run(command: CoreCommand, open: OpenOptions) -> anyhow::Result<()> {
     match command {

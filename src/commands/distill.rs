@@ -4,13 +4,15 @@
 use std::sync::Arc;
 
 use astra_mcp::app::OpenOptions;
+use astra_mcp::app::open_existing;
 use astra_mcp::cli::{DistillArgs, DistillCommand};
 use astra_mcp::config::StoreSettings;
+use astra_mcp::config::client_settings;
 use astra_mcp::distill::{DistillConfig, Distiller};
 use astra_mcp::embed::Workload;
 use astra_mcp::memory::redact::escape_controls;
 
-use super::common::{client_settings, open_existing, preflight};
+use super::common::preflight;
 
 pub async fn run(args: DistillArgs, open: OpenOptions) -> anyhow::Result<()> {
     if let Some(DistillCommand::Status { db, actor, json }) = args.command {

@@ -8,7 +8,7 @@ use astra_mcp::app::OpenOptions;
 use astra_mcp::cli::{DriveArgs, ServeArgs};
 use astra_mcp::config::ServeSettings;
 
-use super::common::{client_settings, data_dir, preflight};
+use super::common::preflight;
 
 pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
     let prompt = match (&args.prompt, &args.prompt_file) {
@@ -37,7 +37,7 @@ pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
     };
     let settings = ServeSettings::resolve(&serve, open)?;
     let workspace = settings.fixes.workspace.clone().context("--workspace is required")?;
-    let config = drive_config(&args.model, &args.tool_loop, args.run_id.trim(), prompt);
+    let config = astra_mcp::drive::DriveConfig::from_args(&args.model, &args.tool_loop, args.run_id.trim(), prompt);
     // refuse before opening anything when no request may be sent
     preflight(&config.client)?;
     let (hosts, opening) = app::serve(&settings);
@@ -58,27 +58,4 @@ pub async fn run(args: DriveArgs, open: OpenOptions) -> anyhow::Result<()> {
         config.runs_dir.join(&config.run_id).display()
     );
     Ok(())
-}
-
-/// The drive settings of `args` for run `run_id`.
-pub(super) fn drive_config(
-    args: &astra_mcp::cli::ModelArgs,
-    tool_loop: &astra_mcp::cli::LoopArgs,
-    run_id: &str,
-    prompt: String,
-) -> astra_mcp::drive::DriveConfig {
-    astra_mcp::drive::DriveConfig {
-        client: client_settings(args),
-        run_id: run_id.to_string(),
-        prompt,
-        max_turns: tool_loop.max_turns,
-        max_tool_calls: tool_loop.max_tool_calls,
-        max_output_tokens: args.max_output_tokens,
-        reasoning_effort: args.reasoning_effort.clone(),
-        verbosity: tool_loop.verbosity.clone(),
-        run_budget_usd: args.run_budget_usd,
-        project_budget_usd: args.project_budget_usd,
-        runs_dir: tool_loop.runs_dir.clone().unwrap_or_else(|| data_dir().join("runs")),
-        context_budget_tokens: tool_loop.context_budget_tokens,
-    }
 }

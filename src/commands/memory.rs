@@ -10,13 +10,15 @@ use anyhow::Context;
 use astra_mcp::app;
 use astra_mcp::app::LanceStore;
 use astra_mcp::app::OpenOptions;
+use astra_mcp::app::open_existing;
+use astra_mcp::app::process::progress_bar;
 use astra_mcp::cli::{MemoryCommand, StoreArgs};
 use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::Workload;
 use astra_mcp::memory::Fusion;
 
-use super::common::{actors_note, cli_project, open_existing, progress_bar};
+use super::common::{actors_note, cli_project};
 
 pub async fn run(command: MemoryCommand, open: OpenOptions) -> anyhow::Result<()> {
     match command {

@@ -3,17 +3,13 @@
 //! the operator commands print a result for a person on stdout with progress and errors on stderr, and
 //! none of them is reachable by a model.
 
-pub mod bench;
 mod common;
 pub mod core;
 pub mod distill;
 pub mod drive;
-pub mod eval;
 pub mod hook;
 pub mod memory;
-pub mod schemas;
 pub mod serve;
-pub mod session_demo;
 pub mod sessions;
 pub mod setup;
 pub mod smoke;

@@ -86,7 +86,7 @@ impl Client {
 /// Where the marketplace is written: `<data dir>/astra-mcp/marketplace` (`~/.local/share/astra-mcp/...`).
 /// Claude Code reads a local marketplace's plugin in place, so the directory must stay.
 pub fn marketplace_dir() -> PathBuf {
-    super::common::data_dir().join("marketplace")
+    astra_mcp::config::data_dir().join("marketplace")
 }
 
 /// Exit 0 when the plugin is installed (or, with `--dry-run`, when the plan was printed and the client is

@@ -1,4 +1,4 @@
-//! `astra-mcp session-demo`: the cross-session experiment. `drive` runs on a fresh copy of
+//! `astra-mcp-dev session-demo`: the cross-session experiment. `drive` runs on a fresh copy of
 //! scenario_alpha, then, in a new chain and a new session on the same store, on a fresh copy of
 //! scenario_beta. The run is judged from its evidence files, not from what the model says:
 //!

@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 pub use functions::{function_definition, strict_parameters};
 pub use local_tools::{LocalOutput, local_tools};
 
+use crate::cli::{LoopArgs, ModelArgs};
 use crate::domain::Role;
 use crate::llm::responses::output_text;
 use crate::llm::{Account, Client, ClientSettings, LlmError, check_usd};
@@ -63,6 +64,28 @@ pub struct DriveConfig {
     pub runs_dir: PathBuf,
     /// Input tokens of one response past which the chain is summarised and a new one started.
     pub context_budget_tokens: u64,
+}
+
+impl DriveConfig {
+    /// The settings of run `run_id` from the command line's model and tool-loop flags, the key from the
+    /// environment or `.env` ([`crate::config::client_settings`]); runs under `<data dir>/astra-mcp/runs`
+    /// unless `--runs-dir` says otherwise.
+    pub fn from_args(args: &ModelArgs, tool_loop: &LoopArgs, run_id: &str, prompt: String) -> Self {
+        DriveConfig {
+            client: crate::config::client_settings(args),
+            run_id: run_id.to_string(),
+            prompt,
+            max_turns: tool_loop.max_turns,
+            max_tool_calls: tool_loop.max_tool_calls,
+            max_output_tokens: args.max_output_tokens,
+            reasoning_effort: args.reasoning_effort.clone(),
+            verbosity: tool_loop.verbosity.clone(),
+            run_budget_usd: args.run_budget_usd,
+            project_budget_usd: args.project_budget_usd,
+            runs_dir: tool_loop.runs_dir.clone().unwrap_or_else(|| crate::config::data_dir().join("runs")),
+            context_budget_tokens: tool_loop.context_budget_tokens,
+        }
+    }
 }
 
 /// What the runner asks for when a chain is full.

@@ -225,7 +225,7 @@ pub trait Embedder: Send + Sync {
     /// how to batch them.
     fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// Embeds `texts` as one model batch, in the given order (padded to the longest): what another
-    /// runtime does with a batch of that size, for benchmarks (`astra-mcp bench embed --one-batch`).
+    /// runtime does with a batch of that size, for benchmarks (`astra-mcp-dev bench embed --one-batch`).
     /// By default [`Self::embed_documents`].
     fn embed_one_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_documents(texts)

@@ -1,4 +1,4 @@
-//! `astra-mcp eval fixes`: does `search_codebase_memory` put the right earlier fix first?
+//! `astra-mcp-dev eval fixes`: does `search_codebase_memory` put the right earlier fix first?
 //!
 //! The evaluation set (`fix_eval_set.json`, made by `bench/fix_eval_set.py`, compiled into the binary)
 //! holds 345 confirmed fixes. 225 are in look-alike groups (one cause in many instances that differ

@@ -1,4 +1,4 @@
-//! `astra-mcp eval locomo DIR`: the turn-level LoCoMo retrieval protocol of docs/retrieval.md (Maharana
+//! `astra-mcp-dev eval locomo DIR`: the turn-level LoCoMo retrieval protocol of docs/retrieval.md (Maharana
 //! et al., ACL 2024, "Evaluating Very Long-Term Conversational Memory of LLM Agents").
 //!
 //! Each dialog turn is one conversation item, scoped to its conversation (one actor per conversation),

@@ -1,4 +1,4 @@
-//! `astra-mcp eval staleness`: does the code check of a fix ([`crate::memory::revalidate`]) say what
+//! `astra-mcp-dev eval staleness`: does the code check of a fix ([`crate::memory::revalidate`]) say what
 //! became of it?
 //!
 //! Each case is a small git repository, generated from a seed: a module of functions, a bug fix in one

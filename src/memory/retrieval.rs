@@ -25,8 +25,8 @@ pub const DEFAULT_MIN_SCORE: f32 = 0.10;
 /// own text, a fix's identifier phrases.
 ///
 /// The weights of each table are set here, in [`Fusion::fixes`], [`Fusion::archival`] and
-/// [`Fusion::conversation`], and were chosen on evaluations (`astra-mcp eval fixes`, tune split only;
-/// `astra-mcp eval locomo`; docs/retrieval.md has the figures).
+/// [`Fusion::conversation`], and were chosen on evaluations (`astra-mcp-dev eval fixes`, tune split only;
+/// `astra-mcp-dev eval locomo`; docs/retrieval.md has the figures).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fusion {
     /// Weight of the cosine of the vector ranking.
@@ -53,7 +53,7 @@ impl Fusion {
     /// (`test_slow_server_lock_ttl` holds `lock ttl`, which `cache_ttl`'s fix lacks), decide between
     /// look-alikes. A symptom in other words shares at most an incidental word with some other fix: its
     /// BM25 share of the query's reach, cubed, counts for next to nothing. Chosen on the tune split of
-    /// `astra-mcp eval fixes` (hit@1, symptom / paraphrase queries): exponent 1 and keyword weight 0.75 →
+    /// `astra-mcp-dev eval fixes` (hit@1, symptom / paraphrase queries): exponent 1 and keyword weight 0.75 →
     /// 0.987 / 0.625; exponent 2, 1.5 → 0.987 / 0.863; exponent 3, 1.5 → 0.954 / 0.925; exponent 4, 2 →
     /// 0.908 / 0.938 (docs/retrieval.md). Identifier weight 0 → 0.908 symptom hit@1, 0.5 → 0.974, 1 → 0.987.
     pub const fn fixes() -> Self {

@@ -67,18 +67,36 @@ fn smoke_store_then_verify_in_separate_processes() {
 
 #[test]
 fn schema_files_are_current_and_the_check_command_agrees() {
-    Command::new(BIN)
+    let dev = crate::support::dev_binary();
+    Command::new(&dev)
         .args(["schemas", "--check", "--out"])
         .arg(crate::support::repo().join("schemas"))
         .assert()
         .success();
     let empty = tempfile::tempdir().unwrap();
-    Command::new(BIN)
+    Command::new(&dev)
         .args(["schemas", "--check", "--out"])
         .arg(empty.path())
         .assert()
         .failure()
-        .stderr(predicates::str::contains("run `astra-mcp schemas`"));
+        .stderr(predicates::str::contains("run `astra-mcp-dev schemas`"));
+}
+
+/// The product binary carries no developers' command: each is an unknown subcommand there, and
+/// `--help` does not list it.
+#[test]
+fn the_product_binary_has_no_developer_commands() {
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("serve") && help.contains("memory"), "{help}");
+    for dev in ["bench", "eval", "session-demo", "schemas"] {
+        assert!(!help.lines().any(|l| l.trim_start().starts_with(&format!("{dev} "))), "`{dev}` listed: {help}");
+        Command::new(BIN)
+            .arg(dev)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(format!("unrecognized subcommand '{dev}'")));
+    }
 }
 
 #[test]

@@ -512,10 +512,10 @@ fn beta_steps(first: usize, tag: &'static str) -> Vec<Step> {
     ]
 }
 
-/// `astra-mcp session-demo --run-id <run_id> --repeat 1` on the demo projects, its store, runs and ledger
+/// `astra-mcp-dev session-demo --run-id <run_id> --repeat 1` on the demo projects, its store, runs and ledger
 /// under `dir`, against `mocked`.
 fn session_demo(dir: &Path, mocked: &Mocked, run_id: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_astra-mcp"));
+    let mut command = std::process::Command::new(crate::support::dev_binary());
     command
         .args(["session-demo", "--run-id", run_id, "--approve-live-cost", "--repeat", "1"])
         .arg("--projects")

@@ -1,6 +1,6 @@
 //! Retrieval quality that ranking changes must keep: an identifier that one memory holds ranks that
 //! memory first among look-alikes, and the fused search never loses to one of its own rankings on the
-//! fix evaluation set (`astra-mcp eval fixes`; both through the real model and LanceDB).
+//! fix evaluation set (`astra-mcp-dev eval fixes`; both through the real model and LanceDB).
 
 use std::sync::Arc;
 

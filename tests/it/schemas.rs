@@ -1,4 +1,4 @@
-//! The checked-in `schemas/*.json` must be what the code generates (regenerate with `astra-mcp schemas`),
+//! The checked-in `schemas/*.json` must be what the code generates (regenerate with `astra-mcp-dev schemas`),
 //! and the limits the schemas state must be the limits the server enforces.
 
 use crate::support::repo;
@@ -18,7 +18,7 @@ fn checked_in_schemas_match_the_code() {
     assert_eq!(on_disk, names, "schemas/ has exactly one file per tool");
     for (name, body) in generated {
         let disk = std::fs::read_to_string(dir.join(&name)).unwrap();
-        assert_eq!(disk, body, "schemas/{name} drifted: run `astra-mcp schemas` and commit the result");
+        assert_eq!(disk, body, "schemas/{name} drifted: run `astra-mcp-dev schemas` and commit the result");
     }
 }
 

@@ -1,4 +1,4 @@
-//! The staleness evaluation (`astra-mcp eval staleness`) on real git repositories: the code check of a
+//! The staleness evaluation (`astra-mcp-dev eval staleness`) on real git repositories: the code check of a
 //! stored fix tells *reverted* and *in place* apart from everything else (issue bar: precision and
 //! recall ≥ 0.95 each), and a file that is gone is never called in place.
 

@@ -22,6 +22,14 @@ pub fn repo() -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
 }
 
+/// The developers' binary, `astra-mcp-dev` (bench, eval, session-demo, schemas): the workspace's other
+/// package, built beside `astra-mcp` by scripts/test (`cargo build --release -p astra-mcp-dev`).
+pub fn dev_binary() -> PathBuf {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_astra-mcp")).with_file_name("astra-mcp-dev");
+    assert!(path.is_file(), "{} is missing: run scripts/test, which builds it", path.display());
+    path
+}
+
 /// The cache `scripts/setup` fills (honours ASTRA_CACHE_DIR like the binary does).
 pub fn cache_dir() -> PathBuf {
     ModelPaths::default_cache_dir()

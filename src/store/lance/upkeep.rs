@@ -82,7 +82,7 @@ impl LanceStore {
 ///   (`retry_limits`, `x-api-key` as its parts) and as its subwords (`retry`, `limits`), lower-cased, with
 ///   no stemming and no stop words. Fixes are full of identifiers that differ by a character
 ///   (`retry_limit` / `retry_limits`, `ALLOWED_ORIGIN` / `ALLOWED_ORIGINS`), which English stemming made
-///   one token: on the tune split of the fix evaluation set (`astra-mcp eval fixes`) a numpy emulation of
+///   one token: on the tune split of the fix evaluation set (`astra-mcp-dev eval fixes`) a numpy emulation of
 ///   BM25 put the right fix first for 0.66 of the symptoms with stemming and 0.88 without; the product's
 ///   BM25 with this analyzer gets 0.83 (docs/retrieval.md). Positions are kept, for the phrases of the
 ///   identifier ranking ([`super::search::identifier_phrases`]).

@@ -1,17 +1,18 @@
-//! `astra-mcp bench`: embedder throughput, bulk loading of a large store, recall of the vector index;
+//! `astra-mcp-dev bench`: embedder throughput, bulk loading of a large store, recall of the vector index;
 //! one JSON object per measurement on stdout.
 
 use anyhow::Context;
 use serde_json::json;
 
+use crate::cli::BenchCommand;
 use astra_mcp::app;
 use astra_mcp::app::OpenOptions;
-use astra_mcp::cli::BenchCommand;
 use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::Workload;
 
-use super::common::{cli_project, open_existing, progress_bar};
+use astra_mcp::app::open_existing;
+use astra_mcp::app::process::progress_bar;
 
 pub async fn run(command: BenchCommand, open: OpenOptions) -> anyhow::Result<()> {
     let machine = json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)});
@@ -36,7 +37,7 @@ pub async fn run(command: BenchCommand, open: OpenOptions) -> anyhow::Result<()>
         BenchCommand::Populate { store, texts, rows, seed } => {
             let settings = StoreSettings::resolve(&store, open)?;
             let lance = app::open_store(&settings).await?;
-            let project = cli_project(&settings, &lance).await?.label;
+            let project = app::project_label(&settings, &lance, std::env::current_dir().ok().as_deref()).await?.label;
             let texts = lines_of(&texts)?;
             let bar = progress_bar(rows as u64, "rows");
             let report = astra_mcp::bench::populate(

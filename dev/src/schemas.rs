@@ -1,11 +1,11 @@
-//! `astra-mcp schemas`: writes every tool's schema to a file, or with `--check` fails when the checked-in
+//! `astra-mcp-dev schemas`: writes every tool's schema to a file, or with `--check` fails when the checked-in
 //! files differ from the code.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 
-use astra_mcp::cli::SchemasArgs;
+use crate::cli::SchemasArgs;
 
 pub fn run(args: &SchemasArgs) -> anyhow::Result<ExitCode> {
     let mut drift = Vec::new();
@@ -27,7 +27,7 @@ pub fn run(args: &SchemasArgs) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         eprintln!(
-            "astra-mcp: schema files differ from the code: {}; run `astra-mcp schemas` and commit the result",
+            "astra-mcp-dev: schema files differ from the code: {}; run `astra-mcp-dev schemas` and commit the result",
             drift.join(", ")
         );
         Ok(ExitCode::FAILURE)

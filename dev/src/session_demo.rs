@@ -1,23 +1,22 @@
-//! `astra-mcp session-demo`: alpha, then beta in a new session (and `--repeat` more betas); prints the
+//! `astra-mcp-dev session-demo`: alpha, then beta in a new session (and `--repeat` more betas); prints the
 //! table, and fails when a check does.
 
 use std::sync::Arc;
 
+use crate::cli::SessionDemoArgs;
 use astra_mcp::app;
 use astra_mcp::app::OpenOptions;
-use astra_mcp::cli::SessionDemoArgs;
 use astra_mcp::config::StoreSettings;
 use astra_mcp::drive::demo::{self, DemoSettings};
 use astra_mcp::embed::Workload;
 
-use super::common::preflight;
-use super::drive::drive_config;
+use astra_mcp::drive::DriveConfig;
 
 pub async fn run(args: SessionDemoArgs, open: OpenOptions) -> anyhow::Result<()> {
     anyhow::ensure!(!args.run_id.trim().is_empty(), "--run-id is empty: give the experiment an id");
     let run_id = args.run_id.trim().to_string();
-    let drive = drive_config(&args.model, &args.tool_loop, &run_id, String::new());
-    preflight(&drive.client)?;
+    let drive = DriveConfig::from_args(&args.model, &args.tool_loop, &run_id, String::new());
+    astra_mcp::llm::preflight(&drive.client.base_url, drive.client.approve_live_cost, drive.client.api_key.as_deref())?;
     // The checks read the evidence of this experiment's runs: an id used before would mix in old ones.
     let used = [run_id.clone(), format!("{run_id}-alpha"), format!("{run_id}-beta")]
         .into_iter()
@@ -63,6 +62,6 @@ pub async fn run(args: SessionDemoArgs, open: OpenOptions) -> anyhow::Result<()>
         }
     }
     anyhow::ensure!(failed.is_empty(), "session-demo checks failed: {}", failed.join("; "));
-    eprintln!("astra-mcp session-demo: every check passed (store {})", settings.db);
+    eprintln!("astra-mcp-dev session-demo: every check passed (store {})", settings.db);
     Ok(())
 }

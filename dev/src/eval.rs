@@ -1,4 +1,4 @@
-//! `astra-mcp eval`: the retrieval evaluations (LoCoMo conversations, the bundled fixes set) on a
+//! `astra-mcp-dev eval`: the retrieval evaluations (LoCoMo conversations, the bundled fixes set) on a
 //! temporary or given store, and the code check of fixes on generated git repositories; prints the
 //! report and optionally writes it as JSON.
 
@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use crate::cli::EvalCommand;
 use astra_mcp::app::LanceStore;
 use astra_mcp::app::OpenOptions;
-use astra_mcp::cli::EvalCommand;
 use astra_mcp::embed::{LazyEmbedder, ModelPaths, Workload};
 use astra_mcp::eval::locomo;
 use astra_mcp::memory::{ConversationMemory, Fusion};
@@ -41,7 +41,7 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             let tty = std::io::stderr().is_terminal();
             let report = locomo::run(&memory, &conversations, |what, done, total| {
                 if tty || done == total {
-                    eprintln!("astra-mcp: {what} {done}/{total} conversations");
+                    eprintln!("astra-mcp-dev: {what} {done}/{total} conversations");
                 }
             })
             .await?;
