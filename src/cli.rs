@@ -192,7 +192,7 @@ pub enum Command {
     /// Open the memory browser: a page on 127.0.0.1 to see, search, judge and correct what agents stored
     /// (docs/ui.md). Prints a URL that logs the browser in once.
     Ui(Box<UiArgs>),
-    /// See and undo what agents stored: list, show, rm, export, import, stats, reindex, optimize.
+    /// See and undo what agents stored: list, show, rm, export, import, ingest, stats, reindex, optimize.
     Memory {
         #[command(subcommand)]
         command: MemoryCommand,
@@ -396,11 +396,11 @@ pub struct StoreArgs {
     #[arg(long, env = ev::ASTRA_PROJECT, value_name = "NAME")]
     pub project: Option<String>,
     /// Directory with `model.onnx` and the tokenizer files. Default: the ones installed with the binary
-    /// (`<prefix>/share/astra-mcp`), else the cache `scripts/setup` fills.
+    /// (`<prefix>/share/astra-mcp`), else the cache (`ASTRA_CACHE_DIR`; in a source checkout `scripts/setup` fills it).
     #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR", help_heading = ADVANCED, hide_short_help = true)]
     pub model_dir: Option<PathBuf>,
     /// ONNX Runtime library (`libonnxruntime.so.1.31.1`). Default: the one installed with the binary
-    /// (`<prefix>/share/astra-mcp`), else the cache `scripts/setup` fills.
+    /// (`<prefix>/share/astra-mcp`), else the cache (`ASTRA_CACHE_DIR`; in a source checkout `scripts/setup` fills it).
     #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE", help_heading = ADVANCED, hide_short_help = true)]
     pub ort_dylib: Option<PathBuf>,
     /// Core memory blocks beyond `persona`, `human`, `project`, and character limits: `name=limit,...`,

@@ -316,8 +316,10 @@ impl FixMemory {
     }
 
     /// Renewal by a passing run: each verified fix of this project (the [`RENEW_AT_MOST`] most recently
-    /// confirmed) that is [in place](CodeState::InPlace) at the tree `run` tested, and that no run of it had
-    /// tested at that tree, gets `run` as its receipt's `last_verified`. One write for all; the rest of a
+    /// confirmed) that is [in place](CodeState::InPlace) at the tree `run` tested, whose own receipt ran
+    /// the same test command (a subset of the tests, or another command, proves less than the pass that
+    /// confirmed it), and that no run of it had tested at that tree, gets `run` as its receipt's
+    /// `last_verified`. Times are not compared: another machine's clock may be ahead. One write for all; the rest of a
     /// row is untouched. A failure of it is logged and renews nothing: the run's answer does not depend on it.
     async fn renew(&self, run: &VerifiedRun) -> usize {
         let scope = &self.config.scope;
@@ -331,7 +333,7 @@ impl FixMemory {
         let mut renewed = Vec::new();
         for mut fix in fixes {
             let Some(receipt) = fix.receipt.as_ref() else { continue };
-            if receipt.last_verified_digest() == run.workspace_digest || receipt.last_verified_at() >= run.finished_at {
+            if receipt.command != run.command || receipt.last_verified_digest() == run.workspace_digest {
                 continue;
             }
             if self.code(&fix).state != CodeState::InPlace {

@@ -76,16 +76,20 @@ pub fn dated(at: &str, now: DateTime<Utc>) -> String {
 }
 
 /// How long before `now` `at` was, in its largest whole unit: `just now`, `5 minutes ago`, `1 hour ago`,
-/// `12 days ago`; a time after `now` (another machine's clock) reads `just now`.
+/// `12 days ago`. A time more than a minute after `now` (written by a machine whose clock is ahead, or
+/// read on one that is behind) says so: `3 days ahead of this clock`.
 pub fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let seconds = (now - at).num_seconds().max(0);
-    let (n, unit) = match seconds {
-        s if s < 60 => return "just now".to_string(),
+    let seconds = (now - at).num_seconds();
+    if seconds.abs() < 60 {
+        return "just now".to_string();
+    }
+    let (n, unit) = match seconds.unsigned_abs() {
         s if s < 3_600 => (s / 60, "minute"),
         s if s < 86_400 => (s / 3_600, "hour"),
         s => (s / 86_400, "day"),
     };
-    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+    let plural = if n == 1 { "" } else { "s" };
+    if seconds < 0 { format!("{n} {unit}{plural} ahead of this clock") } else { format!("{n} {unit}{plural} ago") }
 }
 
 #[cfg(test)]
@@ -111,7 +115,8 @@ mod tests {
         assert_eq!(before(3_600), "1 hour ago");
         assert_eq!(before(86_399), "23 hours ago");
         assert_eq!(before(86_400 * 12 + 5), "12 days ago");
-        assert_eq!(before(-30), "just now", "a clock ahead of ours is not a negative age");
+        assert_eq!(before(-30), "just now", "seconds of skew are no news");
+        assert_eq!(before(-3 * 86_400 - 10), "3 days ahead of this clock", "a clock ahead of ours is no age");
         assert_eq!(dated("2026-12-06T12:00:00Z", now), "2026-12-06T12:00:00Z (1 day ago)");
         assert_eq!(dated("yesterday", now), "yesterday");
     }

@@ -114,8 +114,9 @@ pub struct FixMatch {
     /// When the tests passed (RFC 3339, UTC); when the row was stored for unverified fixes.
     pub confirmed_at: String,
     /// When the fix was last shown to hold (RFC 3339, UTC): the latest passing `run_tests` of its project
-    /// with the fix in place (`receipt.last_verified`), else `confirmed_at`.
-    pub last_verified_at: String,
+    /// with the fix in place (`receipt.last_verified`), else `confirmed_at`; null for a fix this server
+    /// never verified (trust mode).
+    pub last_verified_at: Option<String>,
     pub session_id: String,
     pub project: String,
     /// False when the outcome was reported by a client in trust mode rather than confirmed by this server.
@@ -249,7 +250,7 @@ pub(super) fn specs() -> Vec<ToolSpec> {
 pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
     let r = &hit.record;
     let confirmed_at = r.receipt.as_ref().map(|rc| rc.finished_at).unwrap_or(r.created_at);
-    let last_verified_at = r.receipt.as_ref().map(Receipt::last_verified_at).unwrap_or(confirmed_at);
+    let last_verified_at = r.receipt.as_ref().map(Receipt::last_verified_at);
     FixMatch {
         rank: rank as u32,
         memory_id: r.memory_id.to_string(),
@@ -262,7 +263,7 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
         file_paths: r.file_paths.clone(),
         outcome: r.outcome.clone(),
         confirmed_at: confirmed_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-        last_verified_at: last_verified_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        last_verified_at: last_verified_at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
         session_id: r.session_id.clone(),
         project: r.project.clone(),
         verified: r.verified,
@@ -343,11 +344,12 @@ pub fn render_fix(m: &FixMatch, header: &str, project: &str) -> String {
 
 /// The `Confirmed:` line's value: when the tests passed and how long ago, then, when a later passing
 /// run found the fix still in the code, when that was:
-/// `2026-12-01T10:00:00Z (6 days ago); verified again 2026-12-07T09:00:00Z (2 hours ago), tests passed with it in place`.
+/// `2026-12-01T10:00:00Z (6 days ago); verified again 2026-12-07T09:00:00Z (2 hours ago), its tests passed with it in place`.
 pub fn freshness(m: &FixMatch, now: DateTime<Utc>) -> String {
     let mut line = dated(&m.confirmed_at, now);
-    if m.receipt.as_ref().is_some_and(|r| r.last_verified.is_some()) {
-        line.push_str(&format!("; verified again {}, tests passed with it in place", dated(&m.last_verified_at, now)));
+    if let Some(again) = m.receipt.as_ref().and_then(|r| r.last_verified.as_ref()) {
+        let at = again.finished_at.to_rfc3339_opts(SecondsFormat::Secs, true);
+        line.push_str(&format!("; verified again {}, its tests passed with it in place", dated(&at, now)));
     }
     line
 }

@@ -370,18 +370,24 @@ async fn a_passing_run_renews_the_fixes_still_in_the_code() {
     assert_eq!(again.git_head.as_deref(), Some(git(&["rev-parse", "HEAD"]).as_str()));
     assert_ne!(again.workspace_digest, receipt.workspace_digest, "renewed at another tree");
     assert!(again.finished_at > receipt.finished_at);
-    assert_eq!(m.last_verified_at, again.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    assert_eq!(m.last_verified_at, Some(again.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
     assert_eq!(m.confirmed_at, receipt.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "kept");
     assert_eq!(m.fix_description, "app.txt said broken; make it say fixed", "the rest of the row is kept");
     assert!(
         out.text.contains(&format!(
-            "\nConfirmed: {} (just now); verified again {} (just now), tests passed with it in place\n",
-            m.confirmed_at, m.last_verified_at
+            "\nConfirmed: {} (just now); verified again {} (just now), its tests passed with it in place\n",
+            m.confirmed_at,
+            m.last_verified_at.as_deref().unwrap()
         )),
         "{}",
         out.text
     );
     assert_eq!(renewed_by_a_pass(&host).await.0, 0, "the same tree again");
+    // another test command (a subset of the tests, say) proves less than the fix's own pass did
+    std::fs::write(ws.path().join("notes.txt"), "notes\nmore notes\nand more\n").unwrap();
+    let subset = format!("{SHELL_TESTS} # app only");
+    let other = crate::support::host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(&subset))).await;
+    assert_eq!(renewed_by_a_pass(&other).await.0, 0, "a run of another command renews nothing");
 
     // the tests still pass (grep finds `fixed` in `unfixed`), but the fix's line is gone
     std::fs::write(ws.path().join("app.txt"), "unfixed\n").unwrap();
@@ -501,6 +507,8 @@ async fn trust_mode_accepts_client_outcomes_but_marks_them_unverified() {
     )
     .await;
     assert!(found.text.contains("Verified: no"), "search results say so: {}", found.text);
+    let found: SearchOutput = serde_json::from_value(found.structured.unwrap()).unwrap();
+    assert_eq!(found.matches[0].last_verified_at, None, "never verified here, so never last verified");
 }
 
 #[tokio::test]

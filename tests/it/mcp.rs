@@ -229,7 +229,7 @@ async fn a_fix_verified_in_alpha_is_match_1_for_beta_symptoms_in_a_new_session()
     assert_eq!(first_block[5], format!("Outcome: {outcome}"));
     // when the tests passed, and how long ago (the fix was stored seconds ago)
     assert_eq!(first_block[6], format!("Confirmed: {} (just now)", out.matches[0].confirmed_at), "{body}");
-    assert_eq!(out.matches[0].last_verified_at, out.matches[0].confirmed_at, "never renewed");
+    assert_eq!(out.matches[0].last_verified_at.as_deref(), Some(out.matches[0].confirmed_at.as_str()), "never renewed");
     assert_eq!(first_block[7], format!("Session: {}", stored.session_id));
     b.cancel().await.unwrap();
 }
