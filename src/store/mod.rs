@@ -39,7 +39,12 @@ pub enum StoreError {
          writes to this store, pass --unsafe-single-writer (ASTRA_UNSAFE_SINGLE_WRITER=1)"
     )]
     UnsafeObjectStore { path: String },
-    /// A backend operation failed (I/O, commit conflict after retries, query error).
+    /// A call into the storage engine failed: `kind` says what it means to the store, read from the
+    /// engine's error variants (`lance::failure`), and the engine's error is kept as the source.
+    #[error("memory store operation failed: {}", without_source_locations(&.source.to_string()))]
+    Engine { kind: EngineFailure, source: std::sync::Arc<dyn std::error::Error + Send + Sync> },
+    /// An operation of the store itself failed (a lock, a file it writes, a row it encodes); the message
+    /// says which.
     #[error("memory store operation failed: {}", without_source_locations(.0))]
     Backend(String),
     /// What an import or a command was given does not fit (an export file's header or rows, a version
@@ -49,7 +54,7 @@ pub enum StoreError {
     /// Other sessions kept changing the rows a write needs while it ran (a passage forgotten again each
     /// time the insert found it stored): nothing of the write was committed, and calling it again is
     /// the remedy. Commit conflicts that outlast the retries are [`Self::Backend`] errors that
-    /// [`Self::is_contention`] recognises.
+    /// [`Self::is_contention`] recognises ([`Self::Engine`] of kind `Conflict` or `Contention`).
     #[error("memory store operation failed: {0}")]
     Contention(String),
     /// No store is where a command that only reads was pointed ([`lance::LanceStore::require_existing`]).
@@ -60,6 +65,19 @@ pub enum StoreError {
     Corrupt { table: &'static str, column: &'static str, message: String },
 }
 
+/// What a failed call into the storage engine means to the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineFailure {
+    /// A commit lost to another writer's (nothing of it was committed; running it again is safe).
+    Conflict,
+    /// The engine refused the commit: too many writers at once.
+    Contention,
+    /// A file of the version read is gone (pruned under the read).
+    MissingFile,
+    /// Anything else: I/O, a query error, a bad argument.
+    Other,
+}
+
 impl StoreError {
     /// Whether this is a write that kept losing to other writers' commits of the same rows (Lance's
     /// commit conflicts, after the store's retries): nothing of it was committed, and calling it again
@@ -67,10 +85,7 @@ impl StoreError {
     pub fn is_contention(&self) -> bool {
         match self {
             Self::Contention(_) => true,
-            Self::Backend(message) => {
-                let text = message.to_lowercase();
-                text.contains("commit conflict") || text.contains("too many concurrent writers")
-            }
+            Self::Engine { kind, .. } => matches!(kind, EngineFailure::Conflict | EngineFailure::Contention),
             _ => false,
         }
     }
@@ -85,18 +100,59 @@ fn without_source_locations(text: &str) -> std::borrow::Cow<'_, str> {
     LOCATION.replace_all(text, "")
 }
 
-/// What to check when the store at `path` does not open: a directory's writability, or a bucket's
-/// endpoint, name and credentials.
-fn missing_hint(path: &str) -> &'static str {
-    if path.contains("://") && !path.starts_with("file://") {
-        "check the bucket and prefix of --db (ASTRA_DB)"
-    } else {
-        "check --db (ASTRA_DB)"
+/// Where a store lives, settled once from `--db`: a directory on this machine, or a prefix in an object
+/// store. Everything that differs between the two (locks, read consistency, what a missing store
+/// means, the hints of errors) asks this, not the text of the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local directory (a `file://` URL is read as its path; made absolute when the store opens).
+    Local(String),
+    /// An object-store URI as given, e.g. `s3://bucket/prefix`: any `scheme://` other than `file://`.
+    Bucket(String),
+}
+
+impl Location {
+    /// Reads a `--db` value: a `file://` URL is its local path, any other `scheme://…` a bucket, anything
+    /// else a local path.
+    ///
+    /// # Errors
+    /// A `file://` URL that names no local path (`file://host/x`), as a message naming it.
+    pub fn parse(db: &str) -> Result<Self, String> {
+        match url::Url::parse(db) {
+            Ok(url) if url.scheme() == "file" => url
+                .to_file_path()
+                .map(|p| Self::Local(p.to_string_lossy().into_owned()))
+                .map_err(|()| format!("{db} is not a local file:// URL")),
+            _ if db.contains("://") => Ok(Self::Bucket(db.to_string())),
+            _ => Ok(Self::Local(db.to_string())),
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self, Self::Local(_))
+    }
+
+    /// The directory's path, or the URI.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Local(path) | Self::Bucket(path) => path,
+        }
     }
 }
 
+/// Whether `db` names a store in a bucket.
+fn in_bucket(db: &str) -> bool {
+    matches!(Location::parse(db), Ok(Location::Bucket(_)))
+}
+
+/// What to check when the store at `path` does not open: a directory's writability, or a bucket's
+/// endpoint, name and credentials.
+fn missing_hint(path: &str) -> &'static str {
+    if in_bucket(path) { "check the bucket and prefix of --db (ASTRA_DB)" } else { "check --db (ASTRA_DB)" }
+}
+
 fn open_hint(path: &str) -> &'static str {
-    if path.contains("://") {
+    if in_bucket(path) {
         "check the bucket and prefix in --db, the endpoint (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for plain HTTP) \
          and the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
     } else {
@@ -792,7 +848,22 @@ mod tests {
             StoreError::Backend(conflict.into()).to_string(),
             "memory store operation failed: Retryable commit conflict for version 41: preempted. Please retry."
         );
-        assert!(StoreError::Backend(conflict.into()).is_contention(), "the cause is still read from the message");
+        assert!(!StoreError::Backend(conflict.into()).is_contention(), "the cause is read from variants, not words");
+        let engine = |kind| StoreError::Engine { kind, source: std::sync::Arc::new(std::fmt::Error) };
+        assert!(engine(EngineFailure::Conflict).is_contention() && engine(EngineFailure::Contention).is_contention());
+        assert!(!engine(EngineFailure::MissingFile).is_contention() && !engine(EngineFailure::Other).is_contention());
+    }
+
+    /// `--db` read once: `file://` is a local path, another scheme a bucket, a bare path local.
+    #[test]
+    fn a_db_value_is_a_directory_or_a_bucket() {
+        assert_eq!(Location::parse("/var/db"), Ok(Location::Local("/var/db".into())));
+        assert_eq!(Location::parse("db"), Ok(Location::Local("db".into())));
+        assert_eq!(Location::parse("file:///var/db"), Ok(Location::Local("/var/db".into())));
+        assert_eq!(Location::parse("s3://b/p"), Ok(Location::Bucket("s3://b/p".into())));
+        assert!(Location::parse("file://host/db").unwrap_err().contains("not a local file:// URL"));
+        assert_eq!(missing_hint("file:///var/db"), "check --db (ASTRA_DB)");
+        assert_eq!(missing_hint("s3://b/p"), "check the bucket and prefix of --db (ASTRA_DB)");
     }
 
     #[test]

@@ -384,7 +384,9 @@ fn failure_output(tool: &str, error: ToolError) -> ToolOutput {
             ))
         }
         // the store did not complete a read or a commit (unreachable, I/O): worth a retry
-        ToolError::Memory(MemoryError::Store(e @ crate::store::StoreError::Backend(_))) => {
+        ToolError::Memory(MemoryError::Store(
+            e @ (crate::store::StoreError::Backend(_) | crate::store::StoreError::Engine { .. }),
+        )) => {
             tracing::error!(tool, "{e}");
             let failed = store_failed(tool, "did not complete the operation");
             ToolOutput::error(format!("{failed} Cause: {e}"))
@@ -524,7 +526,10 @@ mod tests {
             out.text
         );
         assert!(out.text.ends_with(&format!("Cause: memory store operation failed: {cause}")), "{}", out.text);
-        let failed = MemoryError::Store(crate::store::StoreError::Backend(cause.into()));
+        let failed = MemoryError::Store(crate::store::StoreError::Engine {
+            kind: crate::store::EngineFailure::Other,
+            source: std::sync::Arc::new(std::io::Error::other(cause)),
+        });
         let read = failure_output("archival_memory_search", ToolError::Memory(failed));
         assert!(read.text.contains("Call it again in a moment; if it keeps failing"), "{}", read.text);
         assert!(!out.text.contains("internal error"), "{}", out.text);
@@ -578,7 +583,10 @@ mod tests {
     fn a_write_out_of_commit_retries_reads_as_contention() {
         let cause = "lance error: Retryable commit conflict for version 41: This Update transaction was preempted \
                      by concurrent transaction Update at version 41. Please retry.";
-        let failed = MemoryError::Store(crate::store::StoreError::Backend(cause.into()));
+        let failed = MemoryError::Store(crate::store::StoreError::Engine {
+            kind: crate::store::EngineFailure::Conflict,
+            source: std::sync::Arc::new(std::io::Error::other(cause)),
+        });
         let out = failure_output("core_memory_append", ToolError::Memory(failed));
         assert!(out.is_error);
         assert_eq!(

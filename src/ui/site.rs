@@ -128,7 +128,7 @@ fn failure(e: &(dyn std::error::Error + 'static)) -> (StatusCode, &'static str, 
              was changed. Go back and try again."
                 .into(),
         ),
-        Some(StoreError::Backend(_)) => (
+        Some(StoreError::Backend(_) | StoreError::Engine { .. }) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "Memory unavailable",
             "The memory store did not complete the operation: it may be out of reach for a moment. Reload the page \
@@ -299,8 +299,16 @@ mod tests {
         assert!(text.starts_with("The memory store did not complete the operation") && !text.contains("S3"), "{text}");
         let (status, title, _) = failure(&StoreError::Backend(cause.into()));
         assert_eq!((status, title), (StatusCode::SERVICE_UNAVAILABLE, "Memory unavailable"), "a bare store error too");
-        let conflict = StoreError::Backend("Retryable commit conflict for version 41".into());
+        let conflict = StoreError::Engine {
+            kind: crate::store::EngineFailure::Conflict,
+            source: std::sync::Arc::new(std::io::Error::other("Retryable commit conflict for version 41")),
+        };
         assert_eq!(failure(&conflict).1, "Busy");
+        let engine_outage = StoreError::Engine {
+            kind: crate::store::EngineFailure::Other,
+            source: std::sync::Arc::new(std::io::Error::other(cause)),
+        };
+        assert_eq!(failure(&engine_outage).1, "Memory unavailable");
         let corrupt = StoreError::Corrupt { table: "archival", column: "tags", message: "not a list".into() };
         let (status, title, text) = failure(&corrupt);
         assert_eq!((status, title), (StatusCode::INTERNAL_SERVER_ERROR, "Something failed"));

@@ -164,7 +164,7 @@ impl ArchivalStore for LanceStore {
         // Read, merge, then write only if the row is still as read (its `updated_at`): a writer on another
         // machine that added tags meanwhile makes the write match nothing, and the merge starts again from
         // its row. The flock spares the writers of one machine that round.
-        let _lock = super::commit::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), ARCHIVAL_TABLE).await?;
         // From the latest version, not a view that lags other machines (a bucket's reads may): a passage
         // forgotten on another machine a moment ago is gone here too, and the caller stores it anew.
         self.table(ARCHIVAL_TABLE).checkout_latest().await.map_err(backend)?;
@@ -215,7 +215,7 @@ impl ArchivalStore for LanceStore {
             return Ok(AppliedPassages::default());
         }
         // Read, merge and write under the table's lock, so no tag added meanwhile is lost.
-        let _lock = super::commit::TableLock::acquire(self.path(), ARCHIVAL_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), ARCHIVAL_TABLE).await?;
         let ids: Vec<String> =
             new.iter().map(|(p, _)| p.id.to_string()).chain(changed.iter().map(|(p, _)| p.id.to_string())).collect();
         let mut stored: HashMap<Uuid, (Passage, Vec<f32>)> = HashMap::new();

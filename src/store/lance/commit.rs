@@ -11,6 +11,7 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 
 use super::{LanceStore, backend};
+use crate::store::Location;
 use crate::store::StoreError;
 
 /// Attempts for a write that meets a commit conflict or a concurrent table creation (waits double from
@@ -44,12 +45,10 @@ fn local_lock(key: String) -> Arc<tokio::sync::Mutex<()>> {
 }
 
 impl TableLock {
-    pub(super) async fn acquire(db: &str, table: &str) -> Result<Self, StoreError> {
-        let local = local_lock(format!("{db}\0{table}")).lock_owned().await;
-        if db.contains("://") {
-            return Ok(Self { file: None, local });
-        }
-        let path = std::path::Path::new(db).join(format!("{table}.lock"));
+    pub(super) async fn acquire(db: &Location, table: &str) -> Result<Self, StoreError> {
+        let local = local_lock(format!("{}\0{table}", db.as_str())).lock_owned().await;
+        let Location::Local(dir) = db else { return Ok(Self { file: None, local }) };
+        let path = std::path::Path::new(dir).join(format!("{table}.lock"));
         let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
             let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
             // blocks this pool thread until the lock is ours
@@ -63,12 +62,10 @@ impl TableLock {
     }
 
     /// [`Self::acquire`] without waiting: `None` while another task or process holds the lock.
-    pub(super) fn try_acquire(db: &str, name: &str) -> Result<Option<Self>, StoreError> {
-        let Ok(local) = local_lock(format!("{db}\0{name}")).try_lock_owned() else { return Ok(None) };
-        if db.contains("://") {
-            return Ok(Some(Self { file: None, local }));
-        }
-        let path = std::path::Path::new(db).join(format!("{name}.lock"));
+    pub(super) fn try_acquire(db: &Location, name: &str) -> Result<Option<Self>, StoreError> {
+        let Ok(local) = local_lock(format!("{}\0{name}", db.as_str())).try_lock_owned() else { return Ok(None) };
+        let Location::Local(dir) = db else { return Ok(Some(Self { file: None, local })) };
+        let path = std::path::Path::new(dir).join(format!("{name}.lock"));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -102,7 +99,7 @@ impl LanceStore {
     }
 
     fn maintenance_mutex(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        local_lock(format!("{}\0{name}\0maintenance", self.path))
+        local_lock(format!("{}\0{name}\0maintenance", self.path()))
     }
 }
 
@@ -254,13 +251,7 @@ where
     }
 }
 
-/// Whether `e` is a commit that lost to another writer (safe to run again: nothing of it was committed),
-/// by its text, which lancedb may have wrapped: Lance's "Commit conflict", "Retryable commit conflict",
-/// "Too many concurrent writers". An unknown commit outcome is not one.
-pub(super) fn is_conflict(e: &lancedb::Error) -> bool {
-    let text = e.to_string().to_lowercase();
-    text.contains("conflict") || text.contains("retryable") || text.contains("concurrent")
-}
+pub(super) use super::failure::is_conflict;
 
 #[cfg(test)]
 mod tests {
@@ -403,7 +394,7 @@ mod tests {
             let writers = (0..32).map(|_| {
                 let db = db.clone();
                 tokio::spawn(async move {
-                    let _lock = TableLock::acquire(&db, "archival").await.unwrap();
+                    let _lock = TableLock::acquire(&crate::store::Location::Local(db), "archival").await.unwrap();
                     tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await.unwrap();
                 })
             });

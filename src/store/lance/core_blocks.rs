@@ -112,7 +112,7 @@ impl CoreBlockStore for LanceStore {
         // The flock serialises the writers of one machine; across machines, two writers of the same next
         // version conflict at commit (the version's id is the table's key), and the one that finds the
         // version taken reads the block again and applies its edit to the newer value.
-        let _lock = super::commit::TableLock::acquire(self.path(), CORE_BLOCKS_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), CORE_BLOCKS_TABLE).await?;
         let table = self.table(CORE_BLOCKS_TABLE);
         for attempt in 1..=super::commit::WRITE_ATTEMPTS {
             let latest = self.history_from(table, &template.actor_id, &template.project, &template.section).await?;

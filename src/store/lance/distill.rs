@@ -78,10 +78,10 @@ impl DistillRunStore for LanceStore {
         use sha2::{Digest, Sha256};
         let digest = hex::encode(Sha256::digest(actor_id.as_bytes()));
         let name = format!("distill-{}", &digest[..16]);
-        if self.path.contains("://") {
-            return super::remote::try_lease(&self.path, &name, super::remote::RUN_LEASE, "distill run").await;
+        if let crate::store::Location::Bucket(uri) = self.location() {
+            return super::remote::try_lease(uri, &name, super::remote::RUN_LEASE, "distill run").await;
         }
-        let lock = super::commit::TableLock::try_acquire(&self.path, &name)?;
+        let lock = super::commit::TableLock::try_acquire(self.location(), &name)?;
         Ok(lock.map(RunLock::new))
     }
 }

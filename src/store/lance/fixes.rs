@@ -227,7 +227,7 @@ impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
         let batch = to_batch(fix, vector)?;
         // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
-        let lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let lock = super::commit::TableLock::acquire(self.location(), FIXES_TABLE).await?;
         let result = super::commit::merge_keyed(&self.fixes, &batch, super::commit::Merge::Upsert).await?;
         drop(lock);
         self.after_write(FIXES_TABLE).await;
@@ -253,7 +253,7 @@ impl FixStore for LanceStore {
         }
         let ids: Vec<String> = renewed.iter().map(|f| sql_literal(&f.memory_id.to_string())).collect();
         let filter = format!("actor_id = {} AND id IN ({})", sql_literal(actor_id), ids.join(", "));
-        let _lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), FIXES_TABLE).await?;
         let stored = self.select(FIXES_TABLE, &filter, None).await?;
         let mut batches = Vec::with_capacity(renewed.len());
         for (row, vector) in stored.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
@@ -280,7 +280,7 @@ impl FixStore for LanceStore {
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
-        let _lock = super::commit::TableLock::acquire(self.path(), FIXES_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), FIXES_TABLE).await?;
         Ok(delete_where(&self.fixes, &filter).await? > 0)
     }
 }

@@ -56,9 +56,9 @@ impl LanceStore {
         }
         let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
         let (done, outcome) = oneshot::channel();
-        let queue = queue(format!("{}\0{name}", self.path));
+        let queue = queue(format!("{}\0{name}", self.path()));
         locked(&queue).push(Waiting { ticket, batch, done });
-        let lock = TableLock::acquire(&self.path, name).await;
+        let lock = TableLock::acquire(self.location(), name).await;
         // Still queued: nobody took these rows, so this writer commits everything queued. Otherwise a
         // commit that holds them is under way or done, and its outcome comes on the channel.
         let group = {

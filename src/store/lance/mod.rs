@@ -39,6 +39,7 @@ mod commit;
 mod conversation;
 mod core_blocks;
 mod distill;
+mod failure;
 mod fixes;
 mod fts;
 mod group;
@@ -63,7 +64,8 @@ use futures::TryStreamExt;
 use lancedb::query::ExecutableQuery;
 use lancedb::{Connection, Table};
 
-use super::StoreError;
+use super::{Location, StoreError};
+use failure::is_missing_file;
 
 pub use crate::store::{ListedRow, TableStats};
 pub use admin::preview;
@@ -99,7 +101,7 @@ pub(crate) const META_TABLE: &str = "meta";
 /// An open store: a LanceDB connection and its tables, created on first open.
 #[derive(Clone)]
 pub struct LanceStore {
-    path: String,
+    location: Location,
     conn: Connection,
     fixes: Table,
     archival: Table,
@@ -124,9 +126,14 @@ pub struct LanceStore {
 }
 
 impl LanceStore {
-    /// Where the store lives (the `--db` value).
+    /// Where the store lives: its directory (absolute) or URI.
     pub fn path(&self) -> &str {
-        &self.path
+        self.location.as_str()
+    }
+
+    /// Where the store lives, as parsed when it opened.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// Bytes Lance's index and metadata caches of this connection hold now (at most
@@ -174,8 +181,10 @@ impl LanceStore {
     }
 }
 
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// A failed call into Lance (or Arrow, DataFusion, the object store under it) as a store error: its
+/// kind read from the error's variants ([`failure::classify`]), the error kept as the source.
+fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Engine { kind: failure::classify(&e), source: std::sync::Arc::new(e) }
 }
 
 /// How many times a read runs when the files it read are gone ([`collect`]).
@@ -201,13 +210,6 @@ async fn collect(query: &impl ExecutableQuery) -> lancedb::Result<Vec<RecordBatc
             result => return result,
         }
     }
-}
-
-/// Whether `e` says a file the read needed does not exist (Lance's `NotFound`, or object_store's
-/// `NotFound` inside an I/O error).
-fn is_missing_file(e: &lancedb::Error) -> bool {
-    let text = e.to_string().to_lowercase();
-    text.contains("not found") || text.contains("no such file")
 }
 
 /// Rows the unit tests of several files write.

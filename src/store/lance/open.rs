@@ -19,7 +19,7 @@ use super::{
     conversation, core_blocks, distill, fixes, io, remote, row_cache, rows,
 };
 use crate::embed::{DIMENSION, MODEL_ID};
-use crate::store::StoreError;
+use crate::store::{Location, StoreError};
 
 /// How a store is opened: how it reads its files and how much its caches hold. Settings of one opening,
 /// not of the process (`--lance-io`, `--row-cache-rows`, `--store-cache-mib`).
@@ -89,12 +89,10 @@ impl LanceStore {
     /// [`StoreError::Missing`] when no store is at `path`; [`StoreError::Open`] when the object store
     /// cannot be listed (no credentials, unreachable).
     pub async fn require_existing(path: &str) -> Result<(), StoreError> {
-        let exists = if let Some(url) = url::Url::parse(path).ok().filter(|u| u.scheme() == "file") {
-            url.to_file_path().is_ok_and(|p| p.is_dir())
-        } else if !path.contains("://") {
-            std::path::Path::new(path).is_dir()
-        } else {
-            remote::store_exists(path).await?
+        let exists = match Location::parse(path) {
+            Ok(Location::Local(dir)) => std::path::Path::new(&dir).is_dir(),
+            Ok(Location::Bucket(uri)) => remote::store_exists(&uri).await?,
+            Err(_) => false,
         };
         if exists { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
     }
@@ -110,16 +108,9 @@ impl LanceStore {
             });
         }
         // A `file://` URL is a local directory: its path gets the locks and the reads of one.
-        let file_path;
-        let path = match url::Url::parse(path).ok().filter(|u| u.scheme() == "file").map(|u| u.to_file_path()) {
-            Some(Ok(p)) => {
-                file_path = p.to_string_lossy().into_owned();
-                file_path.as_str()
-            }
-            Some(Err(())) => return Err(open_err(&format!("{path} is not a local file:// URL"))),
-            None => path,
-        };
-        let local = !path.contains("://");
+        let location = Location::parse(path).map_err(|message| open_err(&message))?;
+        let local = location.is_local();
+        let path = location.as_str();
         if !local && !options.unsafe_single_writer {
             // before anything is written: a store that would lose commits gets no tables
             remote::probe_conditional_writes(path).await?;
@@ -127,25 +118,24 @@ impl LanceStore {
         // how the store is read (see `io`), settled before anything is created
         let session = io::session(options.read_io, options.cache_mib, local)
             .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
-        let absolute;
-        let path = if local {
+        let location = if local {
             // made absolute: lancedb reads a bare name such as `db` as a cloud URI
             std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
-            absolute = std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned();
-            absolute.as_str()
+            Location::Local(std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned())
         } else {
-            path
+            location.clone()
         };
+        let path = location.as_str();
         let connect = lancedb::connect(path).session(session.clone());
         let read_consistency =
             options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { remote::READ_CONSISTENCY });
         let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
-        let meta = open_or_create(&conn, path, META_TABLE, meta_schema()).await?;
-        check_meta(path, &meta, check_model).await?;
+        let meta = open_or_create(&conn, &location, META_TABLE, meta_schema()).await?;
+        check_meta(&location, &meta, check_model).await?;
         // The other tables at once: on object storage each opening is several round trips.
         let open = |name: &'static str, schema: SchemaRef| {
-            let conn = &conn;
-            async move { open_or_create(conn, path, name, schema).await }
+            let (conn, location) = (&conn, &location);
+            async move { open_or_create(conn, location, name, schema).await }
         };
         let (fixes, archival, session_items, core_blocks, forgotten, distill_runs) = futures::try_join!(
             open(FIXES_TABLE, fixes::schema()),
@@ -178,7 +168,7 @@ impl LanceStore {
             session_items: row_cache::RowCache::new(session_items_rows),
         });
         let store = Self {
-            path: path.to_string(),
+            location: location.clone(),
             conn,
             fixes,
             archival,
@@ -229,7 +219,13 @@ async fn row_cache_capacity(table: &Table, rows: usize) -> usize {
 /// # Errors
 /// [`StoreError::Open`]: the store's, or the table still absent after [`CREATION_WAIT`] with another
 /// process holding its creation lease.
-async fn open_or_create(conn: &Connection, path: &str, name: &str, schema: SchemaRef) -> Result<Table, StoreError> {
+async fn open_or_create(
+    conn: &Connection,
+    location: &Location,
+    name: &str,
+    schema: SchemaRef,
+) -> Result<Table, StoreError> {
+    let path = location.as_str();
     let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
     let open = || async {
         match conn.open_table(name).execute().await {
@@ -243,7 +239,7 @@ async fn open_or_create(conn: &Connection, path: &str, name: &str, schema: Schem
     }
     let waiting = std::time::Instant::now();
     loop {
-        if let Some(lock) = creation_lock(path, name).await? {
+        if let Some(lock) = creation_lock(location, name).await? {
             let table = match open().await {
                 Ok(Some(table)) => Ok(table),
                 Ok(None) => conn.create_empty_table(name, schema.clone()).execute().await.map_err(|e| open_err(&e)),
@@ -272,12 +268,12 @@ const CREATION_WAIT: Duration = Duration::from_secs(90);
 /// The lock of table `name`'s creation: the table's write lock ([`TableLock`], `flock(2)`) on a local
 /// directory, waited for; on object storage a lease object ([`remote::try_lease`],
 /// [`remote::CREATION_LEASE`]), `None` while another process holds it.
-async fn creation_lock(path: &str, name: &str) -> Result<Option<crate::store::RunLock>, StoreError> {
-    if !path.contains("://") {
-        return Ok(Some(crate::store::RunLock::new(TableLock::acquire(path, name).await?)));
-    }
+async fn creation_lock(location: &Location, name: &str) -> Result<Option<crate::store::RunLock>, StoreError> {
+    let Location::Bucket(uri) = location else {
+        return Ok(Some(crate::store::RunLock::new(TableLock::acquire(location, name).await?)));
+    };
     let lease = format!("create-{name}");
-    remote::try_lease(path, &lease, remote::CREATION_LEASE, "table creation").await
+    remote::try_lease(uri, &lease, remote::CREATION_LEASE, "table creation").await
 }
 
 pub(super) fn meta_schema() -> SchemaRef {
@@ -285,7 +281,8 @@ pub(super) fn meta_schema() -> SchemaRef {
 }
 
 /// Writes the meta rows into a new store, or checks an existing store's rows against this binary.
-async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), StoreError> {
+async fn check_meta(location: &Location, meta: &Table, check_model: bool) -> Result<(), StoreError> {
+    let path = location.as_str();
     let expected = [
         ("format_version", FORMAT_VERSION.to_string()),
         ("embedding_model", MODEL_ID.to_string()),
@@ -318,7 +315,7 @@ async fn check_meta(path: &str, meta: &Table, check_model: bool) -> Result<(), S
         })
         .await
         .map_err(backend)?;
-        if path.contains("://") {
+        if !location.is_local() {
             // a mistyped bucket or prefix opens as a new store, not as an error
             tracing::warn!(
                 store = path,
@@ -370,12 +367,13 @@ mod tests {
         use crate::store::lance::{ARCHIVAL_TABLE, archival, commit::TableLock};
         let dir = tempfile::tempdir().unwrap();
         let path = std::path::absolute(dir.path()).unwrap().to_string_lossy().into_owned();
-        let held = TableLock::acquire(&path, ARCHIVAL_TABLE).await.unwrap();
+        let location = crate::store::Location::Local(path.clone());
+        let held = TableLock::acquire(&location, ARCHIVAL_TABLE).await.unwrap();
         let opening = tokio::spawn({
             let path = path.clone();
             async move {
                 let conn = lancedb::connect(&path).execute().await.unwrap();
-                super::open_or_create(&conn, &path, ARCHIVAL_TABLE, archival::schema()).await.map(|_| ())
+                super::open_or_create(&conn, &location, ARCHIVAL_TABLE, archival::schema()).await.map(|_| ())
             }
         });
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -411,7 +411,7 @@ impl LanceStore {
     /// forgetting memories as this one inserts).
     pub(super) async fn compact_table(&self, name: &'static str) -> Result<(), StoreError> {
         // the write lock first, as writers take it before a fold's maintenance lock
-        let _lock = super::commit::TableLock::acquire(self.path(), name).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), name).await?;
         let Some(_maintenance) = self.try_maintenance_lock(name) else { return Ok(()) };
         match self.compact_locked(name, 1, CompactionOptions::default()).await {
             Err(e) if is_conflict(&e) => {
