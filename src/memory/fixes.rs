@@ -287,13 +287,7 @@ impl FixMemory {
             });
         }
         let outcome = testrun::confirmed_outcome(&run, &after.digest);
-        let verified = VerifiedRun {
-            command: redact(&run.command).into_owned(),
-            summary: redact(&run.summary).into_owned(),
-            finished_at: run.finished_at,
-            git_head: workspace.git_head().await,
-            workspace_digest: after.digest.clone(),
-        };
+        let digest = after.digest.clone();
         session.record_pass(Confirmed {
             outcome: outcome.clone(),
             workspace_digest: after.digest,
@@ -304,7 +298,7 @@ impl FixMemory {
             finished_at: run.finished_at,
         });
         let confirmed_outcome = Some(outcome);
-        let renewed = self.renew(&verified).await;
+        let renewed = self.renew(workspace, &run, &digest).await;
         Ok(RunTestsReport {
             run,
             confirmed_outcome,
@@ -316,12 +310,13 @@ impl FixMemory {
     }
 
     /// Renewal by a passing run: each verified fix of this project (the [`RENEW_AT_MOST`] most recently
-    /// confirmed) that is [in place](CodeState::InPlace) at the tree `run` tested, whose own receipt ran
-    /// the same test command (a subset of the tests, or another command, proves less than the pass that
-    /// confirmed it), and that no run of it had tested at that tree, gets `run` as its receipt's
-    /// `last_verified`. Times are not compared: another machine's clock may be ahead. One write for all; the rest of a
-    /// row is untouched. A failure of it is logged and renews nothing: the run's answer does not depend on it.
-    async fn renew(&self, run: &VerifiedRun) -> usize {
+    /// confirmed) that is [in place](CodeState::InPlace) at the tree `run` tested (`digest`), whose own
+    /// receipt ran the same test command (a subset of the tests, or another command, proves less than the
+    /// pass that confirmed it), and that no run of it had tested at that tree, gets `run` as its receipt's
+    /// `last_verified`. Times are not compared: another machine's clock may be ahead. One write for all;
+    /// the rest of a row is untouched. A failure of it is logged and renews nothing: the run's answer does
+    /// not depend on it.
+    async fn renew(&self, workspace: &Workspace, run: &TestRun, digest: &str) -> usize {
         let scope = &self.config.scope;
         let fixes = match self.store.recent_fixes(&scope.actor_id, &scope.project, RENEW_AT_MOST).await {
             Ok(fixes) => fixes,
@@ -330,19 +325,26 @@ impl FixMemory {
                 return 0;
             }
         };
-        let mut renewed = Vec::new();
-        for mut fix in fixes {
-            let Some(receipt) = fix.receipt.as_ref() else { continue };
-            if receipt.command != run.command || receipt.last_verified_digest() == run.workspace_digest {
-                continue;
-            }
-            if self.code(&fix).state != CodeState::InPlace {
-                continue;
-            }
-            if let Some(receipt) = fix.receipt.as_mut() {
-                receipt.last_verified = Some(run.clone());
-            }
-            renewed.push(fix);
+        let command = redact(&run.command);
+        let mut renewed: Vec<FixRecord> = fixes
+            .into_iter()
+            .filter(|fix| {
+                fix.receipt.as_ref().is_some_and(|r| r.command == command && r.last_verified_digest() != digest)
+                    && self.code(fix).state == CodeState::InPlace
+            })
+            .collect();
+        if renewed.is_empty() {
+            return 0;
+        }
+        let verified = VerifiedRun {
+            command: command.into_owned(),
+            summary: redact(&run.summary).into_owned(),
+            finished_at: run.finished_at,
+            git_head: workspace.git_head().await,
+            workspace_digest: digest.to_string(),
+        };
+        for receipt in renewed.iter_mut().filter_map(|fix| fix.receipt.as_mut()) {
+            receipt.last_verified = Some(verified.clone());
         }
         match self.store.renew_fixes(&scope.actor_id, &renewed).await {
             Ok(n) => n as usize,

@@ -186,7 +186,9 @@ pub fn classify(
         current.iter().filter(|(path, hash)| stored.get(*path) != Some(*hash)).map(|(p, _)| p.as_str()).collect();
     let (mut reverted, mut partly) = (Vec::new(), Vec::new());
     for (path, change) in recorded {
-        if gone.contains(&path.as_str()) {
+        // a file as it was stored holds the fix's lines as recorded (both were taken at store time):
+        // only a changed file is read
+        if gone.contains(&path.as_str()) || !changed.contains(&path.as_str()) {
             continue;
         }
         let Some(text) = read(path) else {
@@ -331,8 +333,18 @@ mod tests {
         let c = classify(&two, &stored, &gone, now("x = compute(2)\nlog_value(x)\n", ""));
         assert_eq!((c.state, c.why.as_str()), (CodeState::ChangedAround, "u.py is gone; its other files are there"));
         // u.py gone, a.py reverted: reverted
-        let c = classify(&two, &stored, &gone, now("x = compute(1)\n", ""));
+        let gone_and_changed = hashes(&[("a.py", "h2"), ("u.py", "missing")]);
+        let c = classify(&two, &stored, &gone_and_changed, now("x = compute(1)\n", ""));
         assert_eq!(c.state, CodeState::Reverted, "{c:?}");
+    }
+
+    /// A file whose hash is as stored holds the lines as recorded: it is not read.
+    #[test]
+    fn an_unchanged_file_is_not_read() {
+        let recorded = BTreeMap::from([("app.py".to_string(), file_change(BEFORE, FIXED))]);
+        let stored = hashes(&[("app.py", "h1")]);
+        let c = classify(&recorded, &stored, &stored, |_| panic!("an unchanged file was read"));
+        assert_eq!((c.state, c.why.as_str()), (CodeState::InPlace, "its lines are there and its files as they were"));
     }
 
     #[test]

@@ -237,15 +237,21 @@ fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// [`shell_workspace`] as a git work tree, its broken app committed.
+fn committed_shell_workspace() -> tempfile::TempDir {
+    let ws = shell_workspace();
+    for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-q", "-m", "broken app"]] {
+        git_in(ws.path(), args);
+    }
+    ws
+}
+
 /// A receipt names the commit the workspace was on (`git rev-parse HEAD`), read from a real git work
 /// tree, and a later search returns it with the fix.
 #[tokio::test]
 async fn a_receipt_names_the_git_head_of_the_workspace() {
-    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let (db, ws) = (tempfile::tempdir().unwrap(), committed_shell_workspace());
     let git = |args: &[&str]| git_in(ws.path(), args);
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-q", "-m", "broken app"]);
     let head = git(&["rev-parse", "HEAD"]);
     let host = shell_host(db.path(), ws.path()).await;
     let session = GateState::random();
@@ -278,11 +284,8 @@ async fn code_of(host: &ToolHost) -> (CodeState, String, Option<bool>, String) {
 /// when the file is gone; the recorded lines never reach a client.
 #[tokio::test]
 async fn a_fix_is_checked_against_the_code_in_place_changed_around_reverted_gone() {
-    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let (db, ws) = (tempfile::tempdir().unwrap(), committed_shell_workspace());
     let git = |args: &[&str]| git_in(ws.path(), args);
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-q", "-m", "broken app"]);
     let host = shell_host(db.path(), ws.path()).await;
     let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;
@@ -335,11 +338,8 @@ async fn renewed_by_a_pass(host: &ToolHost) -> (u64, String) {
 /// was reverted, renews nothing.
 #[tokio::test]
 async fn a_passing_run_renews_the_fixes_still_in_the_code() {
-    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let (db, ws) = (tempfile::tempdir().unwrap(), committed_shell_workspace());
     let git = |args: &[&str]| git_in(ws.path(), args);
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-q", "-m", "broken app"]);
     let host = shell_host(db.path(), ws.path()).await;
     let session = GateState::random();
     let outcome = reach_a_pass(&host, &session, ws.path()).await;

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 
+use super::failure::is_conflict;
 use super::{LanceStore, backend};
-use crate::store::Location;
-use crate::store::StoreError;
+use crate::store::{Location, StoreError};
 
 /// Attempts for a write that meets a commit conflict or a concurrent table creation (waits double from
 /// 10–20 ms to 320–640 ms: 3.5–7 s in all, enough to outlast a concurrent compaction or re-embedding).
@@ -250,8 +250,6 @@ where
         }
     }
 }
-
-pub(super) use super::failure::is_conflict;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,8 @@
 
 use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 
-use super::commit::{is_conflict, retry, retry_at_most};
+use super::commit::{retry, retry_at_most};
+use super::failure::is_conflict;
 use super::fts::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
 use super::{FIXES_TABLE, LanceStore, SEARCHABLE_TABLES, TABLES, backend};
 use crate::store::StoreError;
