@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::domain::{Passage, Scope, passage_id};
 use crate::embed::{DIMENSION, EmbedError, LazyEmbedder};
 use crate::store::StoreError;
-use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
+use crate::store::lance::{LanceStore, TableId};
 
 /// Errors of the helpers.
 #[derive(Debug, thiserror::Error)]
@@ -187,18 +187,18 @@ pub async fn recall(
     queries: &[String],
     k: usize,
 ) -> Result<Recall, BenchError> {
-    let indexed = store.has_vector_index(ARCHIVAL_TABLE).await?;
+    let indexed = store.has_vector_index(TableId::Archival).await?;
     let candidates = crate::memory::retrieval::Fusion::archival().limit(k);
     let mut hits = 0usize;
     let (mut fast, mut exact) = (Vec::new(), Vec::new());
     for query in queries {
         let vector = embedder.embed_query(query).await?;
         let started = Instant::now();
-        let mut approximate = store.nearest_ids(ARCHIVAL_TABLE, actor_id, &vector, candidates, false).await?;
+        let mut approximate = store.nearest_ids(TableId::Archival, actor_id, &vector, candidates, false).await?;
         approximate.truncate(k);
         fast.push(started.elapsed().as_secs_f64() * 1000.0);
         let started = Instant::now();
-        let truth = store.nearest_ids(ARCHIVAL_TABLE, actor_id, &vector, k, true).await?;
+        let truth = store.nearest_ids(TableId::Archival, actor_id, &vector, k, true).await?;
         exact.push(started.elapsed().as_secs_f64() * 1000.0);
         hits += approximate.iter().filter(|id| truth.contains(id)).count();
     }

@@ -55,7 +55,7 @@ pub async fn run(command: BenchCommand, open: OpenOptions) -> anyhow::Result<()>
             lance.ensure_indexes().await?;
             let fts_seconds = started.elapsed().as_secs_f64();
             let started = std::time::Instant::now();
-            let indexed = lance.ensure_large_table_indexes(astra_mcp::app::lance::ARCHIVAL_TABLE).await?;
+            let indexed = lance.ensure_large_table_indexes(astra_mcp::app::lance::TableId::Archival).await?;
             let vector_index_seconds = started.elapsed().as_secs_f64();
             // then the store's upkeep as `memory optimize` runs it (a server's upkeep every 100 writes
             // compacts the same way): the fragments written above (one per write batch) compacted into

@@ -160,7 +160,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         .import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES)
         .await
         .map_err(in_file)?;
-    for name in astra_mcp::app::lance::SEARCHABLE_TABLES {
+    for name in astra_mcp::app::lance::TableId::SEARCHABLE {
         db.fold_new_rows_into_indexes(name).await?;
     }
     let redacted = match report.redacted {
@@ -194,7 +194,7 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
 ///
 /// Returns the rows' actors and core blocks (actor, project, section), for [`import_notes`].
 fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<ImportedRows> {
-    use astra_mcp::app::lance::{ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE};
+    use astra_mcp::app::lance::TableId;
     let mut seen = ImportedRows::default();
     let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).skip(1);
     for (n, line) in lines {
@@ -212,11 +212,11 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
             seen.actors.insert(actor.to_string());
         }
         let checked = match table {
-            ARCHIVAL_TABLE => {
+            TableId::Archival => {
                 let tags = (astra_mcp::memory::IMPORT_RULES.normalize_tags)(&strings("tags"));
                 astra_mcp::tools::check_passage(&what, &string("text"), &tags)
             }
-            FIXES_TABLE => {
+            TableId::Fixes => {
                 use astra_mcp::tools::{
                     MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS,
                 };
@@ -239,7 +239,7 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
                     Ok(())
                 }
             }
-            CONVERSATION_TABLE => {
+            TableId::Conversation => {
                 let (chars, max) = (string("text").chars().count(), astra_mcp::memory::conversation::MAX_ITEM_CHARS);
                 // the `…` that marks a cut item is its one character past the limit
                 if chars > max + 1 {
@@ -251,7 +251,7 @@ fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<Impor
                     Ok(())
                 }
             }
-            CORE_BLOCKS_TABLE => {
+            TableId::CoreBlocks => {
                 seen.core_blocks.insert((string("actor_id"), string("project"), string("section")));
                 Ok(())
             }
@@ -368,7 +368,7 @@ async fn ingest(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     // the indexes the searches need, now rather than at the next upkeep
-    lance.fold_new_rows_into_indexes(astra_mcp::app::lance::ARCHIVAL_TABLE).await?;
+    lance.fold_new_rows_into_indexes(astra_mcp::app::lance::TableId::Archival).await?;
     let astra_mcp::memory::Ingested { added, already_stored, repeated } = ingested;
     let repeated = match repeated {
         0 => String::new(),

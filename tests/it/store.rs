@@ -227,7 +227,7 @@ async fn concurrent_writers_on_one_directory_lose_nothing() {
 /// (recall@10) and the hybrid search still ranks an exact text first.
 #[tokio::test]
 async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
-    use astra_mcp::store::lance::{ANN_MIN_ROWS, ARCHIVAL_TABLE};
+    use astra_mcp::store::lance::{ANN_MIN_ROWS, TableId};
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
     let texts: Vec<String> = (0..40)
@@ -242,17 +242,17 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
     let embedder = crate::support::embedder();
     let scope = |project: &str| astra_mcp::domain::Scope { actor_id: "ann".into(), project: project.into() };
     astra_mcp::bench::populate(&store, &embedder, &scope("p"), &texts, ANN_MIN_ROWS - 1, 7, &|_| {}).await.unwrap();
-    assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "below the threshold: flat search");
+    assert!(!store.ensure_vector_index(TableId::Archival).await.unwrap(), "below the threshold: flat search");
     assert!(
-        store.ensure_scalar_indexes(ARCHIVAL_TABLE).await.unwrap().is_empty(),
+        store.ensure_scalar_indexes(TableId::Archival).await.unwrap().is_empty(),
         "below the threshold: no scalar index"
     );
     astra_mcp::bench::populate(&store, &embedder, &scope("q"), &texts[..1], 1, 8, &|_| {}).await.unwrap();
-    assert!(store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "at the threshold the index is built");
-    assert!(store.has_vector_index(ARCHIVAL_TABLE).await.unwrap());
-    assert!(!store.ensure_vector_index(ARCHIVAL_TABLE).await.unwrap(), "not rebuilt before the table doubles");
-    assert_eq!(store.ensure_scalar_indexes(ARCHIVAL_TABLE).await.unwrap(), vec!["actor_id", "superseded_by"]);
-    assert!(store.ensure_scalar_indexes(ARCHIVAL_TABLE).await.unwrap().is_empty(), "built once");
+    assert!(store.ensure_vector_index(TableId::Archival).await.unwrap(), "at the threshold the index is built");
+    assert!(store.has_vector_index(TableId::Archival).await.unwrap());
+    assert!(!store.ensure_vector_index(TableId::Archival).await.unwrap(), "not rebuilt before the table doubles");
+    assert_eq!(store.ensure_scalar_indexes(TableId::Archival).await.unwrap(), vec!["actor_id", "superseded_by"]);
+    assert!(store.ensure_scalar_indexes(TableId::Archival).await.unwrap().is_empty(), "built once");
     let queries: Vec<String> = texts.iter().step_by(2).cloned().collect();
     let measured = astra_mcp::bench::recall(&store, &embedder, "ann", &queries, 10).await.unwrap();
     assert!(measured.indexed && measured.recall >= 0.95, "{measured:?}");
@@ -276,7 +276,7 @@ async fn a_large_archival_table_gets_a_vector_index_that_keeps_recall() {
 /// searches a segment) per upkeep run, and every row stays findable through the index.
 #[tokio::test]
 async fn upkeep_merges_vector_index_segments_so_an_indexed_table_stays_compact() {
-    use astra_mcp::store::lance::{ANN_MIN_ROWS, ARCHIVAL_TABLE, MAX_VECTOR_INDEX_SEGMENTS, TableStats};
+    use astra_mcp::store::lance::{ANN_MIN_ROWS, MAX_VECTOR_INDEX_SEGMENTS, TableId, TableStats};
     let dir = tempfile::tempdir().unwrap();
     let store = LanceStore::open(dir.path().join("db").to_str().unwrap()).await.unwrap();
     let texts: Vec<String> = (0..40)
@@ -284,8 +284,9 @@ async fn upkeep_merges_vector_index_segments_so_an_indexed_table_stays_compact()
         .collect();
     let embedder = crate::support::embedder();
     let scope = |project: String| astra_mcp::domain::Scope { actor_id: "ann".into(), project };
-    let archival =
-        |stats: Vec<TableStats>| stats.into_iter().find(|s| s.table == ARCHIVAL_TABLE).expect("archival stats");
+    let archival = |stats: Vec<TableStats>| {
+        stats.into_iter().find(|s| s.table == TableId::Archival.name()).expect("archival stats")
+    };
     astra_mcp::bench::populate(&store, &embedder, &scope("base".into()), &texts, ANN_MIN_ROWS, 1, &|_| {})
         .await
         .unwrap();

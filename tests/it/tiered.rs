@@ -693,7 +693,7 @@ async fn a_forgotten_conversation_item_leaves_no_trace_and_is_not_reimported() {
     let older_export = String::from_utf8(older_export).unwrap();
     let report = store.import(&older_export, &embedder(), &astra_mcp::memory::IMPORT_RULES).await.unwrap();
     assert_eq!((report.stayed_forgotten, report.rows.get("session_items").copied()), (1, Some(4)), "{report:?}");
-    store.fold_new_rows_into_indexes("session_items").await.unwrap();
+    store.fold_new_rows_into_indexes(astra_mcp::store::lance::TableId::Conversation).await.unwrap();
     no_trace_left("an older export imported").await;
     // the next import of the same transcript (the hook runs at every stop) does not bring it back
     let again = conv.import(&target, &items).await.unwrap();
@@ -761,7 +761,10 @@ async fn a_forgotten_item_stays_out_of_the_context_of_later_items_and_of_exports
     let mut items = vec![item("a", 0, Role::User, "hello", 4), item("b", 1, Role::User, "my pin is ZEBRAQUASAR77", 4)];
     conv.import(&target, &items).await.unwrap();
     let b = astra_mcp::domain::conversation_item_id("ann", "live", "test", "b");
-    assert_eq!(store.delete_row("ann", &b.to_string()).await.unwrap(), Some("session_items"));
+    assert_eq!(
+        store.delete_row("ann", &b.to_string()).await.unwrap(),
+        Some(astra_mcp::store::lance::TableId::Conversation)
+    );
     // the session goes on: the hook imports the grown transcript
     items.push(item("c", 2, Role::Assistant, "ok", 4));
     let counts = conv.import(&target, &items).await.unwrap();

@@ -6,31 +6,32 @@ use arrow_array::RecordBatch;
 use lancedb::query::{QueryBase, Select};
 use serde_json::Value;
 
+use super::handle::{LanceStore, backend, collect};
 use super::rows::Rows;
 use super::sql::{actor_filter, sql_literal};
+use super::tables::TableId;
 use super::transfer::batch_to_json;
-use super::{CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
 use crate::embed::DIMENSION;
 use crate::store::{ListedRow, StoreError, TableStats};
 
 /// The text column shown for a row of `table`.
-pub(super) fn main_text_column(table: &str) -> &'static str {
+pub(super) fn main_text_column(table: TableId) -> &'static str {
     match table {
-        FIXES_TABLE => "fix_description",
-        CORE_BLOCKS_TABLE => "value",
+        TableId::Fixes => "fix_description",
+        TableId::CoreBlocks => "value",
         _ => "text",
     }
 }
 
 /// The table of a memory tier as `memory list --table` names it: `fixes`, `archival`, `conversation`,
 /// `core`, or the table's own name.
-fn table_name(name: &str) -> Result<&'static str, StoreError> {
+fn table_name(name: &str) -> Result<TableId, StoreError> {
     let tier = match name {
-        "conversation" => CONVERSATION_TABLE,
-        "core" => CORE_BLOCKS_TABLE,
-        other => other,
+        "conversation" => Some(TableId::Conversation),
+        "core" => Some(TableId::CoreBlocks),
+        other => TableId::from_name(other),
     };
-    TABLES.into_iter().find(|t| *t == tier).ok_or_else(|| {
+    tier.filter(|t| TableId::MEMORY.contains(t)).ok_or_else(|| {
         StoreError::Backend(format!("no memory tier `{name}`: choose fixes, archival, conversation or core"))
     })
 }
@@ -46,7 +47,7 @@ pub fn preview(text: &str, max: usize) -> String {
 /// The rows of `batch` (of `table`, main text column `text`) one line each, with their creation time.
 pub(super) fn listed_rows(
     batch: &RecordBatch,
-    table: &'static str,
+    table: TableId,
     text: &'static str,
 ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, ListedRow)>, StoreError> {
     let r = Rows::new(batch, table);
@@ -61,7 +62,7 @@ pub(super) fn listed_rows(
     Ok((0..r.len())
         .map(|i| {
             let row = ListedRow {
-                table,
+                table: table.name(),
                 id: ids[i].clone(),
                 actor_id: actors[i].clone(),
                 project: projects[i].clone(),
@@ -85,15 +86,15 @@ impl LanceStore {
         actor: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ListedRow>, StoreError> {
-        let tables: Vec<&'static str> = match table {
+        let tables: Vec<TableId> = match table {
             Some(t) => vec![table_name(t)?],
-            None => TABLES.to_vec(),
+            None => TableId::MEMORY.to_vec(),
         };
         let mut out = Vec::new();
         for name in tables {
             let text_col = main_text_column(name);
             let mut columns = vec!["id", "actor_id", "project", "session_id", "created_at", text_col];
-            if name == CORE_BLOCKS_TABLE {
+            if name == TableId::CoreBlocks {
                 columns.extend(["section", "version"]);
             }
             let mut query = self.table(name).query().select(Select::columns(columns.as_slice()));
@@ -103,7 +104,7 @@ impl LanceStore {
             let mut listed = Vec::new();
             for batch in collect(&query).await.map_err(backend)? {
                 let mut rows = listed_rows(&batch, name, text_col)?;
-                if name == CORE_BLOCKS_TABLE {
+                if name == TableId::CoreBlocks {
                     // a version's id alone does not say which block it is
                     let r = Rows::new(&batch, name);
                     for ((_, row), (section, version)) in
@@ -128,7 +129,7 @@ impl LanceStore {
     /// [`StoreError::Backend`] for a failed read.
     pub async fn holds_project(&self, actor: &str, project: &str) -> Result<bool, StoreError> {
         let filter = format!("actor_id = {} AND project = {}", sql_literal(actor), sql_literal(project));
-        for name in TABLES {
+        for name in TableId::MEMORY {
             let query = self.table(name).query().only_if(filter.as_str()).select(Select::columns(&["id"])).limit(1);
             if collect(&query).await.map_err(backend)?.iter().any(|batch| batch.num_rows() > 0) {
                 return Ok(true);
@@ -144,7 +145,7 @@ impl LanceStore {
     /// A failed read.
     pub async fn actor_counts(&self) -> Result<Vec<(String, usize)>, StoreError> {
         let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for name in TABLES {
+        for name in TableId::MEMORY {
             let query = self.table(name).query().select(Select::columns(&["actor_id"]));
             for batch in collect(&query).await.map_err(backend)? {
                 for actor in Rows::new(&batch, name).strs("actor_id")? {
@@ -163,13 +164,13 @@ impl LanceStore {
         if let Some(f) = actor_filter(actor) {
             filter = format!("{filter} AND {f}");
         }
-        for name in TABLES {
+        for name in TableId::MEMORY {
             for batch in self.select(name, &filter, Some(1)).await? {
                 if let Some(mut row) = batch_to_json(&batch)?.into_iter().next() {
                     if row.remove("vector").is_some() {
                         row.insert("vector".into(), Value::String(format!("[f32; {DIMENSION}]")));
                     }
-                    return Ok(Some((name, Value::Object(row))));
+                    return Ok(Some((name.name(), Value::Object(row))));
                 }
             }
         }
@@ -179,11 +180,11 @@ impl LanceStore {
     /// Rows, size, fragments, indexes, vector index segments and versions of every table.
     pub async fn stats(&self) -> Result<Vec<TableStats>, StoreError> {
         let mut out = Vec::new();
-        for name in TABLES {
+        for name in TableId::MEMORY {
             let table = self.table(name);
             let s = table.stats().await.map_err(backend)?;
             out.push(TableStats {
-                table: name,
+                table: name.name(),
                 rows: s.num_rows,
                 deleted_rows: s.num_deleted_rows,
                 bytes: s.total_bytes,

@@ -5,14 +5,12 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::handle::{LanceStore, backend};
 use super::rows::{self, Rows};
 use super::sql::{search_filter, sql_literal};
-use super::{LanceStore, backend};
+use super::tables::TableId;
 use crate::domain::Passage;
 use crate::store::{AppliedPassages, ArchivalStore, SearchFilter, StoreError};
-
-/// Name of the archival memory table.
-pub const ARCHIVAL_TABLE: &str = "archival";
 
 /// Arrow schema of `archival`.
 pub(super) fn schema() -> SchemaRef {
@@ -56,7 +54,7 @@ pub(super) fn to_batch(rows_in: &[(Passage, Vec<f32>)]) -> Result<RecordBatch, S
 
 /// Decodes every row of `batch` with its stored vector.
 pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>, StoreError> {
-    let r = Rows::new(batch, ARCHIVAL_TABLE);
+    let r = Rows::new(batch, TableId::Archival);
     let superseded: Vec<Option<Uuid>> =
         r.opt_strs("superseded_by")?.into_iter().map(|s| s.and_then(|s| Uuid::parse_str(&s).ok())).collect();
     let mut out = Vec::with_capacity(r.len());
@@ -98,7 +96,7 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(Passage, Vec<f32>)>
 }
 
 impl super::search::TableRow for Passage {
-    const TABLE: &'static str = ARCHIVAL_TABLE;
+    const TABLE: TableId = TableId::Archival;
     fn actor_id(&self) -> &str {
         &self.actor_id
     }
@@ -117,12 +115,12 @@ impl ArchivalStore for LanceStore {
             return Ok(Vec::new());
         }
         // under the table's lock: two racing inserts of one text write one row
-        self.insert_new(ARCHIVAL_TABLE, to_batch(rows_in)?).await
+        self.insert_new(TableId::Archival, to_batch(rows_in)?).await
     }
 
     async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError> {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
-        let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
+        let batches = self.select(TableId::Archival, &filter, Some(1)).await?;
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|r| r.0))
     }
 
@@ -143,7 +141,7 @@ impl ArchivalStore for LanceStore {
             sql_literal(project),
             any.join(" OR ")
         );
-        let batches = self.select(ARCHIVAL_TABLE, &filter, None).await?;
+        let batches = self.select(TableId::Archival, &filter, None).await?;
         let mut passages: Vec<Passage> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
         passages.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
@@ -157,20 +155,20 @@ impl ArchivalStore for LanceStore {
         ids: &[Uuid],
     ) -> Result<std::collections::HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(ARCHIVAL_TABLE, &ids).await
+        self.ids_present(TableId::Archival, &ids).await
     }
 
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError> {
         // Read, merge, then write only if the row is still as read (its `updated_at`): a writer on another
         // machine that added tags meanwhile makes the write match nothing, and the merge starts again from
         // its row. The flock spares the writers of one machine that round.
-        let _lock = super::commit::TableLock::acquire(self.location(), ARCHIVAL_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Archival.name()).await?;
         // From the latest version, not a view that lags other machines (a bucket's reads may): a passage
         // forgotten on another machine a moment ago is gone here too, and the caller stores it anew.
-        self.table(ARCHIVAL_TABLE).checkout_latest().await.map_err(backend)?;
+        self.table(TableId::Archival).checkout_latest().await.map_err(backend)?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
         for attempt in 1..=super::commit::WRITE_ATTEMPTS {
-            let batches = self.select(ARCHIVAL_TABLE, &filter, Some(1)).await?;
+            let batches = self.select(TableId::Archival, &filter, Some(1)).await?;
             let Some((mut passage, vector)) =
                 batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
             else {
@@ -194,7 +192,7 @@ impl ArchivalStore for LanceStore {
             // the row as read: its `updated_at`, compared as microseconds since the epoch (a timestamp
             // literal's `arrow_cast` is not simplified in a merge-insert's condition)
             let unchanged = format!("CAST(target.updated_at AS BIGINT) = {}", read_at.timestamp_micros());
-            if self.update_if(ARCHIVAL_TABLE, to_batch(&[(passage.clone(), vector)])?, &unchanged).await? == 1 {
+            if self.update_if(TableId::Archival, to_batch(&[(passage.clone(), vector)])?, &unchanged).await? == 1 {
                 return Ok(Some(passage));
             }
             tracing::debug!(%id, attempt, "passage changed while its tags were merged, merging again");
@@ -215,13 +213,13 @@ impl ArchivalStore for LanceStore {
             return Ok(AppliedPassages::default());
         }
         // Read, merge and write under the table's lock, so no tag added meanwhile is lost.
-        let _lock = super::commit::TableLock::acquire(self.location(), ARCHIVAL_TABLE).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Archival.name()).await?;
         let ids: Vec<String> =
             new.iter().map(|(p, _)| p.id.to_string()).chain(changed.iter().map(|(p, _)| p.id.to_string())).collect();
         let mut stored: HashMap<Uuid, (Passage, Vec<f32>)> = HashMap::new();
         for chunk in ids.chunks(500) {
             let filter = super::sql::in_list("id", chunk.iter().map(String::as_str));
-            for batch in self.select(ARCHIVAL_TABLE, &filter, None).await? {
+            for batch in self.select(TableId::Archival, &filter, None).await? {
                 stored.extend(from_batch(&batch)?.into_iter().map(|(p, v)| (p.id, (p, v))));
             }
         }
@@ -267,7 +265,7 @@ impl ArchivalStore for LanceStore {
         }
         if !rows_out.is_empty() {
             // one merge-insert: one commit, so the run's changes land together or not at all
-            self.upsert_batch(ARCHIVAL_TABLE, to_batch(&rows_out)?).await?;
+            self.upsert_batch(TableId::Archival, to_batch(&rows_out)?).await?;
         }
         Ok(applied)
     }
@@ -275,6 +273,6 @@ impl ArchivalStore for LanceStore {
     async fn count_written_at(&self, actor_id: &str, at: chrono::DateTime<chrono::Utc>) -> Result<usize, StoreError> {
         let filter =
             format!("actor_id = {} AND updated_at = {}", sql_literal(actor_id), super::sql::timestamp_literal(at));
-        Ok(self.table(ARCHIVAL_TABLE).count_rows(Some(filter)).await.map_err(backend)?)
+        Ok(self.table(TableId::Archival).count_rows(Some(filter)).await.map_err(backend)?)
     }
 }

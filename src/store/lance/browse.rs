@@ -10,10 +10,11 @@ use lancedb::query::{QueryBase, Select};
 use uuid::Uuid;
 
 use super::admin::{listed_rows, main_text_column};
+use super::handle::{LanceStore, backend, collect};
 use super::rows::Rows;
 use super::search::TableRow;
 use super::sql::{in_list, sql_literal};
-use super::{ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FIXES_TABLE, LanceStore, TABLES, backend, collect};
+use super::tables::TableId;
 use crate::domain::{ConversationItem, FixRecord, Passage};
 use crate::store::{BrowseStore, Census, ListedRow, Page, SessionSummary, StoreError, TableStats};
 
@@ -89,18 +90,18 @@ impl LanceStore {
     /// `(project, created_at)` of every row of `table` the filter keeps.
     async fn projects_and_times(
         &self,
-        table: &'static str,
+        table: TableId,
         filter: &str,
     ) -> Result<Vec<(String, DateTime<Utc>, Uuid)>, StoreError> {
         // core block versions have no id column
         let columns: &[&str] =
-            if table == CORE_BLOCKS_TABLE { &["project", "created_at"] } else { &["project", "created_at", "id"] };
+            if table == TableId::CoreBlocks { &["project", "created_at"] } else { &["project", "created_at", "id"] };
         let query = self.table(table).query().only_if(filter).select(Select::columns(columns));
         let mut out = Vec::new();
         for batch in collect(&query).await.map_err(backend)? {
             let r = Rows::new(&batch, table);
             let (projects, created) = (r.strs("project")?, r.times("created_at")?);
-            let ids = if table == CORE_BLOCKS_TABLE { vec![Uuid::nil(); r.len()] } else { r.uuids("id")? };
+            let ids = if table == TableId::CoreBlocks { vec![Uuid::nil(); r.len()] } else { r.uuids("id")? };
             for i in 0..r.len() {
                 out.push((projects[i].clone(), created[i], ids[i]));
             }
@@ -109,7 +110,7 @@ impl LanceStore {
     }
 
     /// The rows of `table` with these ids, one line each.
-    async fn listed(&self, table: &'static str, actor_id: &str, ids: &[Uuid]) -> Result<Vec<ListedRow>, StoreError> {
+    async fn listed(&self, table: TableId, actor_id: &str, ids: &[Uuid]) -> Result<Vec<ListedRow>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -171,14 +172,14 @@ impl BrowseStore for LanceStore {
         offset: usize,
         limit: usize,
     ) -> Result<Page<SessionSummary>, StoreError> {
-        let query = self.table(CONVERSATION_TABLE).query().only_if(actor_sql(actor_id)).select(Select::columns(&[
+        let query = self.table(TableId::Conversation).query().only_if(actor_sql(actor_id)).select(Select::columns(&[
             "session_id",
             "project",
             "created_at",
         ]));
         let mut sessions: HashMap<String, SessionSummary> = HashMap::new();
         for batch in collect(&query).await.map_err(backend)? {
-            let r = Rows::new(&batch, CONVERSATION_TABLE);
+            let r = Rows::new(&batch, TableId::Conversation);
             let (ids, projects, created) = (r.strs("session_id")?, r.strs("project")?, r.times("created_at")?);
             for i in 0..r.len() {
                 let s = sessions.entry(ids[i].clone()).or_insert_with(|| SessionSummary {
@@ -221,13 +222,13 @@ impl BrowseStore for LanceStore {
     async fn census(&self, actor_id: &str, latest: usize) -> Result<Census, StoreError> {
         let mut per_project: BTreeMap<(&'static str, String), usize> = BTreeMap::new();
         let mut per_day: BTreeMap<chrono::NaiveDate, usize> = BTreeMap::new();
-        let mut newest: Vec<(DateTime<Utc>, &'static str, Uuid)> = Vec::new();
-        for table in TABLES {
+        let mut newest: Vec<(DateTime<Utc>, TableId, Uuid)> = Vec::new();
+        for table in TableId::MEMORY {
             let rows = self.projects_and_times(table, &actor_sql(actor_id)).await?;
             for (project, created, id) in rows {
-                *per_project.entry((table, project)).or_default() += 1;
+                *per_project.entry((table.name(), project)).or_default() += 1;
                 *per_day.entry(created.date_naive()).or_default() += 1;
-                if table != CORE_BLOCKS_TABLE {
+                if table != TableId::CoreBlocks {
                     newest.push((created, table, id));
                 }
             }
@@ -235,7 +236,7 @@ impl BrowseStore for LanceStore {
         newest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
         newest.truncate(latest);
         let mut listed = Vec::new();
-        for table in [FIXES_TABLE, ARCHIVAL_TABLE, CONVERSATION_TABLE] {
+        for table in [TableId::Fixes, TableId::Archival, TableId::Conversation] {
             let ids: Vec<Uuid> = newest.iter().filter(|n| n.1 == table).map(|n| n.2).collect();
             listed.extend(self.listed(table, actor_id, &ids).await?);
         }

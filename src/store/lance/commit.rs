@@ -11,7 +11,8 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 
 use super::failure::is_conflict;
-use super::{LanceStore, backend};
+use super::handle::{LanceStore, backend};
+use super::tables::TableId;
 use crate::store::{Location, StoreError};
 
 /// Attempts for a write that meets a commit conflict or a concurrent table creation (waits double from
@@ -89,16 +90,16 @@ impl LanceStore {
     /// retried, and the index files its first attempt wrote are referenced by no version, so Lance's
     /// cleanup keeps them for 7 days as possibly in progress (`lance::dataset::cleanup`,
     /// `UNVERIFIED_THRESHOLD_DAYS`). Other processes on the same store are not serialised by it.
-    pub(super) async fn maintenance_lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(super) async fn maintenance_lock(&self, name: TableId) -> tokio::sync::OwnedMutexGuard<()> {
         self.maintenance_mutex(name).lock_owned().await
     }
 
     /// [`Self::maintenance_lock`] if no maintenance of `name` holds it now; `None` otherwise.
-    pub(super) fn try_maintenance_lock(&self, name: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    pub(super) fn try_maintenance_lock(&self, name: TableId) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         self.maintenance_mutex(name).try_lock_owned().ok()
     }
 
-    fn maintenance_mutex(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn maintenance_mutex(&self, name: TableId) -> Arc<tokio::sync::Mutex<()>> {
         local_lock(format!("{}\0{name}\0maintenance", self.path()))
     }
 }
@@ -265,7 +266,7 @@ mod tests {
     async fn a_write_that_conflicts_from_a_lagging_view_is_retried_on_the_latest_version() {
         use crate::store::ArchivalStore;
         use crate::store::lance::test_rows::passage;
-        use crate::store::lance::{ARCHIVAL_TABLE, LanceStore, OpenOptions, archival, wait_for_upkeep};
+        use crate::store::lance::{LanceStore, OpenOptions, TableId, archival, wait_for_upkeep};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_str().unwrap();
         let hourly = || OpenOptions { read_consistency: Some(Duration::from_secs(3600)), ..Default::default() };
@@ -276,12 +277,12 @@ mod tests {
         let second = LanceStore::open_with(path, hourly()).await.unwrap();
         row.tags = vec!["first".into()];
         first
-            .update_batch(ARCHIVAL_TABLE, archival::to_batch(&[(row.clone(), vector.clone())]).unwrap())
+            .update_batch(TableId::Archival, archival::to_batch(&[(row.clone(), vector.clone())]).unwrap())
             .await
             .unwrap();
         row.tags = vec!["second".into()];
         let started = std::time::Instant::now();
-        second.update_batch(ARCHIVAL_TABLE, archival::to_batch(&[(row.clone(), vector)]).unwrap()).await.unwrap();
+        second.update_batch(TableId::Archival, archival::to_batch(&[(row.clone(), vector)]).unwrap()).await.unwrap();
         assert!(started.elapsed() < Duration::from_secs(2), "the update took {:?}", started.elapsed());
         let reader = LanceStore::open(path).await.unwrap();
         let stored = reader.get_passage("ann", row.id).await.unwrap().expect("the passage is stored");
@@ -295,7 +296,7 @@ mod tests {
     async fn a_forget_commits_only_to_the_table_that_held_the_row() {
         use crate::store::ArchivalStore;
         use crate::store::lance::test_rows::passage;
-        use crate::store::lance::{ARCHIVAL_TABLE, LanceStore, TABLES, wait_for_upkeep};
+        use crate::store::lance::{LanceStore, TableId, wait_for_upkeep};
         let dir = tempfile::tempdir().unwrap();
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         let (row, vector) = passage("ann", "the billing service drains its queue");
@@ -303,7 +304,7 @@ mod tests {
         wait_for_upkeep().await;
         let versions = || async {
             let mut all = Vec::new();
-            for name in TABLES {
+            for name in TableId::MEMORY {
                 all.push((name, store.table(name).version().await.unwrap()));
             }
             all
@@ -311,9 +312,9 @@ mod tests {
         let before = versions().await;
         assert_eq!(store.delete_row("ann", &uuid::Uuid::new_v4().to_string()).await.unwrap(), None);
         assert_eq!(versions().await, before, "forgetting an id no table holds committed a version");
-        assert_eq!(store.delete_row("ann", &row.id.to_string()).await.unwrap(), Some(ARCHIVAL_TABLE));
+        assert_eq!(store.delete_row("ann", &row.id.to_string()).await.unwrap(), Some(TableId::Archival));
         let expected: Vec<_> =
-            before.iter().map(|&(name, v)| (name, if name == ARCHIVAL_TABLE { v + 1 } else { v })).collect();
+            before.iter().map(|&(name, v)| (name, if name == TableId::Archival { v + 1 } else { v })).collect();
         assert_eq!(versions().await, expected);
         assert!(store.get_passage("ann", row.id).await.unwrap().is_none(), "the passage is still stored");
     }
@@ -325,7 +326,7 @@ mod tests {
     async fn deletions_racing_inserts_lose_nothing() {
         use crate::store::ArchivalStore;
         use crate::store::lance::test_rows::passage;
-        use crate::store::lance::{ARCHIVAL_TABLE, LanceStore, wait_for_upkeep};
+        use crate::store::lance::{LanceStore, TableId, wait_for_upkeep};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_str().unwrap().to_string();
         let inserter = LanceStore::open(&path).await.unwrap();
@@ -340,14 +341,14 @@ mod tests {
         let ids: Vec<String> = doomed.iter().map(|(p, _)| p.id.to_string()).collect();
         let deletes = tokio::spawn(async move {
             for id in &ids {
-                assert_eq!(deleter.delete_row("ann", id).await.unwrap(), Some(ARCHIVAL_TABLE), "{id} not deleted");
+                assert_eq!(deleter.delete_row("ann", id).await.unwrap(), Some(TableId::Archival), "{id} not deleted");
             }
         });
         inserts.await.unwrap();
         deletes.await.unwrap();
         wait_for_upkeep().await;
         let reader = LanceStore::open(&path).await.unwrap();
-        assert_eq!(reader.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(), 40);
+        assert_eq!(reader.table(TableId::Archival).count_rows(None).await.unwrap(), 40);
         for (p, _) in &doomed {
             assert!(reader.get_passage("ann", p.id).await.unwrap().is_none(), "{} is back", p.id);
         }

@@ -9,14 +9,12 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use super::handle::{LanceStore, backend};
 use super::rows::{self, Rows};
 use super::sql::{filter_sql, search_filter, sql_literal};
-use super::{LanceStore, backend};
+use super::tables::TableId;
 use crate::domain::{ConversationItem, Role};
 use crate::store::{ConversationStore, SearchFilter, StoreError};
-
-/// Name of the conversation table on disk.
-pub const CONVERSATION_TABLE: &str = "session_items";
 
 /// Arrow schema of `session_items`.
 pub(super) fn schema() -> SchemaRef {
@@ -61,7 +59,7 @@ pub(super) fn to_batch(rows_in: &[(ConversationItem, Vec<f32>)]) -> Result<Recor
 
 /// Decodes every row of `batch` with its stored vector.
 pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(ConversationItem, Vec<f32>)>, StoreError> {
-    let r = Rows::new(batch, CONVERSATION_TABLE);
+    let r = Rows::new(batch, TableId::Conversation);
     let (ids, actors, projects, sessions, turns) =
         (r.uuids("id")?, r.strs("actor_id")?, r.strs("project")?, r.strs("session_id")?, r.opt_ints("turn")?);
     let (roles, sources, keys, texts) = (r.strs("role")?, r.strs("source")?, r.strs("source_key")?, r.strs("text")?);
@@ -75,7 +73,7 @@ pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<(ConversationItem, V
     let mut out = Vec::with_capacity(r.len());
     for i in 0..r.len() {
         let role = Role::parse(&roles[i]).ok_or_else(|| StoreError::Corrupt {
-            table: CONVERSATION_TABLE,
+            table: TableId::Conversation.name(),
             column: "role",
             message: format!("unknown role `{}`", roles[i]),
         })?;
@@ -125,7 +123,7 @@ impl LanceStore {
             ],
         )
         .map_err(backend)?;
-        super::commit::merge_keyed(self.table(super::FORGOTTEN_TABLE), &tombstone, super::commit::Merge::InsertAbsent)
+        super::commit::merge_keyed(self.table(TableId::Forgotten), &tombstone, super::commit::Merge::InsertAbsent)
             .await?;
         let line = format!("{}\n", crate::domain::context_line(&item.embedded_text));
         let filter = format!(
@@ -136,7 +134,7 @@ impl LanceStore {
             item.turn + crate::domain::CONTEXT_ITEMS as i64
         );
         let mut changed = Vec::new();
-        for batch in self.select(CONVERSATION_TABLE, &filter, None).await? {
+        for batch in self.select(TableId::Conversation, &filter, None).await? {
             for (mut row, vector) in from_batch(&batch)? {
                 if row.search_text.contains(&line) {
                     row.search_text = row.search_text.replacen(&line, "", 1);
@@ -145,14 +143,14 @@ impl LanceStore {
             }
         }
         if !changed.is_empty() {
-            self.upsert_batch(CONVERSATION_TABLE, to_batch(&changed)?).await?;
+            self.upsert_batch(TableId::Conversation, to_batch(&changed)?).await?;
         }
         Ok(())
     }
 }
 
 impl super::search::TableRow for ConversationItem {
-    const TABLE: &'static str = CONVERSATION_TABLE;
+    const TABLE: TableId = TableId::Conversation;
     fn actor_id(&self) -> &str {
         &self.actor_id
     }
@@ -167,22 +165,22 @@ impl super::search::TableRow for ConversationItem {
 #[async_trait]
 impl ConversationStore for LanceStore {
     async fn insert_items(&self, rows_in: &[(ConversationItem, Vec<f32>)]) -> Result<usize, StoreError> {
-        Ok(self.insert_new(CONVERSATION_TABLE, to_batch(rows_in)?).await?.len())
+        Ok(self.insert_new(TableId::Conversation, to_batch(rows_in)?).await?.len())
     }
 
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(CONVERSATION_TABLE, &ids).await
+        self.ids_present(TableId::Conversation, &ids).await
     }
 
     async fn forgotten_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(super::FORGOTTEN_TABLE, &ids).await
+        self.ids_present(TableId::Forgotten, &ids).await
     }
 
     async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError> {
         let filter = format!("session_id = {}", sql_literal(session_id));
-        let batches = self.select(CONVERSATION_TABLE, &filter, Some(1)).await?;
+        let batches = self.select(TableId::Conversation, &filter, Some(1)).await?;
         Ok(batches
             .iter()
             .map(from_batch)
@@ -204,7 +202,7 @@ impl ConversationStore for LanceStore {
             start: since,
             ..Default::default()
         };
-        let batches = self.select(CONVERSATION_TABLE, &filter_sql(&filter, false, true), None).await?;
+        let batches = self.select(TableId::Conversation, &filter_sql(&filter, false, true), None).await?;
         let mut items: Vec<ConversationItem> = batches
             .iter()
             .map(from_batch)
@@ -221,11 +219,11 @@ impl ConversationStore for LanceStore {
         use futures::TryStreamExt;
         use lancedb::query::{ExecutableQuery, QueryBase, Select};
         let filter = format!("actor_id = {} AND session_id = {}", sql_literal(actor_id), sql_literal(session_id));
-        let query = self.table(CONVERSATION_TABLE).query().only_if(filter).select(Select::columns(&["turn"]));
+        let query = self.table(TableId::Conversation).query().only_if(filter).select(Select::columns(&["turn"]));
         let batches: Vec<RecordBatch> = query.execute().await.map_err(backend)?.try_collect().await.map_err(backend)?;
         let mut last = None;
         for batch in &batches {
-            for t in Rows::new(batch, CONVERSATION_TABLE).opt_ints("turn")?.into_iter().flatten() {
+            for t in Rows::new(batch, TableId::Conversation).opt_ints("turn")?.into_iter().flatten() {
                 last = Some(last.map_or(t, |l: i64| l.max(t)));
             }
         }

@@ -12,14 +12,12 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 
+use super::handle::{LanceStore, backend};
 use super::rows::{self, Rows};
 use super::sql::sql_literal;
-use super::{LanceStore, backend};
+use super::tables::TableId;
 use crate::domain::CoreBlockVersion;
 use crate::store::{BlockEdit, CoreBlockStore, Purge, StoreError};
-
-/// Name of the core memory table.
-pub const CORE_BLOCKS_TABLE: &str = "core_blocks";
 
 /// Arrow schema of `core_blocks`.
 pub(super) fn schema() -> SchemaRef {
@@ -65,7 +63,7 @@ pub(super) fn to_batch(versions: &[CoreBlockVersion]) -> Result<RecordBatch, Sto
 }
 
 pub(super) fn from_batch(batch: &RecordBatch) -> Result<Vec<CoreBlockVersion>, StoreError> {
-    let r = Rows::new(batch, CORE_BLOCKS_TABLE);
+    let r = Rows::new(batch, TableId::CoreBlocks);
     let (actors, projects, sessions, sections) =
         (r.strs("actor_id")?, r.strs("project")?, r.strs("session_id")?, r.strs("section")?);
     let (versions, values, ops, created) =
@@ -101,7 +99,7 @@ impl CoreBlockStore for LanceStore {
         project: &str,
         section: &str,
     ) -> Result<Option<CoreBlockVersion>, StoreError> {
-        Ok(self.history_from(self.table(CORE_BLOCKS_TABLE), actor_id, project, section).await?.pop())
+        Ok(self.history_from(self.table(TableId::CoreBlocks), actor_id, project, section).await?.pop())
     }
 
     async fn update_block(
@@ -112,8 +110,8 @@ impl CoreBlockStore for LanceStore {
         // The flock serialises the writers of one machine; across machines, two writers of the same next
         // version conflict at commit (the version's id is the table's key), and the one that finds the
         // version taken reads the block again and applies its edit to the newer value.
-        let _lock = super::commit::TableLock::acquire(self.location(), CORE_BLOCKS_TABLE).await?;
-        let table = self.table(CORE_BLOCKS_TABLE);
+        let _lock = super::commit::TableLock::acquire(self.location(), TableId::CoreBlocks.name()).await?;
+        let table = self.table(TableId::CoreBlocks);
         for attempt in 1..=super::commit::WRITE_ATTEMPTS {
             let latest = self.history_from(table, &template.actor_id, &template.project, &template.section).await?;
             let current = latest.last();
@@ -154,7 +152,7 @@ impl CoreBlockStore for LanceStore {
         section: &str,
         version: i64,
     ) -> Result<Purge, StoreError> {
-        let table = self.table(CORE_BLOCKS_TABLE);
+        let table = self.table(TableId::CoreBlocks);
         // From the latest version, not a view that lags other machines: a version written there is found.
         // A version that is not the latest now stays so (numbers only grow, and the latest is never
         // purged), so checking before the delete is enough, across machines too.
@@ -177,7 +175,7 @@ impl CoreBlockStore for LanceStore {
         project: &str,
         section: &str,
     ) -> Result<Vec<CoreBlockVersion>, StoreError> {
-        self.history_from(self.table(CORE_BLOCKS_TABLE), actor_id, project, section).await
+        self.history_from(self.table(TableId::CoreBlocks), actor_id, project, section).await
     }
 }
 
@@ -191,7 +189,7 @@ impl LanceStore {
     ) -> Result<Vec<CoreBlockVersion>, StoreError> {
         use lancedb::query::QueryBase;
         let query = table.query().only_if(block_filter(actor_id, project, section));
-        let batches = super::collect(&query).await.map_err(backend)?;
+        let batches = super::handle::collect(&query).await.map_err(backend)?;
         let mut versions = Vec::new();
         for batch in &batches {
             versions.extend(from_batch(batch)?);

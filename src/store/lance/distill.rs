@@ -8,14 +8,12 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 
+use super::handle::{LanceStore, backend};
 use super::rows::{self, Rows};
 use super::sql::sql_literal;
-use super::{LanceStore, backend};
+use super::tables::TableId;
 use crate::domain::DistillRun;
 use crate::store::{DistillRunStore, RunLock, StoreError};
-
-/// Name of the distillation run table.
-pub const DISTILL_RUNS_TABLE: &str = "distill_runs";
 
 /// Arrow schema of `distill_runs`.
 pub(super) fn schema() -> SchemaRef {
@@ -44,12 +42,12 @@ fn to_batch(run: &DistillRun) -> Result<RecordBatch, StoreError> {
 }
 
 fn from_batch(batch: &RecordBatch) -> Result<Vec<DistillRun>, StoreError> {
-    let r = Rows::new(batch, DISTILL_RUNS_TABLE);
+    let r = Rows::new(batch, TableId::DistillRuns);
     r.strs("record")?
         .iter()
         .map(|json| {
             serde_json::from_str(json).map_err(|e| StoreError::Corrupt {
-                table: DISTILL_RUNS_TABLE,
+                table: TableId::DistillRuns.name(),
                 column: "record",
                 message: e.to_string(),
             })
@@ -60,12 +58,12 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<DistillRun>, StoreError> {
 #[async_trait]
 impl DistillRunStore for LanceStore {
     async fn put_run(&self, run: &DistillRun) -> Result<(), StoreError> {
-        self.upsert_batch(DISTILL_RUNS_TABLE, to_batch(run)?).await
+        self.upsert_batch(TableId::DistillRuns, to_batch(run)?).await
     }
 
     async fn runs(&self, actor_id: Option<&str>) -> Result<Vec<DistillRun>, StoreError> {
         let filter = actor_id.map_or_else(|| "TRUE".to_string(), |a| format!("actor_id = {}", sql_literal(a)));
-        let batches = self.select(DISTILL_RUNS_TABLE, &filter, None).await?;
+        let batches = self.select(TableId::DistillRuns, &filter, None).await?;
         let mut runs: Vec<DistillRun> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
         runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.run_id.cmp(&b.run_id)));

@@ -17,14 +17,12 @@ use lancedb::query::QueryBase;
 use uuid::Uuid;
 
 use super::commit::delete_where;
+use super::handle::{LanceStore, backend, collect};
 use super::sql::sql_literal;
-use super::{LanceStore, backend, collect};
+use super::tables::TableId;
 use crate::domain::{FixRecord, Receipt};
 use crate::embed::DIMENSION;
 use crate::store::{FixFilter, FixStore, StoreError};
-
-/// Name of the table of confirmed fixes.
-pub const FIXES_TABLE: &str = "fixes";
 
 fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
@@ -120,7 +118,7 @@ pub(super) fn column<'a, T: 'static>(
 
 fn from_micros(us: i64, column: &'static str) -> Result<DateTime<Utc>, StoreError> {
     DateTime::from_timestamp_micros(us).ok_or_else(|| StoreError::Corrupt {
-        table: FIXES_TABLE,
+        table: TableId::Fixes.name(),
         column,
         message: format!("timestamp {us} out of range"),
     })
@@ -128,7 +126,7 @@ fn from_micros(us: i64, column: &'static str) -> Result<DateTime<Utc>, StoreErro
 
 /// Decodes every row of `batch`, with each row's stored vector.
 fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
-    let t = FIXES_TABLE;
+    let t = TableId::Fixes.name();
     let id = column::<StringArray>(batch, t, "id")?;
     let actor = column::<StringArray>(batch, t, "actor_id")?;
     let project = column::<StringArray>(batch, t, "project")?;
@@ -195,7 +193,7 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
 }
 
 impl super::search::TableRow for FixRecord {
-    const TABLE: &'static str = FIXES_TABLE;
+    const TABLE: TableId = TableId::Fixes;
     fn actor_id(&self) -> &str {
         &self.actor_id
     }
@@ -227,10 +225,11 @@ impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
         let batch = to_batch(fix, vector)?;
         // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
-        let lock = super::commit::TableLock::acquire(self.location(), FIXES_TABLE).await?;
-        let result = super::commit::merge_keyed(&self.fixes, &batch, super::commit::Merge::Upsert).await?;
+        let lock = super::commit::TableLock::acquire(self.location(), TableId::Fixes.name()).await?;
+        let result =
+            super::commit::merge_keyed(self.table(TableId::Fixes), &batch, super::commit::Merge::Upsert).await?;
         drop(lock);
-        self.after_write(FIXES_TABLE).await;
+        self.after_write(TableId::Fixes).await;
         Ok(result.num_inserted_rows > 0)
     }
 
@@ -238,7 +237,7 @@ impl FixStore for LanceStore {
         // a project's fixes are few (one per passing fix); sorted here, Lance scans have no ORDER BY
         let filter =
             format!("actor_id = {} AND project = {} AND verified = true", sql_literal(actor_id), sql_literal(project));
-        let batches = self.select(FIXES_TABLE, &filter, None).await?;
+        let batches = self.select(TableId::Fixes, &filter, None).await?;
         let mut fixes: Vec<FixRecord> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
         let confirmed = |f: &FixRecord| f.receipt.as_ref().map_or(f.created_at, |r| r.finished_at);
@@ -253,8 +252,8 @@ impl FixStore for LanceStore {
         }
         let ids: Vec<String> = renewed.iter().map(|f| sql_literal(&f.memory_id.to_string())).collect();
         let filter = format!("actor_id = {} AND id IN ({})", sql_literal(actor_id), ids.join(", "));
-        let _lock = super::commit::TableLock::acquire(self.location(), FIXES_TABLE).await?;
-        let stored = self.select(FIXES_TABLE, &filter, None).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Fixes.name()).await?;
+        let stored = self.select(TableId::Fixes, &filter, None).await?;
         let mut batches = Vec::with_capacity(renewed.len());
         for (row, vector) in stored.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
             // only the receipt changes, and only on the row as the caller read it (not re-stored since)
@@ -269,18 +268,18 @@ impl FixStore for LanceStore {
         // a row stored again while this ran keeps what that store wrote (timestamps compared as
         // microseconds: see `archival`'s tag merge)
         let unchanged = "CAST(target.updated_at AS BIGINT) = CAST(source.updated_at AS BIGINT)";
-        self.update_if(FIXES_TABLE, batch, unchanged).await
+        self.update_if(TableId::Fixes, batch, unchanged).await
     }
 
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
-        let lookup = self.fixes.query().only_if(id_filter(actor_id, memory_id)).limit(1);
+        let lookup = self.table(TableId::Fixes).query().only_if(id_filter(actor_id, memory_id)).limit(1);
         let batches = collect(&lookup).await.map_err(backend)?;
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|(r, _)| r))
     }
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
-        let _lock = super::commit::TableLock::acquire(self.location(), FIXES_TABLE).await?;
-        Ok(delete_where(&self.fixes, &filter).await? > 0)
+        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Fixes.name()).await?;
+        Ok(delete_where(self.table(TableId::Fixes), &filter).await? > 0)
     }
 }

@@ -4,18 +4,18 @@
 
 use lancedb::Table;
 
-use super::{CONVERSATION_TABLE, FIXES_TABLE};
+use super::tables::TableId;
 
 /// The name of the full-text index of `name.column`: Lance's default (`{column}_idx`), but for the fixes
 /// table's code-analysed index with positions `{column}_code_pos_idx`, so that an index built by an
 /// earlier version (with the text analyzer, or without positions) is told apart and rebuilt
 /// ([`super::LanceStore::open`]).
-pub(super) fn fts_index_name(name: &str, column: &str) -> String {
-    if name == FIXES_TABLE { format!("{column}_code_pos_idx") } else { format!("{column}_idx") }
+pub(super) fn fts_index_name(name: TableId, column: &str) -> String {
+    if name == TableId::Fixes { format!("{column}_code_pos_idx") } else { format!("{column}_idx") }
 }
 
 /// Has `table` (named `name`) this version's full-text index of `column` ([`fts_index_name`])?
-pub(super) async fn has_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
+pub(super) async fn has_fts_index(table: &Table, name: TableId, column: &str) -> lancedb::Result<bool> {
     let wanted = fts_index_name(name, column);
     Ok(table
         .list_indices()
@@ -26,7 +26,7 @@ pub(super) async fn has_fts_index(table: &Table, name: &str, column: &str) -> la
 
 /// The full-text indexes of `column` in `table` (named `name`) other than this version's: built with
 /// another analyzer.
-pub(super) async fn stale_fts_indexes(table: &Table, name: &str, column: &str) -> lancedb::Result<Vec<String>> {
+pub(super) async fn stale_fts_indexes(table: &Table, name: TableId, column: &str) -> lancedb::Result<Vec<String>> {
     let wanted = fts_index_name(name, column);
     Ok(table
         .list_indices()
@@ -38,12 +38,12 @@ pub(super) async fn stale_fts_indexes(table: &Table, name: &str, column: &str) -
         .collect())
 }
 
-pub(super) async fn has_stale_fts_index(table: &Table, name: &str, column: &str) -> lancedb::Result<bool> {
+pub(super) async fn has_stale_fts_index(table: &Table, name: TableId, column: &str) -> lancedb::Result<bool> {
     Ok(!stale_fts_indexes(table, name, column).await?.is_empty())
 }
 
 /// The columns a table's full-text indexes cover: for conversation items `search_text` (the item in its
 /// context) and `embedded_text` (the item alone); `embedded_text` elsewhere.
-pub(super) fn fts_columns(name: &str) -> &'static [&'static str] {
-    if name == CONVERSATION_TABLE { &["search_text", "embedded_text"] } else { &["embedded_text"] }
+pub(super) fn fts_columns(name: TableId) -> &'static [&'static str] {
+    if name == TableId::Conversation { &["search_text", "embedded_text"] } else { &["embedded_text"] }
 }

@@ -22,7 +22,9 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::commit::TableLock;
-use super::{LanceStore, backend, rows};
+use super::handle::{LanceStore, backend};
+use super::rows;
+use super::tables::TableId;
 use crate::store::StoreError;
 
 /// A write waiting for the commit that holds its rows.
@@ -49,7 +51,7 @@ impl LanceStore {
     /// Inserts the rows of `batch` whose `id` is neither in `name` nor queued before them, in one commit
     /// with the other inserts into `name` waiting in this process (see the module docs). Returns the ids
     /// of `batch` this commit stored. Errors: the commit's error, for every write of the group.
-    pub(super) async fn insert_new(&self, name: &'static str, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+    pub(super) async fn insert_new(&self, name: TableId, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
         static TICKETS: AtomicU64 = AtomicU64::new(0);
         if batch.num_rows() == 0 {
             return Ok(Vec::new());
@@ -58,7 +60,7 @@ impl LanceStore {
         let (done, outcome) = oneshot::channel();
         let queue = queue(format!("{}\0{name}", self.path()));
         locked(&queue).push(Waiting { ticket, batch, done });
-        let lock = TableLock::acquire(self.location(), name).await;
+        let lock = TableLock::acquire(self.location(), name.name()).await;
         // Still queued: nobody took these rows, so this writer commits everything queued. Otherwise a
         // commit that holds them is under way or done, and its outcome comes on the channel.
         let group = {
@@ -87,14 +89,14 @@ impl LanceStore {
 
     /// Commits the rows of `group` (one merge-insert) and tells each writer which of its rows were
     /// stored: an id queued by two writers counts for the first.
-    async fn commit_group(&self, name: &'static str, group: Vec<Waiting>, lock: TableLock) {
+    async fn commit_group(&self, name: TableId, group: Vec<Waiting>, lock: TableLock) {
         let batches: Vec<RecordBatch> = group.iter().map(|w| w.batch.clone()).collect();
         let outcome = match arrow_select::concat::concat_batches(&batches[0].schema(), &batches) {
             Ok(batch) => self.insert_absent(name, batch, lock).await,
             Err(e) => Err(backend(e)),
         };
         if group.len() > 1 {
-            tracing::debug!(table = name, writes = group.len(), "inserts committed together");
+            tracing::debug!(table = %name, writes = group.len(), "inserts committed together");
         }
         match outcome {
             Ok(stored) => {
@@ -120,7 +122,7 @@ mod tests {
 
     use crate::store::ArchivalStore;
     use crate::store::lance::test_rows::passage;
-    use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
+    use crate::store::lance::{LanceStore, TableId};
 
     /// Sixteen writers at once, two of them with the same passage: fewer commits than writes, each
     /// writer told exactly the rows it stored, the shared passage stored once and reported by one writer.
@@ -130,7 +132,7 @@ mod tests {
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         // the first write builds the full-text index; the writes after it are the ones counted
         store.insert_passages(&[passage("ann", "the first note")]).await.unwrap();
-        let before = store.writes.lock().unwrap()[ARCHIVAL_TABLE];
+        let before = store.handle(TableId::Archival).writes.load(std::sync::atomic::Ordering::Acquire);
         let texts: Vec<String> = (0..16)
             .map(|i| {
                 if i == 15 {
@@ -147,7 +149,7 @@ mod tests {
         });
         let results: Vec<_> = futures::future::join_all(writers).await.into_iter().map(Result::unwrap).collect();
 
-        let commits = store.writes.lock().unwrap()[ARCHIVAL_TABLE] - before;
+        let commits = store.handle(TableId::Archival).writes.load(std::sync::atomic::Ordering::Acquire) - before;
         assert!(commits < 16, "16 concurrent inserts took {commits} commits: none were grouped");
         let shared = results[0].0;
         assert_eq!(results[15].0, shared, "writers 0 and 15 insert the same passage");
@@ -160,7 +162,7 @@ mod tests {
         let present = store.existing_passage_ids("ann", &ids).await.unwrap();
         assert_eq!(present, ids.iter().copied().collect::<HashSet<_>>());
         assert_eq!(
-            store.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(),
+            store.table(TableId::Archival).count_rows(None).await.unwrap(),
             16,
             "15 distinct passages and the first"
         );

@@ -13,11 +13,9 @@ use lancedb::{Connection, Table};
 
 use super::commit::{TableLock, retry};
 use super::fts::{fts_columns, has_fts_index, has_stale_fts_index};
-use super::{
-    ARCHIVAL_TABLE, CONVERSATION_TABLE, CORE_BLOCKS_TABLE, DISTILL_RUNS_TABLE, FIXES_TABLE, FORGOTTEN_TABLE,
-    FORMAT_VERSION, LanceStore, META_TABLE, READ_CONSISTENCY, SEARCHABLE_TABLES, archival, backend, collect,
-    conversation, core_blocks, distill, fixes, io, remote, row_cache, rows,
-};
+use super::handle::{FORMAT_VERSION, LanceStore, READ_CONSISTENCY, TableHandle, backend, collect};
+use super::tables::{META_TABLE, TableId};
+use super::{archival, conversation, core_blocks, distill, fixes, io, remote, row_cache, rows};
 use crate::embed::{DIMENSION, MODEL_ID};
 use crate::store::{Location, StoreError};
 
@@ -138,55 +136,50 @@ impl LanceStore {
             async move { open_or_create(conn, location, name, schema).await }
         };
         let (fixes, archival, session_items, core_blocks, forgotten, distill_runs) = futures::try_join!(
-            open(FIXES_TABLE, fixes::schema()),
-            open(ARCHIVAL_TABLE, archival::schema()),
-            open(CONVERSATION_TABLE, conversation::schema()),
-            open(CORE_BLOCKS_TABLE, core_blocks::schema()),
-            open(FORGOTTEN_TABLE, conversation::forgotten_schema()),
-            open(DISTILL_RUNS_TABLE, distill::schema()),
+            open(TableId::Fixes.name(), fixes::schema()),
+            open(TableId::Archival.name(), archival::schema()),
+            open(TableId::Conversation.name(), conversation::schema()),
+            open(TableId::CoreBlocks.name(), core_blocks::schema()),
+            open(TableId::Forgotten.name(), conversation::forgotten_schema()),
+            open(TableId::DistillRuns.name(), distill::schema()),
         )?;
         if !local {
             let tables = [
                 (META_TABLE, &meta),
-                (FIXES_TABLE, &fixes),
-                (ARCHIVAL_TABLE, &archival),
-                (CONVERSATION_TABLE, &session_items),
-                (CORE_BLOCKS_TABLE, &core_blocks),
-                (FORGOTTEN_TABLE, &forgotten),
-                (DISTILL_RUNS_TABLE, &distill_runs),
+                (TableId::Fixes.name(), &fixes),
+                (TableId::Archival.name(), &archival),
+                (TableId::Conversation.name(), &session_items),
+                (TableId::CoreBlocks.name(), &core_blocks),
+                (TableId::Forgotten.name(), &forgotten),
+                (TableId::DistillRuns.name(), &distill_runs),
             ];
             futures::future::try_join_all(tables.map(|(name, table)| remote::check_keyed(path, name, table))).await?;
         }
+        // a row cache for each table searches rank, sized by what the table allows
         let (fixes_rows, archival_rows, session_items_rows) = futures::join!(
             row_cache_capacity(&fixes, options.row_cache_rows),
             row_cache_capacity(&archival, options.row_cache_rows),
             row_cache_capacity(&session_items, options.row_cache_rows),
         );
-        let row_caches = Arc::new(row_cache::RowCaches {
-            fixes: row_cache::RowCache::new(fixes_rows),
-            archival: row_cache::RowCache::new(archival_rows),
-            session_items: row_cache::RowCache::new(session_items_rows),
-        });
         let store = Self {
             location: location.clone(),
             conn,
-            fixes,
-            archival,
-            session_items,
-            core_blocks,
-            forgotten,
-            distill_runs,
-            fts_ready: Arc::default(),
-            writes: Arc::default(),
-            past_fold_size: Arc::default(),
-            fold_checks: Arc::default(),
-            row_caches,
+            // in the order of `TableId::ALL`
+            tables: Arc::new([
+                TableHandle::new(fixes, fixes_rows),
+                TableHandle::new(archival, archival_rows),
+                TableHandle::new(session_items, session_items_rows),
+                TableHandle::new(core_blocks, 0),
+                TableHandle::new(forgotten, 0),
+                TableHandle::new(distill_runs, 0),
+            ]),
+            fold_running: Arc::default(),
             session,
         };
-        for name in SEARCHABLE_TABLES {
+        for name in TableId::SEARCHABLE {
             for &column in fts_columns(name) {
                 if has_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
-                    store.fts_ready.lock().await.insert((name, column));
+                    store.handle(name).fts_ready.lock().await.insert(column);
                 } else if has_stale_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
                     // an index built with another analyzer (an older version of this program): rebuilt
                     // now, so no search reads it with this version's query tokenizer
@@ -354,8 +347,9 @@ async fn check_meta(location: &Location, meta: &Table, check_model: bool) -> Res
 
 #[cfg(test)]
 mod tests {
-    use super::{LanceStore, OpenOptions};
+    use super::OpenOptions;
     use crate::domain::Passage;
+    use crate::store::lance::LanceStore;
     use crate::store::lance::test_rows::passage;
     use crate::store::{ArchivalStore, SearchFilter, Searchable, TextQuery};
 
@@ -364,28 +358,28 @@ mod tests {
     /// after it would have overwritten (Lance commits it on top, as an overwrite).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_table_another_process_created_meanwhile_is_opened_not_created_again() {
-        use crate::store::lance::{ARCHIVAL_TABLE, archival, commit::TableLock};
+        use crate::store::lance::{TableId, archival, commit::TableLock};
         let dir = tempfile::tempdir().unwrap();
         let path = std::path::absolute(dir.path()).unwrap().to_string_lossy().into_owned();
         let location = crate::store::Location::Local(path.clone());
-        let held = TableLock::acquire(&location, ARCHIVAL_TABLE).await.unwrap();
+        let held = TableLock::acquire(&location, TableId::Archival.name()).await.unwrap();
         let opening = tokio::spawn({
             let path = path.clone();
             async move {
                 let conn = lancedb::connect(&path).execute().await.unwrap();
-                super::open_or_create(&conn, &location, ARCHIVAL_TABLE, archival::schema()).await.map(|_| ())
+                super::open_or_create(&conn, &location, TableId::Archival.name(), archival::schema()).await.map(|_| ())
             }
         });
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(!opening.is_finished(), "it found the table absent and waits for the creation lock");
         let other = lancedb::connect(&path).execute().await.unwrap();
-        let table = other.create_empty_table(ARCHIVAL_TABLE, archival::schema()).execute().await.unwrap();
+        let table = other.create_empty_table(TableId::Archival.name(), archival::schema()).execute().await.unwrap();
         let row = passage("ann", "the billing service drains its queue");
         table.add(archival::to_batch(&[row]).unwrap()).execute().await.unwrap();
         drop(held);
         opening.await.unwrap().unwrap();
         let latest = lancedb::connect(&path).execute().await.unwrap();
-        let rows = latest.open_table(ARCHIVAL_TABLE).execute().await.unwrap().count_rows(None).await.unwrap();
+        let rows = latest.open_table(TableId::Archival.name()).execute().await.unwrap().count_rows(None).await.unwrap();
         assert_eq!(rows, 1, "the other process's row is kept");
     }
 

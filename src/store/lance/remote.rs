@@ -65,7 +65,7 @@ pub(super) async fn store_exists(uri: &str) -> Result<bool, StoreError> {
     let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri)
         .await
         .map_err(|e| open_err(format!("cannot reach the object store: {}", describe(&e))))?;
-    let meta = base.join(format!("{}.lance", super::META_TABLE));
+    let meta = base.join(format!("{}.lance", super::tables::META_TABLE));
     match store.inner.list(Some(&meta)).next().await {
         None => Ok(false),
         Some(Ok(_)) => Ok(true),
@@ -120,9 +120,11 @@ fn describe(e: &dyn std::fmt::Display) -> String {
 /// older astra-mcp, whose concurrent inserts from two machines could write a row twice.
 pub(super) async fn check_keyed(uri: &str, name: &str, table: &Table) -> Result<(), StoreError> {
     let keyed = match table.as_native() {
-        Some(native) => {
-            native.manifest().await.map(|m| !m.schema.unenforced_primary_key().is_empty()).map_err(super::backend)?
-        }
+        Some(native) => native
+            .manifest()
+            .await
+            .map(|m| !m.schema.unenforced_primary_key().is_empty())
+            .map_err(super::handle::backend)?,
         None => false,
     };
     if keyed {
@@ -160,7 +162,7 @@ pub(super) async fn try_lease(
     what: &'static str,
 ) -> Result<Option<crate::store::RunLock>, StoreError> {
     let backend = |e: object_store::Error| StoreError::Backend(format!("{what} lease {name}: {e}"));
-    let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri).await.map_err(super::backend)?;
+    let (store, base) = lance_io::object_store::ObjectStore::from_uri(uri).await.map_err(super::handle::backend)?;
     let store = store.inner.clone();
     let key = base.join("_astra-mcp").join("locks").join(format!("{name}.json"));
     let holder = uuid::Uuid::new_v4().to_string();

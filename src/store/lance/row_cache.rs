@@ -179,14 +179,6 @@ impl RowCache {
     }
 }
 
-/// One [`RowCache`] per searchable table, shared by the clones of a store handle.
-#[derive(Debug)]
-pub(super) struct RowCaches {
-    pub fixes: RowCache,
-    pub archival: RowCache,
-    pub session_items: RowCache,
-}
-
 /// Marks a fill as done when dropped ([`RowCache::filled`]), so a fill that fails or panics does not
 /// leave its table unfillable.
 pub(super) struct Filling<'a>(pub &'a RowCache);

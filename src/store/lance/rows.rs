@@ -108,7 +108,8 @@ pub(super) struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    pub fn new(batch: &'a RecordBatch, table: &'static str) -> Self {
+    pub fn new(batch: &'a RecordBatch, table: impl Into<&'static str>) -> Self {
+        let table = table.into();
         Self { batch, table }
     }
 

@@ -14,9 +14,11 @@ use lancedb::index::scalar::{BooleanQuery, FtsQuery, FullTextSearchQuery, MatchQ
 use lancedb::query::ExecutableQuery;
 
 use super::fts::{fts_columns, has_fts_index};
+use super::handle::{LanceStore, backend, collect};
+use super::row_cache;
 use super::rows::{self, Rows};
 use super::sql::{Broad, Filter, in_list, sql_literal};
-use super::{ARCHIVAL_TABLE, FIXES_TABLE, LanceStore, backend, collect, row_cache};
+use super::tables::TableId;
 use crate::store::{KeywordRankings, Query, RowRef, Searchable, SearchedRow, StoreError, VectorRanking};
 
 /// HNSW candidate list of a query (`ef`), at least; raised to 4 × the limit for larger limits, and to
@@ -135,7 +137,7 @@ impl LanceStore {
     /// Reads a table of at most `rows` rows into its [`row_cache`] in the background, when
     /// [`row_cache::RowCache::should_fill`] says so: after a table's first search, after this process
     /// compacted it, and when it has grown to twice what is cached.
-    fn fill_row_cache_if_due(&self, name: &'static str, rows: usize) {
+    fn fill_row_cache_if_due(&self, name: TableId, rows: usize) {
         if !self.row_cache(name).should_fill(rows) {
             return;
         }
@@ -149,22 +151,22 @@ impl LanceStore {
                 Ok(Some(read)) => {
                     let n = read.len();
                     cache.insert(generation, read);
-                    tracing::debug!(table = name, rows = n, ms = ms_since(started), "row cache filled");
+                    tracing::debug!(table = %name, rows = n, ms = ms_since(started), "row cache filled");
                 }
                 Ok(None) => {}
-                Err(e) => tracing::debug!(table = name, "row cache not filled: {e}"),
+                Err(e) => tracing::debug!(table = %name, "row cache not filled: {e}"),
             }
         });
     }
 
     /// Is the full-text index of `name.column` there? Checks again while it is not, so a store opened
     /// before another process built the index starts using it.
-    async fn fts_available(&self, name: &'static str, column: &'static str) -> bool {
-        let mut ready = self.fts_ready.lock().await;
-        if !ready.contains(&(name, column)) && has_fts_index(self.table(name), name, column).await.unwrap_or(false) {
-            ready.insert((name, column));
+    async fn fts_available(&self, name: TableId, column: &'static str) -> bool {
+        let mut ready = self.handle(name).fts_ready.lock().await;
+        if !ready.contains(column) && has_fts_index(self.table(name), name, column).await.unwrap_or(false) {
+            ready.insert(column);
         }
-        ready.contains(&(name, column))
+        ready.contains(column)
     }
 
     /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, then for
@@ -175,7 +177,7 @@ impl LanceStore {
     /// follows its first ranking when that matched (with nothing matched there is no share to take).
     async fn keyword_rankings(
         &self,
-        name: &'static str,
+        name: TableId,
         filter: &Filter,
         text: &str,
         limit: usize,
@@ -185,7 +187,7 @@ impl LanceStore {
             // the rankings below read through the row cache: check it is still this table's (a failure
             // here fails the rankings too, which are left empty below)
             if let Err(e) = self.latest_rows(name).await {
-                tracing::debug!(table = name, "no look at the table's latest version: {e}");
+                tracing::debug!(table = %name, "no look at the table's latest version: {e}");
             }
         }
         // (column, query); the first ranking of a fix search has a reach, summed from its words once the
@@ -196,7 +198,7 @@ impl LanceStore {
             let query = (!text.trim().is_empty()).then(|| FtsQuery::Match(MatchQuery::new(text.to_string())));
             queries.push((column, query));
         }
-        if name == FIXES_TABLE {
+        if name == TableId::Fixes {
             let phrases = identifier_phrases(text);
             let query = (!phrases.is_empty()).then(|| {
                 FtsQuery::Boolean(BooleanQuery::new(
@@ -214,9 +216,9 @@ impl LanceStore {
             {
                 match self.keyword_ranking(name, column, filter, query, limit).await {
                     Ok(ranked) => refs = ranked,
-                    Err(e) => tracing::warn!(table = name, column, "full-text search failed, ranking without it: {e}"),
+                    Err(e) => tracing::warn!(table = %name, column, "full-text search failed, ranking without it: {e}"),
                 }
-                if i == 0 && name == FIXES_TABLE && !refs.is_empty() {
+                if i == 0 && name == TableId::Fixes && !refs.is_empty() {
                     reach = self.keyword_reach(name, column, text).await;
                 }
             }
@@ -230,7 +232,7 @@ impl LanceStore {
     /// full-text query per word, at once). BM25 sums its terms' scores, so no row scores more on the
     /// words counted ([`crate::memory::fusion`] divides by it). `None` when a query fails: fusion then
     /// divides by the ranking's best score, as before the reach.
-    async fn keyword_reach(&self, name: &'static str, column: &'static str, text: &str) -> Option<f32> {
+    async fn keyword_reach(&self, name: TableId, column: &'static str, text: &str) -> Option<f32> {
         use lancedb::query::{QueryBase, Select};
         let best = |word: String| async move {
             let query = FtsQuery::Match(MatchQuery::new(word)).with_column(column.to_string());
@@ -249,7 +251,7 @@ impl LanceStore {
             match score {
                 Ok(score) => best_scores.push(score),
                 Err(e) => {
-                    tracing::debug!(table = name, column, "no reach for the full-text ranking: {e}");
+                    tracing::debug!(table = %name, column, "no reach for the full-text ranking: {e}");
                     return None;
                 }
             }
@@ -262,7 +264,7 @@ impl LanceStore {
     /// the filter is narrow.
     async fn keyword_ranking(
         &self,
-        name: &'static str,
+        name: TableId,
         column: &str,
         filter: &Filter,
         query: FtsQuery,
@@ -289,7 +291,7 @@ impl LanceStore {
     /// their cosine.
     async fn vector_ranking(
         &self,
-        name: &'static str,
+        name: TableId,
         filter: &Filter,
         vector: &[f32],
         limit: usize,
@@ -384,7 +386,7 @@ impl LanceStore {
     /// ([`ann_ef`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
     async fn nearest_query(
         &self,
-        name: &'static str,
+        name: TableId,
         vector: &[f32],
         limit: usize,
     ) -> Result<lancedb::query::VectorQuery, StoreError> {
@@ -396,7 +398,7 @@ impl LanceStore {
     /// row count.
     async fn nearest_approx(
         &self,
-        name: &'static str,
+        name: TableId,
         vector: &[f32],
         limit: usize,
     ) -> Result<(lancedb::query::VectorQuery, usize), StoreError> {
@@ -416,14 +418,14 @@ impl LanceStore {
     /// The row count of the latest version of `name`, from its manifest (no data is read; one look for a
     /// newer version, as every read makes). On the way, the table's [`row_cache`] checks that the
     /// directory was not replaced under this process ([`row_cache::RowCache::observe`]).
-    async fn latest_rows(&self, name: &'static str) -> Result<usize, StoreError> {
+    async fn latest_rows(&self, name: TableId) -> Result<usize, StoreError> {
         let table = self.table(name);
         let Some(dataset) = table.dataset() else { return table.count_rows(None).await.map_err(backend) };
         let dataset = dataset.get().await.map_err(backend)?;
         let manifest = dataset.manifest();
         if self.row_cache(name).observe(manifest.version, manifest.max_fragment_id().unwrap_or(0)) {
             tracing::info!(
-                table = name,
+                table = %name,
                 version = manifest.version,
                 "the table was replaced on disk: row cache cleared"
             );
@@ -444,7 +446,7 @@ impl LanceStore {
     /// fragment ids.
     async fn rank_then_filter<Q>(
         &self,
-        name: &'static str,
+        name: TableId,
         query: Q,
         filter: &Broad,
         vectors: bool,
@@ -468,7 +470,7 @@ impl LanceStore {
     /// again; the others are read in one take by address and cached.
     async fn read_ranked(
         &self,
-        name: &'static str,
+        name: TableId,
         addresses: Vec<u64>,
         filter: &Broad,
         vectors: bool,
@@ -508,12 +510,12 @@ impl LanceStore {
     /// deletion or compaction since the ranking); `Ok(None)` when it fails.
     async fn read_rows_at(
         &self,
-        name: &'static str,
+        name: TableId,
         addresses: Option<Vec<u64>>,
         vectors: bool,
     ) -> Result<Option<Vec<(u64, row_cache::CachedRow)>>, StoreError> {
         use lancedb::query::{QueryBase, Select};
-        let superseded = name == ARCHIVAL_TABLE;
+        let superseded = name == TableId::Archival;
         let mut columns = vec!["id", "actor_id"];
         if superseded {
             columns.push("superseded_by");
@@ -529,7 +531,7 @@ impl LanceStore {
                 match collect(&take).await {
                     Ok(batches) => batches,
                     Err(e) => {
-                        tracing::debug!(table = name, "ranked rows moved before they were read, ranking again: {e}");
+                        tracing::debug!(table = %name, "ranked rows moved before they were read, ranking again: {e}");
                         return Ok(None);
                     }
                 }
@@ -566,7 +568,7 @@ impl LanceStore {
     /// searches run) or, with `exact`, by a flat scan (the ground truth of a recall measurement).
     pub async fn nearest_ids(
         &self,
-        name: &'static str,
+        name: TableId,
         actor: &str,
         vector: &[f32],
         k: usize,
@@ -602,7 +604,7 @@ where
 /// columns decode, and the SQL filter of its searches.
 pub(super) trait TableRow: SearchedRow {
     /// The table it is stored in.
-    const TABLE: &'static str;
+    const TABLE: TableId;
     /// The actor it belongs to (the `actor_id` column).
     fn actor_id(&self) -> &str;
     /// Every row of `batch` (all columns of the table) with its vector (`[f32; 384]`).
@@ -663,7 +665,7 @@ fn ranking_scores(batch: &RecordBatch) -> Vec<Option<f32>> {
 }
 
 /// The `_rowid` of each row of `batch`.
-fn row_addresses(batch: &RecordBatch, table: &'static str) -> Result<Vec<u64>, StoreError> {
+fn row_addresses(batch: &RecordBatch, table: TableId) -> Result<Vec<u64>, StoreError> {
     let row_ids = batch
         .column_by_name("_rowid")
         .and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt64Array>())
@@ -672,7 +674,7 @@ fn row_addresses(batch: &RecordBatch, table: &'static str) -> Result<Vec<u64>, S
 }
 
 /// The `(id, _rowid)` of each row of `batch`, with its ranking score ([`ranking_scores`]).
-fn row_refs(batch: &RecordBatch, table: &'static str) -> Result<Vec<(RowRef, Option<f32>)>, StoreError> {
+fn row_refs(batch: &RecordBatch, table: TableId) -> Result<Vec<(RowRef, Option<f32>)>, StoreError> {
     let ids = rows::Rows::new(batch, table).uuids("id")?;
     let row_ids = row_addresses(batch, table)?;
     Ok(ids

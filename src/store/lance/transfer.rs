@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::commit::{delete_where, retry};
+use super::handle::{LanceStore, backend, collect};
 use super::rows::{self, Rows};
 use super::sql::{actor_filter, in_list, sql_literal};
-use super::{LanceStore, META_TABLE, SEARCHABLE_TABLES, TABLES, backend, collect};
+use super::tables::{META_TABLE, TableId};
 use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
 use crate::store::{ImportRules, StoreError};
 
@@ -59,7 +60,7 @@ pub fn read_export_header(text: &str) -> Result<ExportHeader, StoreError> {
 /// # Errors
 /// [`StoreError::Invalid`] naming the line (and the column) when it is no `{"table", "row"}` object, or
 /// names no table an export holds.
-pub fn parse_export_row(number: usize, line: &str) -> Result<(&'static str, Map<String, Value>), StoreError> {
+pub fn parse_export_row(number: usize, line: &str) -> Result<(TableId, Map<String, Value>), StoreError> {
     #[derive(Deserialize)]
     struct Line {
         table: String,
@@ -91,7 +92,7 @@ fn parse_export_header(number: usize, line: &str) -> Result<ExportHeader, StoreE
             "line {number} is not an astra-mcp export header ({e}); give a file written by `astra-mcp memory export`"
         ))
     })?;
-    let ours: u32 = super::FORMAT_VERSION.parse().expect("FORMAT_VERSION is a number");
+    let ours: u32 = super::handle::FORMAT_VERSION.parse().expect("FORMAT_VERSION is a number");
     let newer_format = header.format_version.parse::<u32>().map_or(true, |theirs| theirs > ours);
     if header.astra_mcp_export == 0 {
         return Err(StoreError::Invalid(format!(
@@ -132,14 +133,13 @@ pub struct ImportReport {
 /// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
 /// keeps them forgotten), then the distill runs (so `distill` in the new place reads only the items no
 /// run has read, and `distill status` keeps the history: export version 2).
-const EXPORT_TABLES: [&str; 6] =
-    [TABLES[0], TABLES[1], TABLES[2], TABLES[3], super::FORGOTTEN_TABLE, super::DISTILL_RUNS_TABLE];
+const EXPORT_TABLES: [TableId; 6] = TableId::ALL;
 
-fn export_table_name(name: &str) -> Result<&'static str, StoreError> {
-    EXPORT_TABLES
-        .into_iter()
-        .find(|t| *t == name)
-        .ok_or_else(|| StoreError::Invalid(format!("no table `{name}`: an export holds {}", EXPORT_TABLES.join(", "))))
+fn export_table_name(name: &str) -> Result<TableId, StoreError> {
+    TableId::from_name(name).filter(|t| EXPORT_TABLES.contains(t)).ok_or_else(|| {
+        let names: Vec<&str> = EXPORT_TABLES.iter().map(|t| t.name()).collect();
+        StoreError::Invalid(format!("no table `{name}`: an export holds {}", names.join(", ")))
+    })
 }
 
 /// Rows of a batch as JSON objects (timestamps as RFC 3339 strings, vectors as arrays).
@@ -168,7 +168,7 @@ fn json_to_batch(schema: SchemaRef, rows_in: &[Map<String, Value>]) -> Result<Op
 /// its line; `None` when each fits alone.
 fn first_unfit_row(
     schema: &SchemaRef,
-    name: &str,
+    name: TableId,
     chunk: &[Map<String, Value>],
     lines: &[usize],
 ) -> Option<StoreError> {
@@ -184,7 +184,7 @@ fn first_unfit_row(
 
 /// Fails when two rows of `rows_in` (of table `name`, from lines `lines`) share an `id`: an export never
 /// holds the same row twice, and both would be written.
-fn refuse_duplicate_ids(name: &str, rows_in: &[Map<String, Value>], lines: &[usize]) -> Result<(), StoreError> {
+fn refuse_duplicate_ids(name: TableId, rows_in: &[Map<String, Value>], lines: &[usize]) -> Result<(), StoreError> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (row, line) in rows_in.iter().zip(lines) {
         let Some(id) = row.get("id").and_then(Value::as_str) else { continue };
@@ -204,7 +204,7 @@ impl LanceStore {
     pub async fn export(&self, out: &mut (dyn Write + Send), actor: Option<&str>) -> Result<TableCounts, StoreError> {
         let header = ExportHeader {
             astra_mcp_export: EXPORT_VERSION,
-            format_version: super::FORMAT_VERSION.to_string(),
+            format_version: super::handle::FORMAT_VERSION.to_string(),
             embedding_model: MODEL_ID.to_string(),
             embedding_dimension: DIMENSION,
             exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -220,7 +220,7 @@ impl LanceStore {
             let mut n = 0;
             for batch in collect(&query).await.map_err(backend)? {
                 for row in batch_to_json(&batch)? {
-                    let line = serde_json::json!({ "table": name, "row": row });
+                    let line = serde_json::json!({ "table": name.name(), "row": row });
                     writeln!(out, "{line}").map_err(io)?;
                     n += 1;
                 }
@@ -249,14 +249,14 @@ impl LanceStore {
             None => return Err(StoreError::Invalid("the export is empty".into())),
         };
         let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
-        let mut by_table: BTreeMap<&'static str, Vec<Map<String, Value>>> = BTreeMap::new();
-        let mut line_numbers: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+        let mut by_table: BTreeMap<TableId, Vec<Map<String, Value>>> = BTreeMap::new();
+        let mut line_numbers: BTreeMap<TableId, Vec<usize>> = BTreeMap::new();
         // per row: its vector must be recomputed, since redaction changed its embedded text
-        let mut stale_vectors: BTreeMap<&'static str, Vec<bool>> = BTreeMap::new();
+        let mut stale_vectors: BTreeMap<TableId, Vec<bool>> = BTreeMap::new();
         let mut report = ImportReport::default();
         for (i, line) in lines {
             let (name, mut row) = parse_export_row(i + 1, line)?;
-            if SEARCHABLE_TABLES.contains(&name) || name == super::FORGOTTEN_TABLE {
+            if TableId::SEARCHABLE.contains(&name) || name == TableId::Forgotten {
                 // ids are compared as strings: only the canonical spelling may enter
                 let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
                 let Some(id) = id else {
@@ -271,7 +271,7 @@ impl LanceStore {
                 row.insert("id".into(), Value::String(id.to_string()));
             }
             let embedded_before = row.get("embedded_text").cloned();
-            if name == super::ARCHIVAL_TABLE {
+            if name == TableId::Archival {
                 // a passage is embedded as its text: a text edited by hand takes its embedding along
                 if let Some(text) = row.get("text").cloned() {
                     row.insert("embedded_text".into(), text);
@@ -280,7 +280,7 @@ impl LanceStore {
             // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
             let redacted = redact_row(&mut row, rules);
             // a row whose embedded text changed, or whose vector was left out, is embedded again
-            let no_vector = SEARCHABLE_TABLES.contains(&name) && !row.contains_key("vector");
+            let no_vector = TableId::SEARCHABLE.contains(&name) && !row.contains_key("vector");
             let stale_vector = no_vector || row.get("embedded_text") != embedded_before.as_ref();
             if (reembed || stale_vector) && (row.contains_key("vector") || no_vector) {
                 // placeholder of the right shape; replaced below
@@ -293,26 +293,26 @@ impl LanceStore {
         }
         // Everything is checked before anything is written: a row that does not fit its table, or that
         // would move a memory to another actor, fails the whole import.
-        let mut decoded: Vec<(&'static str, usize, RecordBatch, &[bool])> = Vec::new();
+        let mut decoded: Vec<(TableId, usize, RecordBatch, &[bool])> = Vec::new();
         for (name, rows_in) in &by_table {
             let lines = &line_numbers[name];
-            let schema = self.table(name).schema().await.map_err(backend)?;
-            refuse_duplicate_ids(name, rows_in, lines)?;
-            self.refuse_actor_changes(name, &schema, rows_in, lines).await?;
-            if *name == super::CORE_BLOCKS_TABLE {
+            let schema = self.table(*name).schema().await.map_err(backend)?;
+            refuse_duplicate_ids(*name, rows_in, lines)?;
+            self.refuse_actor_changes(*name, &schema, rows_in, lines).await?;
+            if *name == TableId::CoreBlocks {
                 self.refuse_core_history_changes(rows_in, lines).await?;
             }
             let stale = rows_in.chunks(1000).zip(stale_vectors[name].chunks(1000));
             for ((chunk, stale), chunk_lines) in stale.zip(lines.chunks(1000)) {
                 match json_to_batch(schema.clone(), chunk) {
-                    Ok(Some(batch)) => decoded.push((name, chunk.len(), batch, stale)),
+                    Ok(Some(batch)) => decoded.push((*name, chunk.len(), batch, stale)),
                     Ok(None) => {}
-                    Err(e) => return Err(first_unfit_row(&schema, name, chunk, chunk_lines).unwrap_or(e)),
+                    Err(e) => return Err(first_unfit_row(&schema, *name, chunk, chunk_lines).unwrap_or(e)),
                 }
             }
         }
         for (name, n, mut batch, stale) in decoded {
-            if reembed && SEARCHABLE_TABLES.contains(&name) {
+            if reembed && TableId::SEARCHABLE.contains(&name) {
                 batch = reembed_batch(&batch, name, embedder, None).await?;
                 report.reembedded = true;
             } else if stale.contains(&true) {
@@ -323,21 +323,21 @@ impl LanceStore {
         }
         // an item forgotten after an older export was made stays forgotten (only its own actor's item)
         let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for batch in collect(&self.table(super::FORGOTTEN_TABLE).query()).await.map_err(backend)? {
-            let rows = Rows::new(&batch, super::FORGOTTEN_TABLE);
+        for batch in collect(&self.table(TableId::Forgotten).query()).await.map_err(backend)? {
+            let rows = Rows::new(&batch, TableId::Forgotten);
             for (id, actor) in rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?) {
                 forgotten.entry(actor).or_default().push(id);
             }
         }
         // and its words leave the context (`search_text`) of the items after it once more, which the
         // export's rows of those items still hold (as `forget_item` did when it was forgotten)
-        let table = self.table(super::CONVERSATION_TABLE);
+        let table = self.table(TableId::Conversation);
         for (actor, ids) in &forgotten {
             for chunk in ids.chunks(500) {
                 let ids = in_list("id", chunk.iter().map(String::as_str));
                 let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
                 let mut revived = Vec::new();
-                for batch in self.select(super::CONVERSATION_TABLE, &filter, None).await? {
+                for batch in self.select(TableId::Conversation, &filter, None).await? {
                     revived.extend(super::conversation::from_batch(&batch)?);
                 }
                 if revived.is_empty() {
@@ -348,7 +348,7 @@ impl LanceStore {
                     self.forget_item(item).await?;
                 }
                 report.stayed_forgotten += revived.len();
-                if let Some(n) = report.rows.get_mut(super::CONVERSATION_TABLE) {
+                if let Some(n) = report.rows.get_mut(TableId::Conversation.name()) {
                     *n = n.saturating_sub(revived.len());
                 }
             }
@@ -364,7 +364,7 @@ impl LanceStore {
     /// [`StoreError::Invalid`] naming the first such line, the id and both actors; a failed read.
     async fn refuse_actor_changes(
         &self,
-        name: &'static str,
+        name: TableId,
         schema: &SchemaRef,
         rows_in: &[Map<String, Value>],
         lines: &[usize],
@@ -391,7 +391,7 @@ impl LanceStore {
     /// `column` of the rows of `name` stored under the ids of `rows_in` (import rows), by id.
     async fn stored_by_id(
         &self,
-        name: &'static str,
+        name: TableId,
         rows_in: &[Map<String, Value>],
         column: &'static str,
     ) -> Result<HashMap<String, String>, StoreError> {
@@ -436,7 +436,7 @@ impl LanceStore {
                 )));
             }
         }
-        let stored = self.stored_by_id(super::CORE_BLOCKS_TABLE, rows_in, "value").await?;
+        let stored = self.stored_by_id(TableId::CoreBlocks, rows_in, "value").await?;
         for (row, line) in rows_in.iter().zip(lines) {
             if stored.get(&str_of(row, "id")).is_some_and(|value| *value != str_of(row, "value")) {
                 return Err(StoreError::Invalid(format!(
@@ -458,7 +458,7 @@ impl LanceStore {
     /// table. Safe to rerun after an interruption: rows are rewritten by id.
     pub async fn reindex(&self, embedder: &LazyEmbedder) -> Result<TableCounts, StoreError> {
         let mut counts = TableCounts::new();
-        for name in SEARCHABLE_TABLES {
+        for name in TableId::SEARCHABLE {
             let batches = collect(&self.table(name).query()).await.map_err(backend)?;
             let mut n = 0;
             for batch in batches {
@@ -576,7 +576,7 @@ fn redact_row(row: &mut Map<String, Value>, rules: &ImportRules) -> bool {
 /// flagged, the others keeping theirs.
 async fn reembed_batch(
     batch: &RecordBatch,
-    name: &'static str,
+    name: TableId,
     embedder: &LazyEmbedder,
     only: Option<&[bool]>,
 ) -> Result<RecordBatch, StoreError> {
@@ -584,7 +584,7 @@ async fn reembed_batch(
     let texts = rows.strs("embedded_text")?;
     let wanted = |i: usize| only.is_none_or(|only| only[i]);
     let vector_text = |t: String| {
-        if name == super::CONVERSATION_TABLE { crate::domain::conversation_vector_text(&t).into_owned() } else { t }
+        if name == TableId::Conversation { crate::domain::conversation_vector_text(&t).into_owned() } else { t }
     };
     let todo: Vec<String> =
         texts.into_iter().enumerate().filter(|(i, _)| wanted(*i)).map(|(_, t)| vector_text(t)).collect();

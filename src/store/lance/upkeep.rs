@@ -1,53 +1,19 @@
 //! Upkeep (docs/storage.md): the indexes built and kept current — full-text once a table has rows, vector
-//! and scalar ones once it has [`ANN_MIN_ROWS`] — new rows folded into them, vector index segments
+//! and scalar ones once it has [`policy::ANN_MIN_ROWS`] — new rows folded into them, vector index segments
 //! merged, small fragments compacted and old versions pruned. `memory optimize` runs it on every table;
-//! a store handle runs it in the background on a table every [`UPKEEP_EVERY_WRITES`] writes to it (and
-//! at its first write to a table of more than [`UPKEEP_FRAGMENTS`] fragments), and an exiting process
-//! waits for that ([`wait_for_upkeep`]).
+//! a store handle runs it in the background when [`super::policy::chore_after_write`] says so, and an
+//! exiting process waits for that ([`wait_for_upkeep`]). What is due is decided in [`policy`]; this
+//! file runs it.
 
 use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 
 use super::commit::{retry, retry_at_most};
 use super::failure::is_conflict;
 use super::fts::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
-use super::{FIXES_TABLE, LanceStore, SEARCHABLE_TABLES, TABLES, backend};
+use super::handle::{LanceStore, backend};
+use super::policy::{self, FTS_FLAT_MAX_ROWS, scalar_index_columns};
+use super::tables::TableId;
 use crate::store::StoreError;
-
-/// Background upkeep (compaction, index refresh, pruning; docs/storage.md) runs on a table after this many
-/// writes to it through one store handle.
-pub const UPKEEP_EVERY_WRITES: usize = 100;
-
-/// Between two upkeeps, a store handle compacts a table's newest fragments (one per commit, none covered
-/// by an index yet) into one every this many writes to it. Every read of a table (the id lookup, the
-/// near-duplicate search and the merge-insert of each insert, every search) visits each fragment: a lone
-/// writer's insert took 38 ms just after an upkeep and 57 ms 80–99 writes later (docs/internals/writes.md,
-/// "Records embedded once, fragments joined between upkeeps"). Only unindexed fragments are rewritten (Lance
-/// compacts fragments an index covers apart from the ones it does not), so this costs about as many rows
-/// as were written.
-pub const COMPACT_EVERY_WRITES: usize = 20;
-
-/// A store handle's first write to a table runs upkeep at once when the table has more fragments than
-/// this. Each commit adds a fragment, and processes that write fewer than [`UPKEEP_EVERY_WRITES`] times
-/// (short sessions, hooks, operator commands) never reach that count: without this, their fragments
-/// pile up, and every search and every read after an object store outage visits one more file per
-/// fragment (about 200 sessions' worth on a bucket held calls for minutes once it came back).
-pub const UPKEEP_FRAGMENTS: usize = 32;
-
-/// Rows from which a searchable table gets an ANN index on its vectors and scalar indexes on its filter
-/// columns (built by upkeep). Below it, an exact (flat) scan is fast enough: 6–11 ms at 10k rows of 384
-/// floats here, by machine (docs/internals/search-latency.md, "Exact search below 5,000 rows").
-pub const ANN_MIN_ROWS: usize = 5_000;
-
-/// Versions younger than this are kept by background upkeep and by default by `memory optimize` (a
-/// reader in another process may still be on them).
-pub const PRUNE_OLDER_THAN_SECS: i64 = 60;
-/// Segments a vector index may have before background upkeep merges them. Each upkeep folds the rows
-/// written since the last one into the vector index as a new segment (a delta, Lance's default), and
-/// Lance compacts only neighbouring fragments covered by the same index segments: without merging,
-/// every upkeep leaves one more fragment and one more segment for every search to visit. Past this
-/// many, upkeep merges every segment but the first (the one built over the bulk of the table) into
-/// one, and compaction then joins their fragments. `memory optimize` merges down to two segments.
-pub const MAX_VECTOR_INDEX_SEGMENTS: usize = 4;
 
 /// Background upkeep tasks of this process, so that exiting can wait for them ([`wait_for_upkeep`]).
 pub(super) fn upkeep_tasks() -> &'static std::sync::Mutex<tokio::task::JoinSet<()>> {
@@ -71,7 +37,7 @@ pub async fn wait_for_upkeep() {
 
 impl LanceStore {
     /// Fragments of the latest version of `name`, from its manifest (no data is read).
-    pub(super) async fn fragments(&self, name: &'static str) -> Result<usize, StoreError> {
+    pub(super) async fn fragments(&self, name: TableId) -> Result<usize, StoreError> {
         let Some(dataset) = self.table(name).dataset() else { return Ok(0) };
         Ok(dataset.get().await.map_err(backend)?.manifest().fragments.len())
     }
@@ -90,9 +56,9 @@ impl LanceStore {
 /// - Archival passages and conversation items (prose): Lance's `simple` tokenizer (splits on
 ///   non-alphanumerics), lower-casing, ASCII folding, English Snowball stemming and stop-word removal
 ///   (Lance's defaults), on which the LoCoMo figures were measured. `E0502` and `lru.rs` stay tokens.
-fn fts_params(name: &str) -> lancedb::index::scalar::FtsIndexBuilder {
+fn fts_params(name: TableId) -> lancedb::index::scalar::FtsIndexBuilder {
     let text = lancedb::index::scalar::FtsIndexBuilder::default();
-    if name == FIXES_TABLE {
+    if name == TableId::Fixes {
         text.analyzer("code").expect("`code` is one of Lance's analyzers").split_identifiers(true).with_position(true)
     } else {
         text
@@ -103,15 +69,15 @@ impl LanceStore {
     /// Builds the full-text indexes of `name` ([`fts_columns`]) once the table has rows (Lance cannot
     /// train an index on an empty table). Rows added later are searched unindexed (Lance scans them)
     /// until upkeep folds them into the index.
-    pub(super) async fn ensure_fts(&self, name: &'static str) -> Result<(), StoreError> {
-        let mut ready = self.fts_ready.lock().await;
+    pub(super) async fn ensure_fts(&self, name: TableId) -> Result<(), StoreError> {
+        let mut ready = self.handle(name).fts_ready.lock().await;
         let table = self.table(name);
         for &column in fts_columns(name) {
-            if ready.contains(&(name, column)) {
+            if ready.contains(column) {
                 continue;
             }
             if has_fts_index(table, name, column).await.map_err(backend)? {
-                ready.insert((name, column));
+                ready.insert(column);
                 continue;
             }
             let rows = table.count_rows(None).await.map_err(backend)?;
@@ -122,37 +88,37 @@ impl LanceStore {
             for stale in stale_fts_indexes(table, name, column).await.map_err(backend)? {
                 match table.drop_index(&stale).await {
                     Ok(()) => tracing::info!(
-                        table = name,
+                        table = %name,
                         column,
                         index = stale,
                         "full-text index rebuilt with this version's analyzer"
                     ),
-                    Err(e) => tracing::debug!(table = name, index = stale, "stale full-text index already gone: {e}"),
+                    Err(e) => tracing::debug!(table = %name, index = stale, "stale full-text index already gone: {e}"),
                 }
             }
             // empty while the table is small: its rows are all scanned and scored alike (FTS_FLAT_MAX_ROWS)
             let result = table
                 .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
                 .name(fts_index_name(name, column))
-                .train(rows > super::FTS_FLAT_MAX_ROWS)
+                .train(rows > FTS_FLAT_MAX_ROWS)
                 .execute()
                 .await;
             match result {
                 Ok(()) => {
-                    ready.insert((name, column));
+                    ready.insert(column);
                 }
                 Err(e) => {
                     // Another process may have built it at the same moment, in a version this handle has
                     // not read yet (it reads new versions at most every `--read-consistency-ms`): without
                     // reading it, each write would try again and meet the same conflict.
                     if let Err(reload) = table.checkout_latest().await {
-                        tracing::debug!(table = name, "reading the latest version: {reload}");
+                        tracing::debug!(table = %name, "reading the latest version: {reload}");
                     }
                     if !has_fts_index(table, name, column).await.unwrap_or(false) {
                         return Err(backend(e));
                     }
-                    tracing::debug!(table = name, column, "full-text index created concurrently: {e}");
-                    ready.insert((name, column));
+                    tracing::debug!(table = %name, column, "full-text index created concurrently: {e}");
+                    ready.insert(column);
                 }
             }
         }
@@ -160,10 +126,10 @@ impl LanceStore {
     }
 
     /// Rebuilds the full-text index `index` of `name` empty, as [`Self::ensure_fts`] builds it for a
-    /// table of at most [`super::FTS_FLAT_MAX_ROWS`] rows: its rows are then all scanned and scored alike.
+    /// table of at most [`FTS_FLAT_MAX_ROWS`] rows: its rows are then all scanned and scored alike.
     /// For an index that covers rows of such a table (a store written by an earlier version, or one
     /// that shrank). An index name of no column of `name` is left alone.
-    async fn empty_fts_index(&self, name: &'static str, index: &str) -> Result<(), StoreError> {
+    async fn empty_fts_index(&self, name: TableId, index: &str) -> Result<(), StoreError> {
         let Some(&column) = fts_columns(name).iter().find(|&&column| fts_index_name(name, column) == index) else {
             return Ok(());
         };
@@ -177,38 +143,35 @@ impl LanceStore {
         })
         .await
         .map_err(backend)?;
-        tracing::info!(table = name, index, "full-text index of a small table emptied: its rows are scanned");
+        tracing::info!(table = %name, index, "full-text index of a small table emptied: its rows are scanned");
         Ok(())
     }
 
     /// Builds every full-text index a table with rows lacks (a store written by an older version, or
     /// before an index was added).
     pub async fn ensure_indexes(&self) -> Result<(), StoreError> {
-        for name in SEARCHABLE_TABLES {
+        for name in TableId::SEARCHABLE {
             self.ensure_fts(name).await?;
         }
         Ok(())
     }
 
-    /// Builds the ANN index on `vector` (IVF-HNSW-SQ, cosine) once the table has [`ANN_MIN_ROWS`] rows,
+    /// Builds the ANN index on `vector` (IVF-HNSW-SQ, cosine) once the table has [`policy::ANN_MIN_ROWS`] rows,
     /// and rebuilds it when the table has doubled since (so its partitions follow the data); rows added
     /// in between are folded in by the index optimisation of upkeep, and until then searched flat.
     /// Returns whether an index was (re)built.
-    pub async fn ensure_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
+    pub async fn ensure_vector_index(&self, name: TableId) -> Result<bool, StoreError> {
         let table = self.table(name);
         let rows = table.count_rows(None).await.map_err(backend)?;
-        if rows < ANN_MIN_ROWS {
+        if !policy::needs_large_table_indexes(rows) {
             return Ok(false);
         }
-        let build = match self.vector_index(name).await? {
-            None => true,
-            Some(ix) => table
-                .index_stats(&ix.name)
-                .await
-                .map_err(backend)?
-                .is_some_and(|stats| stats.num_indexed_rows.saturating_mul(2) <= rows),
+        let indexed = match self.vector_index(name).await? {
+            None => None,
+            // without statistics the index is taken to cover the table: not rebuilt
+            Some(ix) => Some(table.index_stats(&ix.name).await.map_err(backend)?.map_or(rows, |s| s.num_indexed_rows)),
         };
-        if !build {
+        if !policy::vector_index_due(rows, indexed) {
             return Ok(false);
         }
         let started = std::time::Instant::now();
@@ -220,28 +183,28 @@ impl LanceStore {
             .execute()
             .await
             .map_err(backend)?;
-        tracing::info!(table = name, rows, ms = started.elapsed().as_millis() as u64, "vector index built");
+        tracing::info!(table = %name, rows, ms = started.elapsed().as_millis() as u64, "vector index built");
         Ok(true)
     }
 
-    /// The indexes a table needs at scale ([`ANN_MIN_ROWS`] rows and more): the vector index
+    /// The indexes a table needs at scale ([`policy::ANN_MIN_ROWS`] rows and more): the vector index
     /// ([`Self::ensure_vector_index`]), then the scalar indexes of its filter columns
     /// ([`Self::ensure_scalar_indexes`]). Returns whether the vector index was (re)built.
-    pub async fn ensure_large_table_indexes(&self, name: &'static str) -> Result<bool, StoreError> {
+    pub async fn ensure_large_table_indexes(&self, name: TableId) -> Result<bool, StoreError> {
         let rebuilt = self.ensure_vector_index(name).await?;
         self.ensure_scalar_indexes(name).await?;
         Ok(rebuilt)
     }
 
     /// Builds the scalar indexes of `name`'s filter columns ([`scalar_index_columns`]: a bitmap on
-    /// `actor_id`, a B-tree on `superseded_by`) once the table has [`ANN_MIN_ROWS`] rows. Without them
+    /// `actor_id`, a B-tree on `superseded_by`) once the table has [`policy::ANN_MIN_ROWS`] rows. Without them
     /// every filtered search evaluates its filter by scanning those columns of every row (about 60 ms at
     /// 1M rows); with them the filter is an index lookup. Upkeep's index optimisation keeps them current.
     /// Returns the columns indexed now.
-    pub async fn ensure_scalar_indexes(&self, name: &'static str) -> Result<Vec<&'static str>, StoreError> {
+    pub async fn ensure_scalar_indexes(&self, name: TableId) -> Result<Vec<&'static str>, StoreError> {
         let table = self.table(name);
         let wanted = scalar_index_columns(name);
-        if wanted.is_empty() || table.count_rows(None).await.map_err(backend)? < ANN_MIN_ROWS {
+        if wanted.is_empty() || !policy::needs_large_table_indexes(table.count_rows(None).await.map_err(backend)?) {
             return Ok(Vec::new());
         }
         let indices = table.list_indices().await.map_err(backend)?;
@@ -264,19 +227,19 @@ impl LanceStore {
                         .await
                         .is_ok_and(|ix| ix.iter().any(|i| i.columns.iter().any(|c| c == column))) =>
                 {
-                    tracing::debug!(table = name, column, "scalar index created concurrently: {e}");
+                    tracing::debug!(table = %name, column, "scalar index created concurrently: {e}");
                 }
                 Err(e) => return Err(backend(e)),
             }
         }
         if !built.is_empty() {
-            tracing::info!(table = name, columns = ?built, "scalar indexes built");
+            tracing::info!(table = %name, columns = ?built, "scalar indexes built");
         }
         Ok(built)
     }
 
     /// The name of `name`'s vector index and how many segments it has (`None`: no vector index).
-    pub async fn vector_index_segments(&self, name: &'static str) -> Result<Option<(String, usize)>, StoreError> {
+    pub async fn vector_index_segments(&self, name: TableId) -> Result<Option<(String, usize)>, StoreError> {
         let Some(ix) = self.vector_index(name).await? else { return Ok(None) };
         let stats = self.table(name).index_stats(&ix.name).await.map_err(backend)?;
         let segments = stats.and_then(|s| s.num_indices).unwrap_or(1);
@@ -295,34 +258,32 @@ impl LanceStore {
     /// the first over 5,000 rows took 1.2 s); background upkeep merges about every 500th write.
     pub(super) async fn merge_vector_index_segments(
         &self,
-        name: &'static str,
+        name: TableId,
         max_segments: usize,
     ) -> Result<Option<usize>, StoreError> {
         let Some((index, segments)) = self.vector_index_segments(name).await? else { return Ok(None) };
-        if segments <= max_segments.max(2) {
-            return Ok(None);
-        }
+        let Some(merged) = policy::segments_to_merge(segments, max_segments) else { return Ok(None) };
         let started = std::time::Instant::now();
-        let options = OptimizeOptions::merge(segments - 1).index_names(vec![index]);
+        let options = OptimizeOptions::merge(merged).index_names(vec![index]);
         let table = self.table(name);
         retry(table, || table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
         tracing::info!(
-            table = name,
-            segments = segments - 1,
+            table = %name,
+            segments = merged,
             ms = started.elapsed().as_millis() as u64,
             "vector index segments merged"
         );
-        Ok(Some(segments - 1))
+        Ok(Some(merged))
     }
 
     /// `name`'s index on `vector`, if it has one.
-    async fn vector_index(&self, name: &'static str) -> Result<Option<lancedb::index::IndexConfig>, StoreError> {
+    async fn vector_index(&self, name: TableId) -> Result<Option<lancedb::index::IndexConfig>, StoreError> {
         let indices = self.table(name).list_indices().await.map_err(backend)?;
         Ok(indices.into_iter().find(|ix| ix.columns.iter().any(|c| c == "vector")))
     }
 
     /// Whether `name` has an index on `vector`.
-    pub async fn has_vector_index(&self, name: &'static str) -> Result<bool, StoreError> {
+    pub async fn has_vector_index(&self, name: TableId) -> Result<bool, StoreError> {
         Ok(self.vector_index(name).await?.is_some())
     }
 
@@ -334,7 +295,7 @@ impl LanceStore {
     /// default), as rewriting a large fragment for each forgotten row would cost more than it keeps.
     pub async fn optimize(&self, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
         let compaction = CompactionOptions { materialize_deletions_threshold: 0.0, ..CompactionOptions::default() };
-        for name in TABLES {
+        for name in TableId::MEMORY {
             self.optimize_table(name, Some(prune_older_than), 2, compaction.clone()).await?;
         }
         Ok(())
@@ -345,15 +306,15 @@ impl LanceStore {
     /// ([`Self::ensure_large_table_indexes`]), and folds the rows written since into all of them (into
     /// the vector index as a new segment, which upkeep merges). Bulk commands (`memory ingest`, `memory
     /// import`) run it at their end: rows a full-text index does not cover are scored apart from the
-    /// others (see [`super::FTS_FOLD_MAX_ROWS`]), so an ingested passage could otherwise rank below an
+    /// others (see [`policy::FTS_FOLD_MAX_ROWS`]), so an ingested passage could otherwise rank below an
     /// older one with its words in another order until the next upkeep.
-    pub async fn fold_new_rows_into_indexes(&self, name: &'static str) -> Result<(), StoreError> {
+    pub async fn fold_new_rows_into_indexes(&self, name: TableId) -> Result<(), StoreError> {
         let _maintenance = self.maintenance_lock(name).await;
         self.fold_new_rows_into_indexes_locked(name).await
     }
 
     /// [`Self::fold_new_rows_into_indexes`] for a caller holding [`Self::maintenance_lock`].
-    async fn fold_new_rows_into_indexes_locked(&self, name: &'static str) -> Result<(), StoreError> {
+    async fn fold_new_rows_into_indexes_locked(&self, name: TableId) -> Result<(), StoreError> {
         self.ensure_fts(name).await?;
         self.ensure_large_table_indexes(name).await?;
         let table = self.table(name);
@@ -379,22 +340,19 @@ impl LanceStore {
     }
 
     /// The full-text indexes of `name` that stay empty: every one of a table of at most
-    /// [`super::FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike. One that covers
+    /// [`FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike. One that covers
     /// rows (as an earlier version left it) is rebuilt empty first ([`Self::empty_fts_index`]). Call it
     /// under the table's [`Self::maintenance_lock`].
-    pub(super) async fn empty_fts_indexes_of_a_small_table(
-        &self,
-        name: &'static str,
-    ) -> Result<Vec<String>, StoreError> {
-        if self.table(name).count_rows(None).await.map_err(backend)? > super::FTS_FLAT_MAX_ROWS {
+    pub(super) async fn empty_fts_indexes_of_a_small_table(&self, name: TableId) -> Result<Vec<String>, StoreError> {
+        if self.table(name).count_rows(None).await.map_err(backend)? > FTS_FLAT_MAX_ROWS {
             return Ok(Vec::new());
         }
         let mut held = Vec::new();
-        for (index, indexed, _) in self.fts_index_coverage(name).await? {
-            if indexed > 0 {
-                self.empty_fts_index(name, &index).await?;
+        for ix in self.fts_index_coverage(name).await? {
+            if ix.indexed > 0 {
+                self.empty_fts_index(name, &ix.index).await?;
             }
-            held.push(index);
+            held.push(ix.index);
         }
         Ok(held)
     }
@@ -402,21 +360,21 @@ impl LanceStore {
     /// Compaction and index refresh of one table, leaving its vector index at most `max_segments`
     /// segments ([`Self::merge_vector_index_segments`]), plus removal of versions older than `prune`.
     /// Compaction alone, as [`Self::optimize_table`] runs it: between two upkeeps, only the fragments
-    /// no index covers yet are joined ([`COMPACT_EVERY_WRITES`]). It holds the table's write lock, so
+    /// no index covers yet are joined ([`policy::COMPACT_EVERY_WRITES`]). It holds the table's write lock, so
     /// the writers of this machine wait for it (about 20 rows rewritten) rather than commit beside it:
     /// a compaction that loses the commit race leaves its rewritten files to Lance's cleanup, which
     /// keeps them 7 days. Skipped while upkeep runs on the table (it compacts too). One attempt: a
     /// compaction that loses to another process's write (a deletion in a fragment it rewrote, another
-    /// compaction) is left to the next one, [`COMPACT_EVERY_WRITES`] writes later, rather than retried
+    /// compaction) is left to the next one, [`policy::COMPACT_EVERY_WRITES`] writes later, rather than retried
     /// with backoff while this machine's writers wait for the lock (seconds, with another machine
     /// forgetting memories as this one inserts).
-    pub(super) async fn compact_table(&self, name: &'static str) -> Result<(), StoreError> {
+    pub(super) async fn compact_table(&self, name: TableId) -> Result<(), StoreError> {
         // the write lock first, as writers take it before a fold's maintenance lock
-        let _lock = super::commit::TableLock::acquire(self.location(), name).await?;
+        let _lock = super::commit::TableLock::acquire(self.location(), name.name()).await?;
         let Some(_maintenance) = self.try_maintenance_lock(name) else { return Ok(()) };
         match self.compact_locked(name, 1, CompactionOptions::default()).await {
             Err(e) if is_conflict(&e) => {
-                tracing::debug!(table = name, "compaction lost to a concurrent write, left to the next one: {e}");
+                tracing::debug!(table = %name, "compaction lost to a concurrent write, left to the next one: {e}");
                 Ok(())
             }
             other => other.map_err(backend),
@@ -424,12 +382,7 @@ impl LanceStore {
     }
 
     /// Compacts `name` as `options` say in up to `attempts` attempts ([`retry_at_most`]).
-    async fn compact_locked(
-        &self,
-        name: &'static str,
-        attempts: usize,
-        options: CompactionOptions,
-    ) -> lancedb::Result<()> {
+    async fn compact_locked(&self, name: TableId, attempts: usize, options: CompactionOptions) -> lancedb::Result<()> {
         let table = self.table(name);
         let started = std::time::Instant::now();
         let metrics = retry_at_most(attempts, table, || {
@@ -437,15 +390,13 @@ impl LanceStore {
         })
         .await?;
         tracing::debug!(
-            table = name,
+            table = %name,
             fragments_removed = metrics.compaction.as_ref().map_or(0, |m| m.fragments_removed),
             ms = started.elapsed().as_millis() as u64,
             "fragments joined"
         );
-        if SEARCHABLE_TABLES.contains(&name) {
-            // the compacted rows have new addresses; the next search fills the cache again
-            self.row_cache(name).clear();
-        }
+        // the compacted rows have new addresses; the next search fills the cache again
+        self.row_cache(name).clear();
         Ok(())
     }
 
@@ -453,7 +404,7 @@ impl LanceStore {
     /// `max_segments` segments, compacts it as `compaction` says, and prunes versions older than `prune`.
     pub(super) async fn optimize_table(
         &self,
-        name: &'static str,
+        name: TableId,
         prune: Option<chrono::Duration>,
         max_segments: usize,
         compaction: CompactionOptions,
@@ -462,7 +413,7 @@ impl LanceStore {
         let table = self.table(name);
         // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
         // fragments it does not, so compacting before would leave two groups.
-        if SEARCHABLE_TABLES.contains(&name) {
+        if name.is_searchable() {
             self.fold_new_rows_into_indexes_locked(name).await?;
             self.merge_vector_index_segments(name, max_segments).await?;
         }
@@ -482,17 +433,6 @@ impl LanceStore {
     }
 }
 
-/// The filter columns of `name` that get a scalar index at scale, each with whether it is a bitmap
-/// (few distinct values) or a B-tree: `actor_id` filters every search; `superseded_by IS NULL` every
-/// archival search.
-pub(super) fn scalar_index_columns(name: &str) -> &'static [(&'static str, bool)] {
-    match name {
-        super::ARCHIVAL_TABLE => &[("actor_id", true), ("superseded_by", false)],
-        super::FIXES_TABLE | super::CONVERSATION_TABLE => &[("actor_id", true)],
-        _ => &[],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use lancedb::table::CompactionOptions;
@@ -500,24 +440,25 @@ mod tests {
     use super::wait_for_upkeep;
     use crate::store::ArchivalStore;
     use crate::store::lance::test_rows::passage;
-    use crate::store::lance::{ARCHIVAL_TABLE, LanceStore};
+    use crate::store::lance::{LanceStore, TableId};
 
-    /// Between upkeeps, every [`super::COMPACT_EVERY_WRITES`] writes of one handle join the table's newest
+    /// Between upkeeps, every [`crate::store::lance::COMPACT_EVERY_WRITES`] writes of one handle join the table's
+    /// newest
     /// fragments: one commit per insert leaves one fragment each, and every read visits them all.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_newest_fragments_are_joined_between_upkeeps() {
         let dir = tempfile::tempdir().unwrap();
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
-        let writes = super::COMPACT_EVERY_WRITES;
+        let writes = crate::store::lance::COMPACT_EVERY_WRITES;
         for i in 0..writes - 1 {
             store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
         }
         wait_for_upkeep().await;
-        assert_eq!(store.fragments(ARCHIVAL_TABLE).await.unwrap(), writes - 1, "one fragment per commit so far");
+        assert_eq!(store.fragments(TableId::Archival).await.unwrap(), writes - 1, "one fragment per commit so far");
         store.insert_passages(&[passage("ann", "the last note of the billing service")]).await.unwrap();
         wait_for_upkeep().await;
-        assert_eq!(store.fragments(ARCHIVAL_TABLE).await.unwrap(), 1, "joined at the {writes}th write");
-        assert_eq!(store.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(), writes, "no row lost");
+        assert_eq!(store.fragments(TableId::Archival).await.unwrap(), 1, "joined at the {writes}th write");
+        assert_eq!(store.table(TableId::Archival).count_rows(None).await.unwrap(), writes, "no row lost");
     }
 
     /// A read of a version whose files upkeep pruned fails with an error [`collect`] reads as a missing
@@ -533,12 +474,12 @@ mod tests {
         // another process's handle, pinned to the latest version and not read yet: Lance caches the files
         // it has read
         let other = lancedb::connect(dir.path().to_str().unwrap()).execute().await.unwrap();
-        let pinned = other.open_table(ARCHIVAL_TABLE).execute().await.unwrap();
+        let pinned = other.open_table(TableId::Archival.name()).execute().await.unwrap();
         pinned.checkout(pinned.version().await.unwrap()).await.unwrap();
         store.optimize(chrono::Duration::zero()).await.unwrap();
         let err = rows(&pinned).await.expect_err("the pinned version's files are pruned");
-        assert!(crate::store::lance::is_missing_file(&err), "not read as a missing file: {err}");
-        assert_eq!(rows(store.table(ARCHIVAL_TABLE)).await.unwrap(), 3, "the latest version");
+        assert!(crate::store::lance::failure::is_missing_file(&err), "not read as a missing file: {err}");
+        assert_eq!(rows(store.table(TableId::Archival)).await.unwrap(), 3, "the latest version");
     }
 
     /// Two processes that find rows and no full-text index both build it at once; the one whose commit
@@ -553,24 +494,25 @@ mod tests {
         let first = LanceStore::open(path).await.unwrap();
         first.insert_passages(&[passage("ann", "the billing service drains its queue")]).await.unwrap();
         wait_for_upkeep().await;
-        let index = super::fts_index_name(ARCHIVAL_TABLE, super::fts_columns(ARCHIVAL_TABLE)[0]);
-        first.table(ARCHIVAL_TABLE).drop_index(&index).await.unwrap();
+        let index = super::fts_index_name(TableId::Archival, super::fts_columns(TableId::Archival)[0]);
+        first.table(TableId::Archival).drop_index(&index).await.unwrap();
         let hourly =
             || OpenOptions { read_consistency: Some(std::time::Duration::from_secs(3600)), ..Default::default() };
         let a = LanceStore::open_with(path, hourly()).await.unwrap();
         let b = LanceStore::open_with(path, hourly()).await.unwrap();
-        let (built_a, built_b) = tokio::join!(a.ensure_fts(ARCHIVAL_TABLE), b.ensure_fts(ARCHIVAL_TABLE));
+        let (built_a, built_b) = tokio::join!(a.ensure_fts(TableId::Archival), b.ensure_fts(TableId::Archival));
         built_a.unwrap();
         built_b.unwrap();
         let later = LanceStore::open(path).await.unwrap();
-        let indices = later.table(ARCHIVAL_TABLE).list_indices().await.unwrap();
+        let indices = later.table(TableId::Archival).list_indices().await.unwrap();
         assert_eq!(indices.iter().filter(|ix| ix.name == index).count(), 1, "{indices:?}");
     }
 
     async fn rows(table: &lancedb::Table) -> lancedb::Result<usize> {
         use lancedb::query::QueryBase;
         let batches =
-            crate::store::lance::collect(&table.query().select(lancedb::query::Select::columns(&["text"]))).await?;
+            crate::store::lance::handle::collect(&table.query().select(lancedb::query::Select::columns(&["text"])))
+                .await?;
         Ok(batches.iter().map(|b| b.num_rows()).sum())
     }
 
@@ -585,7 +527,7 @@ mod tests {
             store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
         }
         assert_eq!(fts_coverage(&store).await, (0, 30), "indexed and unindexed rows after 30 single inserts");
-        store.optimize_table(ARCHIVAL_TABLE, None, 2, CompactionOptions::default()).await.unwrap();
+        store.optimize_table(TableId::Archival, None, 2, CompactionOptions::default()).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 30), "after upkeep");
         let more: Vec<_> = (30..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         store.insert_passages(&more).await.unwrap();
@@ -601,7 +543,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         store.insert_passages(&[passage("ann", "the first note")]).await.unwrap();
-        let maintenance = store.maintenance_lock(ARCHIVAL_TABLE).await;
+        let maintenance = store.maintenance_lock(TableId::Archival).await;
         let more: Vec<_> = (0..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         let write = tokio::time::timeout(std::time::Duration::from_secs(60), store.insert_passages(&more)).await;
         assert_eq!(write.expect("the write waited for the fold").unwrap().len(), 260);
@@ -624,7 +566,7 @@ mod tests {
         }
         wait_for_upkeep().await; // the compaction of the 20th write
         // what an earlier version's per-write fold left: every row in the index
-        store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
+        store.table(TableId::Archival).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (20, 0), "the rows folded in, as an earlier version did");
         store.insert_passages(&[passage("ann", "note 20 of the billing service")]).await.unwrap();
         wait_for_upkeep().await;
@@ -633,9 +575,9 @@ mod tests {
         wait_for_upkeep().await;
         assert_eq!(fts_coverage(&store).await, (0, 22), "and left empty");
         // upkeep does the same, rather than folding the rows in
-        store.table(ARCHIVAL_TABLE).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
+        store.table(TableId::Archival).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (22, 0));
-        store.optimize_table(ARCHIVAL_TABLE, None, 2, CompactionOptions::default()).await.unwrap();
+        store.optimize_table(TableId::Archival, None, 2, CompactionOptions::default()).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 22), "emptied by upkeep");
     }
 
@@ -653,19 +595,19 @@ mod tests {
                 earlier.insert_passages(&[passage("ann", &text)]).await.unwrap();
             }
             wait_for_upkeep().await;
-            let fragments = earlier.fragments(ARCHIVAL_TABLE).await.unwrap();
+            let fragments = earlier.fragments(TableId::Archival).await.unwrap();
             assert_eq!(fragments, 10 * (session + 1), "one fragment per insert, no upkeep yet");
         }
         let next = LanceStore::open(path).await.unwrap();
         next.insert_passages(&[passage("ann", "the first note of the next session")]).await.unwrap();
         wait_for_upkeep().await;
-        assert_eq!(next.fragments(ARCHIVAL_TABLE).await.unwrap(), 1, "compacted at the first write");
-        assert_eq!(next.table(ARCHIVAL_TABLE).count_rows(None).await.unwrap(), 41);
+        assert_eq!(next.fragments(TableId::Archival).await.unwrap(), 1, "compacted at the first write");
+        assert_eq!(next.table(TableId::Archival).count_rows(None).await.unwrap(), 41);
     }
 
     /// (indexed, unindexed) rows of the archival table's full-text index.
     async fn fts_coverage(store: &LanceStore) -> (usize, usize) {
-        let table = store.table(ARCHIVAL_TABLE);
+        let table = store.table(TableId::Archival);
         let indices = table.list_indices().await.unwrap();
         let fts: Vec<_> = indices.iter().filter(|ix| ix.index_type == lancedb::index::IndexType::FTS).collect();
         assert_eq!(fts.len(), 1, "{indices:?}");
@@ -695,13 +637,14 @@ mod tests {
                 }
             };
             let (upkeep, ()) =
-                tokio::join!(store.optimize_table(ARCHIVAL_TABLE, None, 2, CompactionOptions::default()), writes);
+                tokio::join!(store.optimize_table(TableId::Archival, None, 2, CompactionOptions::default()), writes);
             upkeep.unwrap();
         }
         wait_for_upkeep().await;
         store.optimize(chrono::Duration::zero()).await.unwrap();
-        let indexes = store.table(ARCHIVAL_TABLE).list_indices().await.unwrap().len();
-        let folders = std::fs::read_dir(dir.path().join(format!("{ARCHIVAL_TABLE}.lance/_indices"))).unwrap().count();
+        let indexes = store.table(TableId::Archival).list_indices().await.unwrap().len();
+        let folders =
+            std::fs::read_dir(dir.path().join(format!("{}.lance/_indices", TableId::Archival))).unwrap().count();
         assert_eq!(folders, indexes, "index folders on disk against indexes of the table");
     }
 }

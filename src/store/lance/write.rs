@@ -3,132 +3,72 @@
 //! updates keyed on `id` ([`merge_keyed`]); deletions with what goes with them (a forgotten
 //! conversation item's distilled memories, a forgotten memory's texts in distill runs); and what follows
 //! a committed write, in the background: the full-text index of a small table kept empty
-//! ([`FTS_FLAT_MAX_ROWS`]) or new rows folded into a larger one's ([`FTS_FOLD_MAX_ROWS`]), upkeep every
-//! [`UPKEEP_EVERY_WRITES`] writes to a table, and compaction of its newest fragments in between
-//! ([`upkeep::COMPACT_EVERY_WRITES`]).
+//! or new rows folded into a larger one's, upkeep or compaction of the newest fragments, as
+//! [`policy`] decides.
+
+use std::sync::atomic::Ordering;
 
 use arrow_array::RecordBatch;
 use serde_json::Value;
 
 use super::commit::{Merge, TableLock, delete_where, merge_keyed, retry};
+use super::handle::{LanceStore, backend, collect};
+use super::policy::{self, Chore, FtsChore, FtsCoverage};
+use super::rows;
 use super::sql::{in_list, sql_literal};
-use super::upkeep::{self, UPKEEP_EVERY_WRITES};
-use super::{
-    CONVERSATION_TABLE, CORE_BLOCKS_TABLE, FORGOTTEN_TABLE, LanceStore, SEARCHABLE_TABLES, backend, collect, rows,
-};
+use super::tables::TableId;
+use super::upkeep;
 use crate::store::{CoreBlockStore, Purge, StoreError};
-
-/// Tables of up to this many rows fold new rows into their full-text indexes as soon as the rows the
-/// index does not cover exceed [`FTS_UNINDEXED_SHARE`] of those it does; larger ones leave it to upkeep.
-/// Lance 14 scores the rows an FTS index covers with the index's statistics (document count, document
-/// frequency of each term) and the rows it does not cover with those statistics plus the new rows'
-/// (`lance::io::exec::fts`, `residual_bm25_scorer`), so a new row sharing a rare term with an indexed
-/// one scores lower for it (the term's document frequency counts the new row on one side only). While
-/// such rows are a large share of a small table a passage could rank below its neighbours for its own
-/// words.
-pub const FTS_FOLD_MAX_ROWS: usize = 1_000;
-
-/// Tables of up to this many rows keep their full-text indexes empty: every row is scanned and scored
-/// with the same statistics (the empty index's plus all rows'), so no row is scored apart from the
-/// others (with a partly filled index, a new "Use pnpm not npm" ranked below an indexed "pnpm not npm
-/// use" for its own words), and no write or upkeep pays for folding rows into an index (about 20 ms per
-/// insert when every write folded, docs/internals/writes.md, "Full-text fold"). The scan costs little at
-/// this size.
-/// An index that covers rows of such a table (a store that shrank, or one written by an earlier
-/// version) is rebuilt empty after the table's next write.
-pub const FTS_FLAT_MAX_ROWS: usize = 250;
-
-/// The share of unindexed rows (against indexed ones) above which a table of more than
-/// [`FTS_FLAT_MAX_ROWS`] and at most [`FTS_FOLD_MAX_ROWS`] rows folds them in: 1/8, so the folds
-/// of a growing table come at every 12.5 % of growth (about 60 for its first 1,000 rows), not at every
-/// write, since each fold writes a new copy of the index until upkeep prunes old versions. The first
-/// fold, past [`FTS_FLAT_MAX_ROWS`], takes in every row.
-pub const FTS_UNINDEXED_SHARE: f64 = 0.125;
-
-/// Whether a write to a table of `rows` rows folds the rows its full-text index does not cover
-/// (`unindexed`) into it, the index covering `indexed`: see [`FTS_FLAT_MAX_ROWS`] (never while the
-/// table is that small) and [`FTS_UNINDEXED_SHARE`]. Larger tables than [`FTS_FOLD_MAX_ROWS`] leave the
-/// fold to upkeep.
-pub(super) fn fts_fold_due(rows: usize, indexed: usize, unindexed: usize) -> bool {
-    if unindexed == 0 || rows <= FTS_FLAT_MAX_ROWS || rows > FTS_FOLD_MAX_ROWS {
-        false
-    } else {
-        unindexed as f64 > FTS_UNINDEXED_SHARE * indexed as f64
-    }
-}
-
-/// The full-text index checks that follow one handle's writes ([`LanceStore::check_fts_in_background`]).
-#[derive(Default)]
-pub(super) struct FoldChecks {
-    /// Tables with a check waiting to run (at most one each).
-    pending: std::sync::Mutex<std::collections::HashSet<&'static str>>,
-    /// Held by the check that runs.
-    running: tokio::sync::Mutex<()>,
-}
 
 impl LanceStore {
     /// After a write to `name`: checks its full-text indexes in the background
-    /// ([`Self::fold_into_fts_while_small`]), so that the write's answer waits for no index work. Checks run one at a time and coalesce: while one waits, later writes
-    /// add none, and the one that runs sees their rows. Searches meanwhile scan the rows the index does
-    /// not cover, so nothing is missed; a new row is scored apart from indexed ones until the fold (see
-    /// [`FTS_FOLD_MAX_ROWS`]).
-    fn check_fts_in_background(&self, name: &'static str) {
-        if self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).contains(name) {
-            return;
-        }
-        if !self.fold_checks.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(name) {
+    /// ([`Self::fold_into_fts_while_small`]), so that the write's answer waits for no index work. Checks
+    /// run one at a time and coalesce: while one waits, later writes add none, and the one that runs
+    /// sees their rows. Searches meanwhile scan the rows the index does not cover, so nothing is missed;
+    /// a new row is scored apart from indexed ones until the fold (see [`policy::FTS_FOLD_MAX_ROWS`]).
+    fn check_fts_in_background(&self, name: TableId) {
+        let handle = self.handle(name);
+        if handle.past_fold_size.load(Ordering::Relaxed) || handle.fold_pending.swap(true, Ordering::AcqRel) {
             return;
         }
         let store = self.clone();
         upkeep::spawn(async move {
-            let _running = store.fold_checks.running.lock().await;
-            store.fold_checks.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+            let _running = store.fold_running.lock().await;
+            store.handle(name).fold_pending.store(false, Ordering::Release);
             if let Err(e) = store.fold_into_fts_while_small(name).await {
-                tracing::warn!(table = name, "new rows not folded into the full-text index yet: {e}");
+                tracing::warn!(table = %name, "new rows not folded into the full-text index yet: {e}");
             }
         });
     }
 
-    /// Folds the rows not yet indexed into the full-text indexes of `name` when [`fts_fold_due`] says
-    /// so; in a table of at most [`FTS_FLAT_MAX_ROWS`] rows, rebuilds empty an index that covers rows.
-    /// Once a table is seen larger than [`FTS_FOLD_MAX_ROWS`], this handle stops checking it (no row
-    /// count per write).
-    async fn fold_into_fts_while_small(&self, name: &'static str) -> Result<(), StoreError> {
+    /// Runs the full-text chore [`policy::fts_chore`] gives `name` now: rebuilds empty the indexes of a
+    /// small table that cover rows, folds the unindexed rows into the indexes due, or, once the table is
+    /// larger than [`policy::FTS_FOLD_MAX_ROWS`], stops this handle's checks of it (no row count per
+    /// write).
+    async fn fold_into_fts_while_small(&self, name: TableId) -> Result<(), StoreError> {
         use lancedb::table::{OptimizeAction, OptimizeOptions};
         let table = self.table(name);
         let rows = table.count_rows(None).await.map_err(backend)?;
-        if rows > FTS_FOLD_MAX_ROWS {
-            self.past_fold_size.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
-            return Ok(());
-        }
-        let coverage = self.fts_index_coverage(name).await?;
-        if rows <= FTS_FLAT_MAX_ROWS {
-            if coverage.iter().any(|&(_, indexed, _)| indexed > 0) {
+        let coverage = if policy::reads_fts_coverage(rows) { self.fts_index_coverage(name).await? } else { Vec::new() };
+        match policy::fts_chore(rows, &coverage) {
+            FtsChore::Nothing => {}
+            FtsChore::LeaveToUpkeep => self.handle(name).past_fold_size.store(true, Ordering::Relaxed),
+            FtsChore::Empty => {
                 let _maintenance = self.maintenance_lock(name).await;
                 self.empty_fts_indexes_of_a_small_table(name).await?;
             }
-            return Ok(());
+            FtsChore::Fold(due) => {
+                let _maintenance = self.maintenance_lock(name).await;
+                let fold =
+                    || table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(due.clone())));
+                retry(table, fold).await.map_err(backend)?;
+            }
         }
-        let stale: Vec<String> = coverage
-            .into_iter()
-            .filter(|&(_, indexed, unindexed)| fts_fold_due(rows, indexed, unindexed))
-            .map(|(index, _, _)| index)
-            .collect();
-        if stale.is_empty() {
-            return Ok(());
-        }
-        let _maintenance = self.maintenance_lock(name).await;
-        retry(table, || table.optimize(OptimizeAction::Index(OptimizeOptions::default().index_names(stale.clone()))))
-            .await
-            .map_err(backend)?;
         Ok(())
     }
 
-    /// Each full-text index of `name`: (index name, rows it covers, rows of the table it does not).
-    pub(super) async fn fts_index_coverage(
-        &self,
-        name: &'static str,
-    ) -> Result<Vec<(String, usize, usize)>, StoreError> {
+    /// Each full-text index of `name`: its name, the rows it covers, the rows of the table it does not.
+    pub(super) async fn fts_index_coverage(&self, name: TableId) -> Result<Vec<FtsCoverage>, StoreError> {
         let table = self.table(name);
         let mut coverage = Vec::new();
         for ix in table.list_indices().await.map_err(backend)? {
@@ -136,7 +76,11 @@ impl LanceStore {
                 continue;
             }
             if let Some(stats) = table.index_stats(&ix.name).await.map_err(backend)? {
-                coverage.push((ix.name, stats.num_indexed_rows, stats.num_unindexed_rows));
+                coverage.push(FtsCoverage {
+                    index: ix.name,
+                    indexed: stats.num_indexed_rows,
+                    unindexed: stats.num_unindexed_rows,
+                });
             }
         }
         Ok(coverage)
@@ -144,43 +88,31 @@ impl LanceStore {
 
     /// After a committed write: make sure the full-text index exists (once per table and process), then
     /// start in the background what keeps it and the table in shape ([`Self::check_fts_in_background`],
-    /// compaction and upkeep). A failure only degrades keyword search to the vector ranking, so it is
-    /// logged, not returned (the write itself succeeded).
-    pub(super) async fn after_write(&self, name: &'static str) {
+    /// and the chore [`policy::chore_after_write`] gives: upkeep or compaction). A failure only degrades
+    /// keyword search to the vector ranking, so it is logged, not returned (the write itself succeeded).
+    pub(super) async fn after_write(&self, name: TableId) {
         if let Err(e) = self.ensure_fts(name).await {
-            tracing::warn!(table = name, "full-text index not built yet: {e}");
+            tracing::warn!(table = %name, "full-text index not built yet: {e}");
         } else {
             self.check_fts_in_background(name);
         }
-        let n = {
-            let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-            let n = writes.entry(name).or_default();
-            *n += 1;
-            *n
-        };
-        let many_fragments =
-            || async { self.fragments(name).await.is_ok_and(|fragments| fragments > upkeep::UPKEEP_FRAGMENTS) };
-        let upkeep = n.is_multiple_of(UPKEEP_EVERY_WRITES) || (n == 1 && many_fragments().await);
-        if upkeep || n.is_multiple_of(upkeep::COMPACT_EVERY_WRITES) {
-            let store = self.clone();
-            upkeep::spawn(async move {
-                let done = if upkeep {
-                    store
-                        .optimize_table(
-                            name,
-                            Some(chrono::Duration::seconds(upkeep::PRUNE_OLDER_THAN_SECS)),
-                            upkeep::MAX_VECTOR_INDEX_SEGMENTS,
-                            lancedb::table::CompactionOptions::default(),
-                        )
-                        .await
-                } else {
-                    store.compact_table(name).await
-                };
-                if let Err(e) = done {
-                    tracing::warn!(table = name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
+        let writes = self.handle(name).writes.fetch_add(1, Ordering::AcqRel) + 1;
+        let fragments = if policy::counts_fragments(writes) { self.fragments(name).await.ok() } else { None };
+        let Some(chore) = policy::chore_after_write(writes, fragments) else { return };
+        let store = self.clone();
+        upkeep::spawn(async move {
+            let done = match chore {
+                Chore::Upkeep => {
+                    let prune = chrono::Duration::seconds(policy::PRUNE_OLDER_THAN_SECS);
+                    let compaction = lancedb::table::CompactionOptions::default();
+                    store.optimize_table(name, Some(prune), policy::MAX_VECTOR_INDEX_SEGMENTS, compaction).await
                 }
-            });
-        }
+                Chore::Compact => store.compact_table(name).await,
+            };
+            if let Err(e) = done {
+                tracing::warn!(table = %name, "background upkeep failed (run `astra-mcp memory optimize`): {e}");
+            }
+        });
     }
 
     /// Inserts the rows of `batch` whose `id` is not in `name` yet (nor earlier in `batch`), holding the
@@ -190,15 +122,15 @@ impl LanceStore {
     /// groups the inserts waiting in this process into one call.
     pub(super) async fn insert_absent(
         &self,
-        name: &'static str,
+        name: TableId,
         batch: RecordBatch,
         lock: TableLock,
     ) -> Result<Vec<uuid::Uuid>, StoreError> {
         let ids = rows::Rows::new(&batch, name).strs("id")?;
         // rows already stored are skipped by the merge-insert itself (no read before it); forgotten
         // conversation items live in another table
-        let present = if name == CONVERSATION_TABLE {
-            self.ids_present(FORGOTTEN_TABLE, &ids).await?
+        let present = if name == TableId::Conversation {
+            self.ids_present(TableId::Forgotten, &ids).await?
         } else {
             std::collections::HashSet::new()
         };
@@ -234,7 +166,7 @@ impl LanceStore {
     /// processes), and the one whose merge found the other's row then reported it as its own, so its
     /// tags were never merged. Each MCP session has its own id; inserts of one process are serialised
     /// by its lock.
-    async fn ids_written_as(&self, name: &'static str, batch: &RecordBatch) -> Result<Vec<uuid::Uuid>, StoreError> {
+    async fn ids_written_as(&self, name: TableId, batch: &RecordBatch) -> Result<Vec<uuid::Uuid>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         type Stamp = (chrono::DateTime<chrono::Utc>, String);
         let ours = rows::Rows::new(batch, name);
@@ -262,7 +194,7 @@ impl LanceStore {
             }
         }
         tracing::debug!(
-            table = name,
+            table = %name,
             ours = ours.len(),
             written = written.len(),
             "ids inserted meanwhile by another writer"
@@ -273,7 +205,7 @@ impl LanceStore {
     /// Which of `ids` are stored in `name`.
     pub(super) async fn ids_present(
         &self,
-        name: &'static str,
+        name: TableId,
         ids: &[String],
     ) -> Result<std::collections::HashSet<uuid::Uuid>, StoreError> {
         use lancedb::query::{QueryBase, Select};
@@ -308,14 +240,14 @@ impl LanceStore {
     /// Deletes the memory `id` of `actor` from whichever table holds it (a core block id purges that
     /// one version from the block's history), and with it from that table's vector and full-text indexes (Lance marks the row deleted; every query skips it,
     /// and `optimize` removes it from the files). Returns the table, `None` when no such row exists.
-    pub async fn delete_row(&self, actor: &str, id: &str) -> Result<Option<&'static str>, StoreError> {
+    pub async fn delete_row(&self, actor: &str, id: &str) -> Result<Option<TableId>, StoreError> {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
         // Each table from its latest version, not a view that lags other machines (a bucket's reads may):
         // a memory stored on another machine a moment ago is found and deleted too.
-        for name in SEARCHABLE_TABLES {
+        for name in TableId::SEARCHABLE {
             let table = self.table(name);
             table.checkout_latest().await.map_err(backend)?;
-            if name == super::CONVERSATION_TABLE {
+            if name == TableId::Conversation {
                 let rows_found = self.select(name, &filter, Some(1)).await?;
                 let Some(item) = rows_found
                     .iter()
@@ -333,7 +265,7 @@ impl LanceStore {
             }
             let deleted = delete_where(table, &filter).await?;
             if deleted > 0 {
-                if name == super::ARCHIVAL_TABLE {
+                if name == TableId::Archival {
                     self.scrub_distill_changes(actor, id).await?;
                 }
                 return Ok(Some(name));
@@ -341,15 +273,15 @@ impl LanceStore {
         }
         // a version of a core block (ids from `memory list --table core_blocks`): purged from the history,
         // unless it is the block's current value
-        self.table(CORE_BLOCKS_TABLE).checkout_latest().await.map_err(backend)?;
-        let found = self.select(CORE_BLOCKS_TABLE, &filter, Some(1)).await?;
+        self.table(TableId::CoreBlocks).checkout_latest().await.map_err(backend)?;
+        let found = self.select(TableId::CoreBlocks, &filter, Some(1)).await?;
         let Some(v) =
             found.iter().map(super::core_blocks::from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
         else {
             return Ok(None);
         };
         match self.purge_block_version(&v.actor_id, &v.project, &v.section, v.version).await? {
-            Purge::Purged => Ok(Some(CORE_BLOCKS_TABLE)),
+            Purge::Purged => Ok(Some(TableId::CoreBlocks)),
             Purge::Absent => Ok(None),
             Purge::Current => Err(StoreError::Invalid(format!(
                 "{id} is version {} of core block `{}`, its current value: change the block first (`core_memory_replace`, \
@@ -362,7 +294,7 @@ impl LanceStore {
     /// Appends passages without the insert-if-absent check (benchmark loading into a fresh store).
     pub async fn append_passages(&self, rows_in: &[(crate::domain::Passage, Vec<f32>)]) -> Result<(), StoreError> {
         let batch = super::archival::to_batch(rows_in)?;
-        let table = self.table(super::ARCHIVAL_TABLE);
+        let table = self.table(TableId::Archival);
         retry(table, || table.add(batch.clone()).execute()).await.map_err(backend)?;
         Ok(())
     }
@@ -384,7 +316,7 @@ impl LanceStore {
             item.turn
         );
         let mut derived = std::collections::BTreeSet::new();
-        for batch in self.select(super::ARCHIVAL_TABLE, &filter, None).await? {
+        for batch in self.select(TableId::Archival, &filter, None).await? {
             derived.extend(super::archival::from_batch(&batch)?.into_iter().map(|(p, _)| p.id.to_string()));
         }
         for run in self.runs(Some(actor)).await? {
@@ -394,7 +326,7 @@ impl LanceStore {
                 }
             }
         }
-        let table = self.table(super::ARCHIVAL_TABLE);
+        let table = self.table(TableId::Archival);
         for id in &derived {
             let filter = format!("actor_id = {} AND id = {}", sql_literal(actor), sql_literal(id));
             delete_where(table, &filter).await?;
@@ -429,7 +361,7 @@ impl LanceStore {
         // memories it had superseded are current again: nothing replaces them any more
         let filter = format!("actor_id = {} AND superseded_by = {}", sql_literal(actor), sql_literal(id));
         let mut revived = Vec::new();
-        for batch in self.select(super::ARCHIVAL_TABLE, &filter, None).await? {
+        for batch in self.select(TableId::Archival, &filter, None).await? {
             for (mut passage, vector) in super::archival::from_batch(&batch)? {
                 passage.superseded_by = None;
                 passage.updated_at = chrono::Utc::now();
@@ -437,7 +369,7 @@ impl LanceStore {
             }
         }
         if !revived.is_empty() {
-            self.upsert_batch(super::ARCHIVAL_TABLE, super::archival::to_batch(&revived)?).await?;
+            self.upsert_batch(TableId::Archival, super::archival::to_batch(&revived)?).await?;
         }
         for mut run in self.runs(Some(actor)).await? {
             let mut touched = false;
@@ -459,7 +391,7 @@ impl LanceStore {
     }
 
     /// Replaces the rows of `batch` that still exist, by `id`; inserts nothing.
-    pub(super) async fn update_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+    pub(super) async fn update_batch(&self, name: TableId, batch: RecordBatch) -> Result<(), StoreError> {
         merge_keyed(self.table(name), &batch, Merge::Update(None)).await?;
         Ok(())
     }
@@ -469,21 +401,21 @@ impl LanceStore {
     /// same row conflicts at commit, and the retry evaluates `condition` on the row the other writer left.
     pub(super) async fn update_if(
         &self,
-        name: &'static str,
+        name: TableId,
         batch: RecordBatch,
         condition: &str,
     ) -> Result<u64, StoreError> {
         let updated = merge_keyed(self.table(name), &batch, Merge::Update(Some(condition))).await?.num_updated_rows;
-        if updated > 0 && SEARCHABLE_TABLES.contains(&name) {
+        if updated > 0 && TableId::SEARCHABLE.contains(&name) {
             self.after_write(name).await;
         }
         Ok(updated)
     }
 
     /// Upserts a batch keyed on `id` (new rows inserted, existing rows replaced).
-    pub(super) async fn upsert_batch(&self, name: &'static str, batch: RecordBatch) -> Result<(), StoreError> {
+    pub(super) async fn upsert_batch(&self, name: TableId, batch: RecordBatch) -> Result<(), StoreError> {
         merge_keyed(self.table(name), &batch, Merge::Upsert).await?;
-        if SEARCHABLE_TABLES.contains(&name) {
+        if TableId::SEARCHABLE.contains(&name) {
             self.after_write(name).await;
         }
         Ok(())
@@ -493,7 +425,7 @@ impl LanceStore {
 #[async_trait::async_trait]
 impl crate::store::ForgetStore for LanceStore {
     async fn forget(&self, actor_id: &str, id: uuid::Uuid) -> Result<Option<&'static str>, StoreError> {
-        self.delete_row(actor_id, &id.to_string()).await
+        Ok(self.delete_row(actor_id, &id.to_string()).await?.map(TableId::name))
     }
 }
 

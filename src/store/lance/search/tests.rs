@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use super::*;
 use crate::domain::Passage;
+use crate::store::lance::TableId;
 use crate::store::lance::test_rows::passage;
 use crate::store::{ArchivalStore, FixStore, ForgetStore};
 
 /// The row addresses of `name`, by id.
-async fn addresses(store: &LanceStore, name: &'static str) -> HashMap<uuid::Uuid, u64> {
+async fn addresses(store: &LanceStore, name: TableId) -> HashMap<uuid::Uuid, u64> {
     use lancedb::query::{QueryBase, Select};
     let query = store.table(name).query().select(Select::columns(&["id"])).with_row_id();
     let mut out = HashMap::new();
@@ -36,7 +37,7 @@ async fn rows_read_by_address_deep_in_a_constant_column_keep_their_own_nulls() {
         })
         .collect();
     store.insert_passages(&rows).await.unwrap();
-    let at = addresses(&store, ARCHIVAL_TABLE).await;
+    let at = addresses(&store, TableId::Archival).await;
     let picks = [11_999, 5, 6_000, 11_998, 7, 9_001, 4];
     let refs: Vec<crate::store::RowRef> =
         picks.iter().map(|&i| crate::store::RowRef { id: rows[i].0.id, row_id: at[&rows[i].0.id] }).collect();
@@ -57,13 +58,13 @@ async fn ranked_rows_are_read_by_address_and_any_doubt_returns_none() {
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
     let rows = [passage("ann", "a"), passage("ann", "bb"), passage("ann", "ccc"), passage("bob", "dddd")];
     store.insert_passages(&rows).await.unwrap();
-    let at = addresses(&store, ARCHIVAL_TABLE).await;
+    let at = addresses(&store, TableId::Archival).await;
     let (a, b, c, d) = (rows[0].0.id, rows[1].0.id, rows[2].0.id, rows[3].0.id);
     let ann = |current_only| Broad { actor_id: "ann".into(), current_only };
     let read = |ids: Vec<uuid::Uuid>, filter: Broad| {
         let store = store.clone();
         let addresses: Vec<u64> = ids.iter().map(|id| at[id]).collect();
-        async move { store.read_ranked(ARCHIVAL_TABLE, addresses, &filter, true).await.unwrap() }
+        async move { store.read_ranked(TableId::Archival, addresses, &filter, true).await.unwrap() }
     };
 
     let got = read(vec![c, a, b], ann(true)).await.expect("all of ann's, all current");
@@ -75,30 +76,30 @@ async fn ranked_rows_are_read_by_address_and_any_doubt_returns_none() {
     let mut superseded = rows[1].0.clone();
     superseded.superseded_by = Some(a);
     store.apply_passages(&[], &[(superseded, None)]).await.unwrap();
-    let at_now = addresses(&store, ARCHIVAL_TABLE).await;
+    let at_now = addresses(&store, TableId::Archival).await;
     let moved = |id| (at_now[&id], at[&id]);
     assert_ne!(moved(b).0, moved(b).1, "an update writes the row at a new address");
     let (_, old_b) = moved(b);
     // the reads above cached b's old address; a ranking never returns it again (see
     // `a_current_only_search_never_returns_a_row_superseded_after_its_address_was_cached`), and past
     // the cache a read of it finds nothing
-    assert!(store.row_cache(ARCHIVAL_TABLE).get(&[old_b], false)[0].is_some());
-    store.row_cache(ARCHIVAL_TABLE).clear();
-    let stale = store.read_ranked(ARCHIVAL_TABLE, vec![at[&a], old_b], &ann(false), false).await.unwrap();
+    assert!(store.row_cache(TableId::Archival).get(&[old_b], false)[0].is_some());
+    store.row_cache(TableId::Archival).clear();
+    let stale = store.read_ranked(TableId::Archival, vec![at[&a], old_b], &ann(false), false).await.unwrap();
     assert!(stale.is_none(), "the old address of an updated row holds nothing now");
-    let fresh = store.read_ranked(ARCHIVAL_TABLE, vec![at_now[&a], at_now[&b]], &ann(false), false).await.unwrap();
+    let fresh = store.read_ranked(TableId::Archival, vec![at_now[&a], at_now[&b]], &ann(false), false).await.unwrap();
     assert_eq!(fresh.map(|r| r.len()), Some(2), "superseded rows pass when they are asked for");
-    let current = store.read_ranked(ARCHIVAL_TABLE, vec![at_now[&a], at_now[&b]], &ann(true), false).await.unwrap();
+    let current = store.read_ranked(TableId::Archival, vec![at_now[&a], at_now[&b]], &ann(true), false).await.unwrap();
     assert!(current.is_none(), "a superseded row fails a current-only filter");
 
     store.forget("ann", c).await.unwrap();
-    store.row_cache(ARCHIVAL_TABLE).clear();
+    store.row_cache(TableId::Archival).clear();
     assert!(read(vec![a, c], ann(false)).await.is_none(), "a forgotten row is gone from its address");
     let before_compaction = vec![at_now[&a]];
-    assert!(store.row_cache(ARCHIVAL_TABLE).get(&before_compaction, false)[0].is_some());
+    assert!(store.row_cache(TableId::Archival).get(&before_compaction, false)[0].is_some());
     store.optimize(chrono::Duration::zero()).await.unwrap();
-    assert_eq!(store.row_cache(ARCHIVAL_TABLE).len(), 0, "a compaction clears the cache");
-    let after = store.read_ranked(ARCHIVAL_TABLE, before_compaction, &ann(false), false).await.unwrap();
+    assert_eq!(store.row_cache(TableId::Archival).len(), 0, "a compaction clears the cache");
+    let after = store.read_ranked(TableId::Archival, before_compaction, &ann(false), false).await.unwrap();
     assert!(after.is_none(), "a compaction moved every row");
 }
 
@@ -123,8 +124,8 @@ async fn a_current_only_search_never_returns_a_row_superseded_after_its_address_
     let rows = [passage("ann", "a"), passage("ann", "bb"), passage("ann", "ccc")];
     store.insert_passages(&rows).await.unwrap();
     let (a, b) = (rows[0].0.id, rows[1].0.id);
-    let old_b = addresses(&store, ARCHIVAL_TABLE).await[&b];
-    let cache = store.row_cache(ARCHIVAL_TABLE);
+    let old_b = addresses(&store, TableId::Archival).await[&b];
+    let cache = store.row_cache(TableId::Archival);
 
     let first = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[1].1, 10, false)).await.unwrap();
     assert_eq!(first.ranked.iter().map(|s| s.row.id).collect::<Vec<_>>()[..1], [b], "b is nearest to itself");
@@ -155,7 +156,7 @@ async fn a_small_table_is_read_into_the_row_cache_after_its_first_search() {
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
     let rows: Vec<_> = (0..300).map(|i| passage("ann", &"x".repeat(1 + i))).collect();
     store.insert_passages(&rows).await.unwrap();
-    let cache = store.row_cache(ARCHIVAL_TABLE);
+    let cache = store.row_cache(TableId::Archival);
     let first = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[7].1, 10, false)).await.unwrap();
     assert_eq!(first.ranked[0].row.id, rows[7].0.id);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -189,7 +190,7 @@ async fn a_directory_replaced_under_an_open_store_is_not_answered_from_its_old_r
     let before = Searchable::<Passage>::nearest(&store, &nearest_to(&old[3].1, 5, false)).await.unwrap();
     assert_eq!(before.ranked[0].row.id, old[3].0.id);
     let at = before.ranked[0].row.row_id;
-    assert_eq!(store.row_cache(ARCHIVAL_TABLE).get(&[at], true)[0].as_ref().map(|r| r.id), Some(old[3].0.id));
+    assert_eq!(store.row_cache(TableId::Archival).get(&[at], true)[0].as_ref().map(|r| r.id), Some(old[3].0.id));
 
     std::fs::remove_dir_all(path).unwrap();
     LanceStore::open(path).await.unwrap().insert_passages(&new).await.unwrap();
@@ -299,12 +300,12 @@ async fn a_fix_search_s_reach_is_the_sum_of_each_word_s_best_score() {
         })
     };
     let query = "script rendered unescaped in the email zzqx";
-    let ranked = store.keyword_rankings(FIXES_TABLE, &filter_of("ann"), query, 50).await.unwrap();
+    let ranked = store.keyword_rankings(TableId::Fixes, &filter_of("ann"), query, 50).await.unwrap();
     let reach = ranked.reach.expect("a ranking that matched has a reach");
     let mut best_scores = Vec::new();
     for word in reach_words(query) {
-        let alone = store.keyword_rankings(FIXES_TABLE, &filter_of("ann"), &word, 50).await.unwrap();
-        let theirs = store.keyword_rankings(FIXES_TABLE, &filter_of("bob"), &word, 50).await.unwrap();
+        let alone = store.keyword_rankings(TableId::Fixes, &filter_of("ann"), &word, 50).await.unwrap();
+        let theirs = store.keyword_rankings(TableId::Fixes, &filter_of("bob"), &word, 50).await.unwrap();
         best_scores.push(alone.rankings[0].iter().chain(&theirs.rankings[0]).map(|s| s.score).fold(0.0, f32::max));
     }
     assert_eq!(best_scores.iter().filter(|s| **s == 0.0).count(), 3, "`rendered`, `in` and `zzqx` match nothing");
@@ -321,6 +322,6 @@ async fn a_fix_search_s_reach_is_the_sum_of_each_word_s_best_score() {
         actor_id: "ann".into(),
         ..Default::default()
     });
-    let prose = store.keyword_rankings(ARCHIVAL_TABLE, &archival, query, 50).await.unwrap();
+    let prose = store.keyword_rankings(TableId::Archival, &archival, query, 50).await.unwrap();
     assert!(!prose.rankings[0].is_empty() && prose.reach.is_none(), "{:?}", prose.reach);
 }

@@ -1,0 +1,90 @@
+//! The store's tables, by identity: [`TableId`] names each one (its directory on disk is
+//! [`TableId::name`]), so code that acts on "a table" takes a `TableId`, never a string, and a table
+//! that does not exist cannot be asked for.
+
+/// One of the store's tables (docs/storage.md). `meta` (format version and embedding model, read at
+/// open) is not one of them: nothing but opening touches it ([`META_TABLE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TableId {
+    /// Confirmed fixes: `FixRecord` rows.
+    Fixes,
+    /// Archival memory: `Passage` rows.
+    Archival,
+    /// Recall (conversation) memory: `ConversationItem` rows, on disk as `session_items`.
+    Conversation,
+    /// Core memory: every version of every block.
+    CoreBlocks,
+    /// Ids of forgotten conversation items, so a re-import does not bring them back (ids only, no text).
+    Forgotten,
+    /// Distillation runs: which items a run of an actor read and what it wrote.
+    DistillRuns,
+}
+
+impl TableId {
+    /// Every table, in the order of the handle's array ([`Self::index`]).
+    pub const ALL: [TableId; 6] =
+        [Self::Fixes, Self::Archival, Self::Conversation, Self::CoreBlocks, Self::Forgotten, Self::DistillRuns];
+    /// The tables that hold memories, in export order.
+    pub const MEMORY: [TableId; 4] = [Self::Fixes, Self::Archival, Self::Conversation, Self::CoreBlocks];
+    /// The tables searched by embedding and full text (core blocks are read whole).
+    pub const SEARCHABLE: [TableId; 3] = [Self::Fixes, Self::Archival, Self::Conversation];
+
+    /// The table's name in the store (its directory `<db>/<name>.lance`, its lock file, its `table`
+    /// field in an export).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Fixes => "fixes",
+            Self::Archival => "archival",
+            Self::Conversation => "session_items",
+            Self::CoreBlocks => "core_blocks",
+            Self::Forgotten => "forgotten",
+            Self::DistillRuns => "distill_runs",
+        }
+    }
+
+    /// The table called `name` in the store, if there is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|id| id.name() == name)
+    }
+
+    /// Whether searches rank this table's rows ([`Self::SEARCHABLE`]).
+    pub fn is_searchable(self) -> bool {
+        Self::SEARCHABLE.contains(&self)
+    }
+
+    /// The table's place in [`Self::ALL`].
+    pub(super) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for TableId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<TableId> for &'static str {
+    fn from(id: TableId) -> Self {
+        id.name()
+    }
+}
+
+/// The table of the store's format version and embedding model, checked at open.
+pub(crate) const META_TABLE: &str = "meta";
+
+#[cfg(test)]
+mod tests {
+    use super::TableId;
+
+    #[test]
+    fn every_table_is_at_its_index_and_found_by_its_name() {
+        for (i, id) in TableId::ALL.into_iter().enumerate() {
+            assert_eq!(id.index(), i, "{id}");
+            assert_eq!(TableId::from_name(id.name()), Some(id));
+        }
+        assert_eq!(TableId::from_name("session_items"), Some(TableId::Conversation));
+        assert_eq!(TableId::from_name("meta"), None);
+        assert!(TableId::Fixes.is_searchable() && !TableId::CoreBlocks.is_searchable());
+    }
+}
