@@ -220,7 +220,7 @@ const LOST_RACES: u32 = 16;
 /// [`WRITE_ATTEMPTS`] attempts, the n-th after a random wait between 5 · 2^n and 10 · 2^n ms (at most
 /// 640 ms), so that writers that collided do not collide again in step. Before each new attempt `table`
 /// is brought to its latest version: on object storage a handle's reads may lag other writers by up to
-/// its read consistency interval (`remote::READ_CONSISTENCY`), and an attempt from the version that
+/// its read consistency interval (`bucket::READ_CONSISTENCY`), and an attempt from the version that
 /// conflicted meets the same conflict again.
 pub(super) async fn retry<T, F, Fut>(table: &lancedb::Table, op: F) -> lancedb::Result<T>
 where

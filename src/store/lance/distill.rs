@@ -71,13 +71,13 @@ impl DistillRunStore for LanceStore {
     }
 
     /// On a local directory `<db>/distill-<sha256(actor)[..16]>.lock` ([`super::commit::TableLock`]); on
-    /// object storage a lease object of that name ([`super::remote::try_lease`]).
+    /// object storage a lease object of that name ([`super::bucket::try_lease`]).
     async fn try_lock_runs(&self, actor_id: &str) -> Result<Option<RunLock>, StoreError> {
         use sha2::{Digest, Sha256};
         let digest = hex::encode(Sha256::digest(actor_id.as_bytes()));
         let name = format!("distill-{}", &digest[..16]);
         if let crate::store::Location::Bucket(uri) = self.location() {
-            return super::remote::try_lease(uri, &name, super::remote::RUN_LEASE, "distill run").await;
+            return super::bucket::try_lease(uri, &name, super::bucket::RUN_LEASE, "distill run").await;
         }
         let lock = super::commit::TableLock::try_acquire(self.location(), &name)?;
         Ok(lock.map(RunLock::new))

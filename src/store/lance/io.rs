@@ -24,7 +24,7 @@ use lance::session::Session;
 use lance_io::object_store::providers::local::FileStoreProvider;
 use lance_io::object_store::{ObjectStore, ObjectStoreParams, ObjectStoreProvider, ObjectStoreRegistry};
 
-use super::read_cache::CachedReadsProvider;
+use super::bucket::read_cache::CachedReadsProvider;
 
 /// How the store reads its files (`--lance-io`, `ASTRA_LANCE_IO`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,7 +73,7 @@ pub const DEFAULT_CACHE_MIB: u64 = 1024;
 /// Of `cache_mib`, on a local directory: three quarters for Lance's index cache (full-text and vector
 /// index pages), one quarter for its metadata cache (manifests, file and fragment metadata). On an
 /// `s3://` store: half for indexes, a quarter for metadata and a quarter for the immutable files read
-/// from the bucket ([`super::read_cache::CachedReads`]).
+/// from the bucket ([`super::bucket::read_cache::CachedReads`]).
 ///
 /// # Errors
 /// With [`ReadIo::Uring`] set for a local directory where this kernel refuses io_uring: the kernel's

@@ -9,7 +9,7 @@
 //! directory every read checks for other processes' commits first ([`READ_CONSISTENCY`] is zero: one
 //! look at the table's latest manifest per query), so a write is visible to every server on the
 //! directory as soon as it returns; on object storage a read may lag by up to half a
-//! second ([`remote::READ_CONSISTENCY`], `--read-consistency-ms`).
+//! second ([`bucket::READ_CONSISTENCY`], `--read-consistency-ms`).
 //!
 //! Every table's `id` (`key` for `meta`) is its key for Lance ([`rows::key_field`]): two merge-inserts
 //! that commit at once with a key in common conflict, and the second is retried against the first's
@@ -25,11 +25,12 @@
 //! One file per job, from the bottom up: `tables` ([`TableId`]: every table by identity), `policy` (what
 //! upkeep and a write's full-text check do, decided from a table's numbers alone, no I/O), `failure`
 //! (Lance's errors read by their variants), `fts` (which columns each table indexes for BM25, and which
-//! indexes are stale), `sql` (filters and literals), `rows`, [`row_cache`], `read_cache` and [`io`]; `handle` (the
+//! indexes are stale), `sql` (filters and literals), `rows`, [`row_cache`] and [`io`]; `handle` (the
 //! open store, one handle per table with its state, and the one way every file reads and reports
 //! errors); `commit` (retried commits, keyed merges, locks: the only file that uses Lance's dataset
 //! API below lancedb), `search` (rankings and the reading of ranked rows, for every searchable table
-//! through one implementation of `store::Searchable`), `remote` (what object storage needs); one file
+//! through one implementation of `store::Searchable`), `bucket` (what object storage needs: checks at
+//! open, leases, its files cached in memory); one file
 //! per table for its schema and rows (`fixes`, `archival`, `conversation`, `core_blocks`, `distill`),
 //! `group` (the inserts of one process committed together), `upkeep` (running what `policy` decides:
 //! index building, compaction, pruning); `open` (opening, the `meta` checks, the full-text indexes found
@@ -40,6 +41,7 @@
 mod admin;
 mod archival;
 mod browse;
+mod bucket;
 mod commit;
 mod conversation;
 mod core_blocks;
@@ -52,8 +54,6 @@ mod handle;
 pub mod io;
 mod open;
 mod policy;
-mod read_cache;
-mod remote;
 pub mod row_cache;
 mod rows;
 mod search;

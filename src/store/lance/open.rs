@@ -15,7 +15,7 @@ use super::commit::{TableLock, retry};
 use super::fts::{fts_columns, has_fts_index, has_stale_fts_index};
 use super::handle::{FORMAT_VERSION, LanceStore, READ_CONSISTENCY, TableHandle, backend, collect};
 use super::tables::{META_TABLE, TableId};
-use super::{archival, conversation, core_blocks, distill, fixes, io, remote, row_cache, rows};
+use super::{archival, bucket, conversation, core_blocks, distill, fixes, io, row_cache, rows};
 use crate::embed::{DIMENSION, MODEL_ID};
 use crate::store::{Location, StoreError};
 
@@ -31,10 +31,10 @@ pub struct OpenOptions {
     pub cache_mib: u64,
     /// How long a read may lag other processes' commits (`--read-consistency-ms`); `None`: the
     /// default of where the store lives, [`READ_CONSISTENCY`] on a local directory and
-    /// [`remote::READ_CONSISTENCY`] on object storage.
+    /// [`bucket::READ_CONSISTENCY`] on object storage.
     pub read_consistency: Option<Duration>,
     /// Open an object store that does not refuse a second conditional write of one key
-    /// (`--unsafe-single-writer`; [`remote::probe_conditional_writes`]).
+    /// (`--unsafe-single-writer`; [`bucket::probe_conditional_writes`]).
     pub unsafe_single_writer: bool,
 }
 
@@ -89,7 +89,7 @@ impl LanceStore {
     pub async fn require_existing(path: &str) -> Result<(), StoreError> {
         let exists = match Location::parse(path) {
             Ok(Location::Local(dir)) => std::path::Path::new(&dir).is_dir(),
-            Ok(Location::Bucket(uri)) => remote::store_exists(&uri).await?,
+            Ok(Location::Bucket(uri)) => bucket::store_exists(&uri).await?,
             Err(_) => false,
         };
         if exists { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
@@ -111,7 +111,7 @@ impl LanceStore {
         let path = location.as_str();
         if !local && !options.unsafe_single_writer {
             // before anything is written: a store that would lose commits gets no tables
-            remote::probe_conditional_writes(path).await?;
+            bucket::probe_conditional_writes(path).await?;
         }
         // how the store is read (see `io`), settled before anything is created
         let session = io::session(options.read_io, options.cache_mib, local)
@@ -126,7 +126,7 @@ impl LanceStore {
         let path = location.as_str();
         let connect = lancedb::connect(path).session(session.clone());
         let read_consistency =
-            options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { remote::READ_CONSISTENCY });
+            options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { bucket::READ_CONSISTENCY });
         let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
         let meta = open_or_create(&conn, &location, META_TABLE, meta_schema()).await?;
         check_meta(&location, &meta, check_model).await?;
@@ -153,7 +153,7 @@ impl LanceStore {
                 (TableId::Forgotten.name(), &forgotten),
                 (TableId::DistillRuns.name(), &distill_runs),
             ];
-            futures::future::try_join_all(tables.map(|(name, table)| remote::check_keyed(path, name, table))).await?;
+            futures::future::try_join_all(tables.map(|(name, table)| bucket::check_keyed(path, name, table))).await?;
         }
         // a row cache for each table searches rank, sized by what the table allows
         let (fixes_rows, archival_rows, session_items_rows) = futures::join!(
@@ -249,7 +249,7 @@ async fn open_or_create(
             return Err(open_err(&format!(
                 "its table `{name}` is absent and another process holds the lease to create it (a process that \
                  died creating it holds it for {} s): try again",
-                remote::CREATION_LEASE.as_secs()
+                bucket::CREATION_LEASE.as_secs()
             )));
         }
     }
@@ -259,14 +259,14 @@ async fn open_or_create(
 const CREATION_WAIT: Duration = Duration::from_secs(90);
 
 /// The lock of table `name`'s creation: the table's write lock ([`TableLock`], `flock(2)`) on a local
-/// directory, waited for; on object storage a lease object ([`remote::try_lease`],
-/// [`remote::CREATION_LEASE`]), `None` while another process holds it.
+/// directory, waited for; on object storage a lease object ([`bucket::try_lease`],
+/// [`bucket::CREATION_LEASE`]), `None` while another process holds it.
 async fn creation_lock(location: &Location, name: &str) -> Result<Option<crate::store::RunLock>, StoreError> {
     let Location::Bucket(uri) = location else {
         return Ok(Some(crate::store::RunLock::new(TableLock::acquire(location, name).await?)));
     };
     let lease = format!("create-{name}");
-    remote::try_lease(uri, &lease, remote::CREATION_LEASE, "table creation").await
+    bucket::try_lease(uri, &lease, bucket::CREATION_LEASE, "table creation").await
 }
 
 pub(super) fn meta_schema() -> SchemaRef {

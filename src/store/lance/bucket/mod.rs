@@ -1,5 +1,6 @@
 //! Stores on object storage (`s3://bucket/prefix`; docs/storage.md, "When one machine is not enough"):
-//! what a store there needs that a local directory does not.
+//! what a store there needs that a local directory does not — the checks at open, leases instead of
+//! `flock(2)`, and ([`read_cache`]) its immutable files kept in memory.
 //!
 //! Lance commits a table version by writing its manifest with a conditional PUT (`If-None-Match: *`,
 //! object_store's `PutMode::Create`): of two writers committing the same version, the store refuses
@@ -9,6 +10,7 @@
 //! machines is the tables' key ([`super::rows::key_field`]), which [`check_keyed`] requires of every
 //! table on object storage.
 
+pub(super) mod read_cache;
 use std::time::Duration;
 
 use lancedb::Table;

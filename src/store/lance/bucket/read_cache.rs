@@ -1,7 +1,7 @@
 //! Reads of a store's immutable files on object storage, kept in memory ([`CachedReads`]).
 //!
 //! Why: on a bucket every read of a file is a request. Lance caches indexes and metadata
-//! ([`super::io::session`]) but not data: the near-duplicate search of each insert scans the vector
+//! ([`super::super::io::session`]) but not data: the near-duplicate search of each insert scans the vector
 //! column of every fragment the vector index does not cover yet and reads its candidates' rows, and
 //! the merge-insert reads the `id` column of every fragment. With eight writers on one bucket that was
 //! 26 GETs per acknowledged write, 95 % of them the same bytes of the same file read again
