@@ -457,7 +457,8 @@ pub(super) async fn run_tests(
     }
     match &report.confirmed_outcome {
         Some(outcome) => text.push_str(&format!(
-            "\nconfirmed_outcome: {outcome}\nTo remember this fix, call store_fix_memory with exactly this string as `outcome`."
+            "\nconfirmed_outcome: {outcome}\nIf this run confirms a fix you made, call store_fix_memory with exactly this string as \
+             `outcome`; if nothing was fixed, there is nothing to store."
         )),
         None if run.failing.is_empty() => {
             text.push_str(&format!("\nOutput (tail):\n{}", run.output_tail.trim_end()));

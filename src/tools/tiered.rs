@@ -131,7 +131,8 @@ pub struct ArchivalMemorySearchParams {
     #[schemars(length(min = 1, max = 64))]
     #[serde(default)]
     pub start: Option<String>,
-    /// Only passages stored at or before this time (RFC 3339, or a date: the end of that day); null for no bound.
+    /// Only passages stored at or before this time (RFC 3339, a time to the second covering that whole
+    /// second; or a date: the end of that day); null for no bound.
     #[schemars(length(min = 1, max = 64))]
     #[serde(default)]
     pub end: Option<String>,
@@ -199,7 +200,8 @@ pub struct ConversationSearchParams {
     #[schemars(length(min = 1, max = 64))]
     #[serde(default)]
     pub start: Option<String>,
-    /// Only items said at or before this time (RFC 3339, or a date: the end of that day); null for no bound.
+    /// Only items said at or before this time (RFC 3339, a time to the second covering that whole second;
+    /// or a date: the end of that day); null for no bound.
     #[schemars(length(min = 1, max = 64))]
     #[serde(default)]
     pub end: Option<String>,
@@ -329,18 +331,17 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 /// Parses a time bound: RFC 3339, or a date (`YYYY-MM-DD`: its start for `start`, its end for `end`).
-fn parse_time(
-    tool: &str,
-    field: &str,
-    value: Option<&str>,
-    end_of_day: bool,
-) -> Result<Option<DateTime<Utc>>, ToolError> {
+/// An `end` given to the second (as results show times) covers that whole second: a memory stored at
+/// `09:00:00.4` is shown as `09:00:00Z`, and `end: "…T09:00:00Z"` must not leave it out.
+fn parse_time(tool: &str, field: &str, value: Option<&str>, end: bool) -> Result<Option<DateTime<Utc>>, ToolError> {
     let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else { return Ok(None) };
     if let Ok(t) = DateTime::parse_from_rfc3339(value) {
-        return Ok(Some(t.with_timezone(&Utc)));
+        let t = t.with_timezone(&Utc);
+        let whole_second = t.timestamp_subsec_nanos() == 0;
+        return Ok(Some(if end && whole_second { t + chrono::Duration::microseconds(999_999) } else { t }));
     }
     if let Ok(d) = NaiveDate::parse_from_str(value, "%Y-%m-%d") {
-        let t = if end_of_day { d.and_hms_micro_opt(23, 59, 59, 999_999) } else { d.and_hms_opt(0, 0, 0) };
+        let t = if end { d.and_hms_micro_opt(23, 59, 59, 999_999) } else { d.and_hms_opt(0, 0, 0) };
         return Ok(t.map(|t| t.and_utc()));
     }
     Err(ToolError::InvalidArguments(format!(
@@ -715,5 +716,27 @@ pub(super) async fn forget(store: &dyn ForgetStore, actor_id: &str, args: JsonOb
         None => Err(ToolError::InvalidArguments(format!(
             "{TOOL}: no memory with id {id} belongs to this user (it may be forgotten already). Use an id from a search result."
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, Utc};
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    /// A time shown to the second, given back as `end`, keeps the memories stored within that second;
+    /// a time with a fraction is taken as given; `start` is never widened.
+    #[test]
+    fn an_end_given_to_the_second_covers_that_second() {
+        let parse = |field, value, end| super::parse_time("t", field, Some(value), end).unwrap().unwrap();
+        assert_eq!(parse("end", "2026-12-07T09:00:00Z", true), at("2026-12-07T09:00:00.999999Z"));
+        assert_eq!(parse("end", "2026-12-07T09:00:00.5Z", true), at("2026-12-07T09:00:00.5Z"));
+        assert_eq!(parse("start", "2026-12-07T09:00:00Z", false), at("2026-12-07T09:00:00Z"));
+        assert_eq!(parse("end", "2026-12-07", true), at("2026-12-07T23:59:59.999999Z"));
+        let window = super::time_window("t", Some("2026-12-07T09:00:00Z"), Some("2026-12-07T09:00:00Z")).unwrap();
+        assert!(window.0.unwrap() < at("2026-12-07T09:00:00.4Z") && at("2026-12-07T09:00:00.4Z") <= window.1.unwrap());
     }
 }

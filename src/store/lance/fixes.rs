@@ -13,7 +13,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use lancedb::query::QueryBase;
+use lancedb::query::{QueryBase, Select};
 use uuid::Uuid;
 
 use super::commit::delete_where;
@@ -124,7 +124,25 @@ fn from_micros(us: i64, column: &'static str) -> Result<DateTime<Utc>, StoreErro
     })
 }
 
-/// Decodes every row of `batch`, with each row's stored vector.
+/// Every column of the `fixes` table but `vector`: what a [`FixRecord`] holds.
+const RECORD_COLUMNS: [&str; 13] = [
+    "id",
+    "actor_id",
+    "project",
+    "session_id",
+    "created_at",
+    "updated_at",
+    "fix_description",
+    "error_type",
+    "file_paths",
+    "outcome",
+    "verified",
+    "receipt",
+    "embedded_text",
+];
+
+/// Decodes every row of `batch`, with each row's stored vector (empty when `batch` was read without
+/// its `vector` column: [`RECORD_COLUMNS`]).
 fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
     let t = TableId::Fixes.name();
     let id = column::<StringArray>(batch, t, "id")?;
@@ -140,7 +158,10 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
     let verified = column::<BooleanArray>(batch, t, "verified")?;
     let receipt = column::<StringArray>(batch, t, "receipt")?;
     let text = column::<StringArray>(batch, t, "embedded_text")?;
-    let vectors = column::<FixedSizeListArray>(batch, t, "vector")?;
+    let vectors = match batch.column_by_name("vector") {
+        Some(_) => Some(column::<FixedSizeListArray>(batch, t, "vector")?),
+        None => None,
+    };
     let mut out = Vec::with_capacity(batch.num_rows());
     for i in 0..batch.num_rows() {
         let memory_id = Uuid::parse_str(id.value(i)).map_err(|e| StoreError::Corrupt {
@@ -163,13 +184,16 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreEr
                 message: e.to_string(),
             })?)
         };
-        let vector = vectors.value(i);
-        let vector = vector
-            .as_any()
-            .downcast_ref::<Float32Array>()
-            .ok_or_else(|| StoreError::Corrupt { table: t, column: "vector", message: "not f32".into() })?
-            .values()
-            .to_vec();
+        let vector = match vectors {
+            Some(vectors) => vectors
+                .value(i)
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .ok_or_else(|| StoreError::Corrupt { table: t, column: "vector", message: "not f32".into() })?
+                .values()
+                .to_vec(),
+            None => Vec::new(),
+        };
         out.push((
             FixRecord {
                 memory_id,
@@ -237,7 +261,9 @@ impl FixStore for LanceStore {
         // a project's fixes are few (one per passing fix); sorted here, Lance scans have no ORDER BY
         let filter =
             format!("actor_id = {} AND project = {} AND verified = true", sql_literal(actor_id), sql_literal(project));
-        let batches = self.select(TableId::Fixes, &filter, None).await?;
+        // the records without their vectors (1.5 KiB each): renewal and the browser's list need none
+        let query = self.table(TableId::Fixes).query().only_if(filter).select(Select::columns(&RECORD_COLUMNS));
+        let batches = collect(&query).await.map_err(backend)?;
         let mut fixes: Vec<FixRecord> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
         let confirmed = |f: &FixRecord| f.receipt.as_ref().map_or(f.created_at, |r| r.finished_at);
