@@ -1,4 +1,4 @@
-//! The developers' command line (clap derive): `astra-mcp-dev bench | eval | session-demo | schemas`,
+//! The developers' command line (clap derive): `astra-mcp-dev bench | eval | session-demo | schemas | settings`,
 //! with the global flags of `astra-mcp` ([`GlobalArgs`]).
 
 use std::path::PathBuf;
@@ -7,8 +7,8 @@ use astra_mcp::cli::{GlobalArgs, LoopArgs, ModelArgs, StoreArgs};
 use astra_mcp::env_vars as ev;
 use clap::{Args, Parser, Subcommand};
 
-/// The developers' tools of astra-mcp: benchmarks, retrieval evaluations, the cross-session demo, and
-/// the tools' schema files. Not part of the product (the wheel does not ship it).
+/// The developers' tools of astra-mcp: benchmarks, retrieval evaluations, the cross-session demo, the
+/// tools' schema files and the settings page. Not part of the product (the wheel does not ship it).
 #[derive(Debug, Parser)]
 #[command(name = "astra-mcp-dev", version, about, long_about = None)]
 pub struct DevCli {
@@ -36,6 +36,9 @@ pub enum DevCommand {
     SessionDemo(Box<SessionDemoArgs>),
     /// Write every tool's schema to `schemas/<tool>.json`, or check the checked-in files match.
     Schemas(SchemasArgs),
+    /// Write docs/settings.md from `astra-mcp`'s flags, its environment variables and the page's template
+    /// (dev/settings.template.md), or check the checked-in page matches.
+    Settings(SettingsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,6 +165,16 @@ pub struct SchemasArgs {
     #[arg(long, default_value = "schemas", value_name = "DIR")]
     pub out: PathBuf,
     /// Do not write: exit 1 when a file differs from what the code generates.
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SettingsArgs {
+    /// The page to write (or to compare with, with --check).
+    #[arg(long, default_value = "docs/settings.md", value_name = "FILE")]
+    pub out: PathBuf,
+    /// Do not write: exit 1 when the page differs from what the code generates.
     #[arg(long)]
     pub check: bool,
 }

@@ -7,6 +7,7 @@ mod cli;
 mod eval;
 mod schemas;
 mod session_demo;
+mod settings;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
             DevCommand::Eval { command } => eval::run(command, open).await.map(done),
             DevCommand::SessionDemo(args) => session_demo::run(*args, open).await.map(done),
             DevCommand::Schemas(args) => schemas::run(&args),
+            DevCommand::Settings(args) => settings::run(&args),
         }
     });
     let code = result.unwrap_or_else(|e| {

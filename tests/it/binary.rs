@@ -82,6 +82,30 @@ fn schema_files_are_current_and_the_check_command_agrees() {
         .stderr(predicates::str::contains("run `astra-mcp-dev schemas`"));
 }
 
+/// docs/settings.md is what `astra-mcp-dev settings` writes from the flags' definitions, the environment
+/// variables and the page's template; a page edited by hand (or left behind by a changed flag) fails the
+/// check, which names the command that regenerates it.
+#[test]
+fn the_settings_page_is_current_and_the_check_command_agrees() {
+    let dev = crate::support::dev_binary();
+    let page = crate::support::repo().join("docs/settings.md");
+    Command::new(&dev).args(["settings", "--check", "--out"]).arg(&page).assert().success();
+    let dir = tempfile::tempdir().unwrap();
+    let written = dir.path().join("settings.md");
+    Command::new(&dev).args(["settings", "--out"]).arg(&written).assert().success();
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert!(std::fs::read_to_string(&written).unwrap() == text, "`settings` writes the page `--check` accepts");
+    let edited = text.replacen("| `--db PATH` |", "| `--db DIR` |", 1);
+    assert_ne!(edited, text, "the page lists `--db PATH`");
+    std::fs::write(&written, edited).unwrap();
+    Command::new(&dev)
+        .args(["settings", "--check", "--out"])
+        .arg(&written)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("run `astra-mcp-dev settings`"));
+}
+
 /// The product binary carries no developers' command: each is an unknown subcommand there, and
 /// `--help` does not list it.
 #[test]
@@ -89,7 +113,7 @@ fn the_product_binary_has_no_developer_commands() {
     let help = Command::new(BIN).arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(help.contains("serve") && help.contains("memory"), "{help}");
-    for dev in ["bench", "eval", "session-demo", "schemas"] {
+    for dev in ["bench", "eval", "session-demo", "schemas", "settings"] {
         assert!(!help.lines().any(|l| l.trim_start().starts_with(&format!("{dev} "))), "`{dev}` listed: {help}");
         Command::new(BIN)
             .arg(dev)

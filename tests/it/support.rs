@@ -22,7 +22,7 @@ pub fn repo() -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
 }
 
-/// The developers' binary, `astra-mcp-dev` (bench, eval, session-demo, schemas): the workspace's other
+/// The developers' binary, `astra-mcp-dev` (bench, eval, session-demo, schemas, settings): the workspace's other
 /// package, built beside `astra-mcp` by scripts/test (`cargo build --release -p astra-mcp-dev`).
 pub fn dev_binary() -> PathBuf {
     let path = std::path::Path::new(env!("CARGO_BIN_EXE_astra-mcp")).with_file_name("astra-mcp-dev");
