@@ -97,38 +97,19 @@ pub enum EvalCommand {
         /// Store to use (kept, and reused on the next run); default: a temporary directory.
         #[arg(long, value_name = "PATH")]
         db: Option<String>,
-        #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
-        model_dir: Option<PathBuf>,
-        #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
-        ort_dylib: Option<PathBuf>,
-        /// Weight of the vector ranking in the fusion (default: the product's).
-        #[arg(long)]
-        vector_weight: Option<f32>,
-        /// Weight of the BM25 ranking in the fusion (default: the product's).
-        #[arg(long)]
-        keyword_weight: Option<f32>,
+        #[command(flatten)]
+        common: EvalArgs,
         /// Weight of the BM25 ranking over each turn's own text (default: the product's).
         #[arg(long)]
         own_text_weight: Option<f32>,
-        /// Also write the report as JSON to this file.
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
     },
     /// Fix retrieval on the bundled evaluation set (345 fixes: 225 look-alikes with symptom and
     /// identifier queries, 60 target and distractor pairs with paraphrase queries; tune and held-out
     /// splits): hit@1, hit@3 and MRR of `search_codebase_memory`, fused and with each ranking alone, in a
     /// fresh temporary store.
     Fixes {
-        #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
-        model_dir: Option<PathBuf>,
-        #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
-        ort_dylib: Option<PathBuf>,
-        /// Weight of the vector ranking in the fusion (default: the product's).
-        #[arg(long)]
-        vector_weight: Option<f32>,
-        /// Weight of the BM25 ranking in the fusion (default: the product's).
-        #[arg(long)]
-        keyword_weight: Option<f32>,
+        #[command(flatten)]
+        common: EvalArgs,
         /// The power the BM25 ranking's share of the query's reach is raised to (default: the product's).
         #[arg(long)]
         keyword_exponent: Option<f32>,
@@ -140,9 +121,6 @@ pub enum EvalCommand {
         /// ranked, the fix ranked first instead. The held-out split's are never listed.
         #[arg(long)]
         misses: bool,
-        /// Also write the report as JSON to this file.
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
     },
     /// The code check of stored fixes (in place, changed around, reverted, unknown) on generated git
     /// repositories whose code moves on after the fix: precision and recall of each state. Needs git.
@@ -157,6 +135,25 @@ pub enum EvalCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+}
+
+/// What the retrieval evaluations share: the model, the weights of the two rankings every fusion has,
+/// and where the report goes.
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    #[arg(long, env = ev::ASTRA_MODEL_DIR, value_name = "DIR")]
+    pub model_dir: Option<PathBuf>,
+    #[arg(long, env = ev::ORT_DYLIB_PATH, value_name = "FILE")]
+    pub ort_dylib: Option<PathBuf>,
+    /// Weight of the vector ranking in the fusion (default: the product's).
+    #[arg(long)]
+    pub vector_weight: Option<f32>,
+    /// Weight of the BM25 ranking in the fusion (default: the product's).
+    #[arg(long)]
+    pub keyword_weight: Option<f32>,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -3,12 +3,11 @@
 //! report and optionally writes it as JSON.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::cli::EvalCommand;
+use crate::cli::{EvalArgs, EvalCommand};
 use astra_mcp::app::LanceStore;
 use astra_mcp::app::OpenOptions;
 use astra_mcp::embed::{LazyEmbedder, ModelPaths, Workload};
@@ -17,7 +16,7 @@ use astra_mcp::memory::{ConversationMemory, Fusion};
 
 pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> {
     match command {
-        EvalCommand::Locomo { dir, db, model_dir, ort_dylib, vector_weight, keyword_weight, own_text_weight, json } => {
+        EvalCommand::Locomo { dir, db, common, own_text_weight } => {
             let conversations = locomo::load(&dir)?;
             let temp;
             let db = match db {
@@ -27,14 +26,9 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
                     temp.path().join("db").to_string_lossy().into_owned()
                 }
             };
-            let embedder = eval_embedder(model_dir, ort_dylib).await?;
-            let defaults = Fusion::conversation();
-            let fusion = Fusion {
-                vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
-                keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
-                exact_weight: own_text_weight.unwrap_or(defaults.exact_weight),
-                ..defaults
-            };
+            let embedder = eval_embedder(&common).await?;
+            let defaults = common.fusion(Fusion::conversation());
+            let fusion = Fusion { exact_weight: own_text_weight.unwrap_or(defaults.exact_weight), ..defaults };
             let store = LanceStore::open_with(&db, open).await?;
             store.ensure_indexes().await?; // a store reused from an earlier run may lack a newer index
             let memory = ConversationMemory::new(Arc::new(store), embedder, fusion);
@@ -50,23 +44,12 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
                 "fusion: vector_weight={} keyword_weight={} own_text_weight={}; store {db}",
                 fusion.vector_weight, fusion.keyword_weight, fusion.exact_weight
             );
-            write_json(json.as_deref(), &report)
+            write_json(common.json.as_deref(), &report)
         }
-        EvalCommand::Fixes {
-            model_dir,
-            ort_dylib,
-            vector_weight,
-            keyword_weight,
-            keyword_exponent,
-            identifier_weight,
-            misses,
-            json,
-        } => {
-            let embedder = eval_embedder(model_dir, ort_dylib).await?;
-            let defaults = Fusion::fixes();
+        EvalCommand::Fixes { common, keyword_exponent, identifier_weight, misses } => {
+            let embedder = eval_embedder(&common).await?;
+            let defaults = common.fusion(Fusion::fixes());
             let fusion = Fusion {
-                vector_weight: vector_weight.unwrap_or(defaults.vector_weight),
-                keyword_weight: keyword_weight.unwrap_or(defaults.keyword_weight),
                 keyword_exponent: keyword_exponent.unwrap_or(defaults.keyword_exponent),
                 exact_weight: identifier_weight.unwrap_or(defaults.exact_weight),
                 ..defaults
@@ -85,7 +68,7 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
             if misses {
                 print!("{}", astra_mcp::eval::fixes::render_misses(&report));
             }
-            write_json(json.as_deref(), &report)
+            write_json(common.json.as_deref(), &report)
         }
         EvalCommand::Staleness { per_move, seed, json } => {
             let report = tokio::task::spawn_blocking(move || astra_mcp::eval::staleness::run(per_move, seed)).await??;
@@ -95,10 +78,22 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
     }
 }
 
+impl EvalArgs {
+    /// `defaults` with the vector and keyword weights given on the command line.
+    fn fusion(&self, defaults: Fusion) -> Fusion {
+        Fusion {
+            vector_weight: self.vector_weight.unwrap_or(defaults.vector_weight),
+            keyword_weight: self.keyword_weight.unwrap_or(defaults.keyword_weight),
+            ..defaults
+        }
+    }
+}
+
 /// The embedder of the evaluations, loaded, with the server's interactive settings (so timings are
 /// the server's).
-async fn eval_embedder(model_dir: Option<PathBuf>, ort_dylib: Option<PathBuf>) -> anyhow::Result<LazyEmbedder> {
-    let embedder = LazyEmbedder::onnx(ModelPaths::resolve(model_dir, ort_dylib), Workload::Interactive);
+async fn eval_embedder(args: &EvalArgs) -> anyhow::Result<LazyEmbedder> {
+    let paths = ModelPaths::resolve(args.model_dir.clone(), args.ort_dylib.clone());
+    let embedder = LazyEmbedder::onnx(paths, Workload::Interactive);
     embedder.get().await?;
     Ok(embedder)
 }
