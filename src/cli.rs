@@ -390,6 +390,9 @@ pub enum MemoryCommand {
         #[command(flatten)]
         store: StoreArgs,
         /// Keep versions younger than this many seconds (another process may still read them).
+        ///
+        /// Below 60, run it only while no server, hook or other command uses the store: a write that
+        /// another process commits meanwhile can be lost.
         #[arg(long, default_value_t = 60, value_name = "SECS")]
         prune_older_than: u64,
     },
@@ -845,6 +848,41 @@ mod tests {
         cli.build();
         let cmd = cli.find_subcommand_mut(name).unwrap();
         if long { cmd.render_long_help() } else { cmd.render_help() }.to_string()
+    }
+
+    /// docs/limits.md and docs/hooks.md explain some flags in tables of their own (what happens at the
+    /// limit; the hook's config keys): each row's environment variable and default are the flag's own,
+    /// so those pages cannot drift from the definitions docs/settings.md is generated from.
+    #[test]
+    fn the_flag_tables_of_limits_and_hooks_docs_match_the_definitions() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut cli = super::Cli::command();
+        cli.build();
+        let serve = cli.find_subcommand("serve").unwrap().clone();
+        let hook = cli.find_subcommand("hook").unwrap().find_subcommand("claude-code").unwrap().clone();
+        let mut checked = 0;
+        for (page, cmd, default_column) in [("docs/limits.md", &serve, 3), ("docs/hooks.md", &hook, 4)] {
+            let text = std::fs::read_to_string(root.join(page)).unwrap();
+            for row in text.lines().filter(|l| l.starts_with("| `--")) {
+                let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+                let long = cells[1].trim_matches('`').split(' ').next().unwrap().trim_start_matches("--");
+                let arg = cmd
+                    .get_arguments()
+                    .find(|a| a.get_long() == Some(long))
+                    .unwrap_or_else(|| panic!("{page}: `{} {long}` is no flag", cmd.get_name()));
+                let env = arg.get_env().and_then(|e| e.to_str()).unwrap_or_default();
+                assert_eq!(cells[2].trim_matches('`'), env, "{page}: the environment variable of --{long}");
+                let written = cells[default_column];
+                let default = arg.get_default_values().first().and_then(|d| d.to_str()).unwrap_or("false");
+                match (written.parse::<f64>(), default.parse::<f64>()) {
+                    (Ok(w), Ok(d)) => assert_eq!(w, d, "{page}: the default of --{long}"),
+                    _ if written == "off" => assert_eq!(default, "false", "{page}: the default of --{long}"),
+                    _ => continue, // a default in words (derived at run time)
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 12, "only {checked} rows checked: did the tables change shape?");
     }
 
     /// `serve -h` leads with the flags a newcomer sets and leaves tuning to `--help`; `ui` lists no

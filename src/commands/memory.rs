@@ -432,8 +432,9 @@ async fn optimize(open: OpenOptions, store: StoreArgs, prune_older_than: u64) ->
     let keep = chrono::Duration::seconds(i64::try_from(prune_older_than).unwrap_or(i64::MAX));
     if prune_older_than < 60 {
         eprintln!(
-            "astra-mcp: pruning versions younger than 60 s: servers' searches read again on the latest \
-             version, but a long read in progress elsewhere (a `memory export`) may fail and need a rerun"
+            "astra-mcp: pruning versions younger than 60 s: run this only while no server, hook or other command \
+             uses the store. A write another process commits meanwhile can be lost, and a long read in progress \
+             elsewhere (a `memory export`) may fail"
         );
     }
     db.optimize(keep).await?;
