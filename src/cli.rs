@@ -295,7 +295,8 @@ pub struct HookArgs {
     #[arg(long, env = ev::ASTRA_TEST_COMMAND, value_name = "CMD")]
     pub test_command: Option<String>,
     /// Cosine floor of the fixes a failing test run brings up.
-    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE")]
+    #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE",
+          allow_negative_numbers = true, value_parser = cosine_floor)]
     pub min_score: f32,
     /// TOML config file (its `[hooks]` table). Default: `$XDG_CONFIG_HOME/astra-mcp/config.toml` when it
     /// exists.
@@ -313,8 +314,9 @@ pub enum MemoryCommand {
         /// `session_items` and `core_blocks` work too).
         #[arg(long, value_name = "TABLE")]
         table: Option<String>,
-        /// Rows per table.
-        #[arg(long, default_value_t = 20, value_name = "N")]
+        /// Rows per table (at least 1).
+        #[arg(long, default_value_t = 20, value_name = "N",
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         limit: usize,
         /// Every actor's rows, not only `--actor`'s.
         #[arg(long)]
@@ -551,7 +553,7 @@ pub struct ServeArgs {
     pub trust_client_outcomes: bool,
     /// Cosine floor: matches below it are dropped unless they also matched by keyword (−1 to 1).
     #[arg(long, env = ev::ASTRA_MIN_SCORE, default_value_t = crate::memory::DEFAULT_MIN_SCORE, value_name = "COSINE",
-          help_heading = ADVANCED, hide_short_help = true)]
+          allow_negative_numbers = true, value_parser = cosine_floor, help_heading = ADVANCED, hide_short_help = true)]
     pub min_score: f32,
     /// Cosine from which an existing archival passage is listed as a near-duplicate of a new one (0 to 1).
     #[arg(long, env = ev::ASTRA_NEAR_DUPLICATE_COSINE, default_value_t = crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE, value_name = "COSINE",
@@ -827,6 +829,14 @@ pub fn parse_time_flag(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Str
         })
 }
 
+/// `--min-score`: a cosine, −1 to 1 (negative values need no `=`: `--min-score -0.5`).
+fn cosine_floor(text: &str) -> Result<f32, String> {
+    match text.trim().parse::<f32>() {
+        Ok(cosine) if (-1.0..=1.0).contains(&cosine) => Ok(cosine),
+        _ => Err(format!("`{text}` is not a cosine: give a number from -1 to 1, e.g. 0.3 (0 keeps every match)")),
+    }
+}
+
 /// `--http`: an IP address and port; `localhost:PORT` means `127.0.0.1:PORT`.
 fn parse_http_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(addr) = text.parse() {
@@ -949,5 +959,28 @@ mod tests {
         assert_eq!(super::log_filter("info,lance=debug"), "info,lance=debug");
         assert_eq!(super::log_filter(super::DEFAULT_LOG), super::DEFAULT_LOG);
         assert_eq!(super::log_filter("off"), "off");
+    }
+
+    /// `--min-score` takes a negative cosine as a value, not as a flag, and refuses what is no cosine.
+    #[test]
+    fn a_negative_min_score_is_a_value_and_an_out_of_range_one_is_refused() {
+        use clap::Parser;
+        let hook = |score: &str| super::Cli::try_parse_from(["astra-mcp", "serve", "--stdio", "--min-score", score]);
+        let parsed = hook("-0.5").unwrap();
+        let super::Command::Serve(serve) = parsed.command else { panic!("not serve") };
+        assert_eq!(serve.min_score, -0.5);
+        for bad in ["1.5", "-2", "high"] {
+            let err = hook(bad).unwrap_err().to_string();
+            assert!(err.contains("is not a cosine: give a number from -1 to 1"), "{bad}: {err}");
+        }
+    }
+
+    /// `memory list --limit 0` is refused: it would list nothing and say the store holds no memories.
+    #[test]
+    fn memory_list_refuses_a_limit_of_0() {
+        use clap::Parser;
+        let err = super::Cli::try_parse_from(["astra-mcp", "memory", "list", "--limit", "0"]).unwrap_err();
+        assert!(err.to_string().contains("0 is not in 1.."), "{err}");
+        assert!(super::Cli::try_parse_from(["astra-mcp", "memory", "list", "--limit", "1"]).is_ok());
     }
 }

@@ -48,6 +48,8 @@ async fn list(
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
     let rows = db.list_rows(table.as_deref(), actor_or_all(&settings, all_actors).as_deref(), limit).await?;
+    // the human listing names tiers (`conversation`, `core`), the JSON lines the tables (as an export)
+    let tier = |table: &str| astra_mcp::app::lance::TableId::from_name(table).map_or("?", |t| t.tier());
     for row in &rows {
         if json {
             println!("{}", serde_json::to_string(row)?);
@@ -55,10 +57,14 @@ async fn list(
             let actor = astra_mcp::app::lance::preview(&row.actor_id, 40);
             println!(
                 "{:<13} {}  {}  {actor:<12} {:<12} {}",
-                row.table, row.id, row.created_at, row.project, row.preview
+                tier(row.table),
+                row.id,
+                row.created_at,
+                row.project,
+                row.preview
             );
         } else {
-            println!("{:<13} {}  {}  {:<12} {}", row.table, row.id, row.created_at, row.project, row.preview);
+            println!("{:<13} {}  {}  {:<12} {}", tier(row.table), row.id, row.created_at, row.project, row.preview);
         }
     }
     if rows.is_empty() {
@@ -99,7 +105,7 @@ async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Re
     let (mut missing, mut refused) = (Vec::new(), Vec::new());
     for id in &ids {
         match db.delete_row(&settings.actor_id, id).await {
-            Ok(Some(table)) => println!("deleted {id} from {table}"),
+            Ok(Some(table)) => println!("deleted {id} from {}", table.described()),
             Ok(None) => missing.push(id.clone()),
             Err(astra_mcp::store::StoreError::Invalid(why)) => refused.push(why),
             Err(e) => return Err(e.into()),
@@ -125,10 +131,18 @@ async fn export(open: OpenOptions, store: StoreArgs, out: Option<PathBuf>, all_a
     let actor = actor_or_all(&settings, all_actors);
     let counts = match &out {
         Some(path) => {
-            let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            // written beside `path` and renamed onto it once complete: an export that fails half-way
+            // leaves no file an import would take for the whole store (nor clobbers an older export)
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let file = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("creating {}", path.display()))?;
             let mut writer = std::io::BufWriter::new(file);
             let counts = db.export(&mut writer, actor.as_deref()).await?;
-            writer.flush()?;
+            let file = writer
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(|| format!("writing {}", path.display()))?;
+            file.as_file().sync_all().with_context(|| format!("writing {}", path.display()))?;
+            file.persist(path).with_context(|| format!("writing {}", path.display()))?;
             counts
         }
         None => {
@@ -492,5 +506,7 @@ fn summary(counts: &astra_mcp::app::lance::TableCounts) -> String {
     if counts.is_empty() {
         return "no rows".to_string();
     }
-    counts.iter().map(|(t, n)| format!("{n} {t}")).collect::<Vec<_>>().join(", ")
+    let tier =
+        |table: &str| astra_mcp::app::lance::TableId::from_name(table).map_or(table.to_string(), |t| t.tier().into());
+    counts.iter().map(|(t, n)| format!("{n} {}", tier(t))).collect::<Vec<_>>().join(", ")
 }

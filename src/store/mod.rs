@@ -148,11 +148,27 @@ fn in_bucket(db: &str) -> bool {
 /// What to check when the store at `path` does not open: a directory's writability, or a bucket's
 /// endpoint, name and credentials.
 fn missing_hint(path: &str) -> &'static str {
-    if in_bucket(path) { "check the bucket and prefix of --db (ASTRA_DB)" } else { "check --db (ASTRA_DB)" }
+    if in_bucket(path) {
+        "check the bucket and prefix of --db (ASTRA_DB)"
+    } else if is_a_file(path) {
+        IS_A_FILE
+    } else {
+        "check --db (ASTRA_DB)"
+    }
+}
+
+/// A `--db` that names a file, not a directory: what a store directory is, said at once.
+const IS_A_FILE: &str = "that is a file: --db (ASTRA_DB) names a store directory (an absent one is created)";
+
+fn is_a_file(path: &str) -> bool {
+    let path = path.strip_prefix("file://").unwrap_or(path);
+    std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
 }
 
 fn open_hint(path: &str) -> &'static str {
-    if in_bucket(path) {
+    if !in_bucket(path) && is_a_file(path) {
+        IS_A_FILE
+    } else if in_bucket(path) {
         "check the bucket and prefix in --db, the endpoint (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for plain HTTP) \
          and the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
     } else {
@@ -805,7 +821,8 @@ pub trait BrowseStore: DistillRunStore {
 #[async_trait]
 pub trait ForgetStore: Send + Sync {
     /// Deletes the fix, passage or conversation item `id` of `actor_id` from its table and that table's
-    /// indexes. Returns the table it was in, `None` when the actor has no such memory.
+    /// indexes. Returns the tier it was in (`fixes`, `archival`, `conversation`), `None` when the actor
+    /// has no such memory.
     async fn forget(&self, actor_id: &str, id: Uuid) -> Result<Option<&'static str>, StoreError>;
 }
 

@@ -254,8 +254,8 @@ pub struct MemoryForgetParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ForgetOutput {
     pub id: String,
-    /// The table the memory was deleted from: `fixes`, `archival` or `session_items`.
-    pub table: String,
+    /// The tier the memory was deleted from: `fixes`, `archival` or `conversation`.
+    pub tier: String,
 }
 
 pub(super) fn specs() -> Vec<ToolSpec> {
@@ -709,9 +709,9 @@ pub(super) async fn forget(store: &dyn ForgetStore, actor_id: &str, args: JsonOb
         ))
     })?;
     match store.forget(actor_id, id).await.map_err(|e| ToolError::Memory(e.into()))? {
-        Some(table) => Ok(ToolOutput::ok(
-            format!("Forgot {id} (deleted from {table}); it no longer appears in any search."),
-            serde_json::to_value(ForgetOutput { id: id.to_string(), table: table.to_string() }).expect("serializable"),
+        Some(tier) => Ok(ToolOutput::ok(
+            format!("Forgot {id} (deleted from the {tier} tier); it no longer appears in any search."),
+            serde_json::to_value(ForgetOutput { id: id.to_string(), tier: tier.to_string() }).expect("serializable"),
         )),
         None => Err(ToolError::InvalidArguments(format!(
             "{TOOL}: no memory with id {id} belongs to this user (it may be forgotten already). Use an id from a search result."

@@ -172,7 +172,7 @@ fn a_store_that_cannot_be_opened_ends_the_stdio_server_with_its_error() {
             .assert()
             .code(1)
             .stderr(predicates::str::contains(format!("cannot open the memory store at {}", not_a_dir.display())))
-            .stderr(predicates::str::contains("set --db or ASTRA_DB to a writable directory"));
+            .stderr(predicates::str::contains("that is a file: --db (ASTRA_DB) names a store directory"));
     }
 }
 

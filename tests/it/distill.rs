@@ -657,7 +657,7 @@ async fn forgetting_an_item_forgets_the_memories_distilled_from_it() {
     assert_eq!(search(&f.store, "ann", "tabs indentation Fly.io", false).await.len(), 2);
 
     let deploy_item = astra_mcp::domain::conversation_item_id("ann", "s1", "claude-code", "s1:3");
-    assert_eq!(f.store.forget("ann", deploy_item).await.unwrap(), Some("session_items"));
+    assert_eq!(f.store.forget("ann", deploy_item).await.unwrap(), Some("conversation"));
 
     let mut export = Vec::new();
     f.store.export(&mut export, None).await.unwrap();

@@ -435,6 +435,32 @@ async fn import_checks_every_kind_of_row_and_notes_what_it_does_not_change() {
     assert!(!stdout(astra(other.path()).args(["memory", "list"])).is_empty(), "the rows are ann's");
 }
 
+/// An export that fails half-way (a data file of the conversation table is gone, after the archival
+/// rows were written) exits 1 and leaves the older export at `--out` as it was, and no temporary file.
+#[tokio::test]
+async fn a_failed_export_leaves_the_older_export_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let p = serde_json::json!({"text": "The deploy key rotates every 30 days.", "tags": []});
+    as_ann(&db, &[("archival_memory_insert", p)]).await;
+    stdout(astra(&db).env("ASTRA_ACTOR", "ann").args(["sessions", "import"]).arg(fixture("responses.jsonl")));
+    let out = dir.path().join("backup.jsonl");
+    stdout(astra(&db).args(["memory", "export", "--out"]).arg(&out));
+    let whole = std::fs::read_to_string(&out).unwrap();
+    assert!(whole.contains("\"archival\"") && whole.contains("\"session_items\""), "{whole}");
+
+    for file in std::fs::read_dir(db.join("session_items.lance/data")).unwrap() {
+        std::fs::remove_file(file.unwrap().path()).unwrap();
+    }
+    let failed = astra(&db).args(["memory", "export", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(failed.status.code(), Some(1), "{}", String::from_utf8_lossy(&failed.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), whole, "the older export is left as it was");
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["backup.jsonl", "db"], "no partial file beside it");
+}
+
 #[tokio::test]
 async fn import_never_moves_a_memory_to_another_actor() {
     let db = tempfile::tempdir().unwrap();
@@ -498,6 +524,7 @@ async fn import_never_moves_a_memory_to_another_actor() {
     // a `forgotten` row deletes only its own actor's conversation item
     stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["sessions", "import"]).arg(fixture("responses.jsonl")));
     let items = stdout(astra(db.path()).env("ASTRA_ACTOR", "bob").args(["memory", "list", "--table", "conversation"]));
+    assert!(items.lines().all(|l| l.starts_with("conversation ")), "the tier, not the table `session_items`: {items}");
     let item = items.split_whitespace().nth(1).unwrap().to_string();
     let forget = serde_json::json!({"table": "forgotten", "row": {"id": item, "actor_id": "ann", "forgotten_at": "2026-12-01T00:00:00Z"}});
     let path = db.path().join("../forget.jsonl");
@@ -713,7 +740,7 @@ fn core_history_and_restore_from_the_cli() {
     assert_eq!(current.status.code(), Some(1));
     let said = String::from_utf8_lossy(&current.stderr);
     assert!(said.contains("its current value: change the block first"), "{said}");
-    assert!(String::from_utf8_lossy(&current.stdout).contains(&format!("deleted {} from core_blocks", id_of(1))));
+    assert!(String::from_utf8_lossy(&current.stdout).contains(&format!("deleted {} from core memory", id_of(1))));
     let restore = astra(db.path()).args(["core", "restore", "project", "1"]).output().unwrap();
     let said = String::from_utf8_lossy(&restore.stderr);
     assert_eq!(restore.status.code(), Some(1), "{said}");
@@ -739,6 +766,22 @@ fn a_bare_relative_db_name_is_a_local_directory() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no memory store at nope"));
     assert!(!cwd.path().join("nope").exists(), "an inspecting command does not create a store");
+    // a --db that names a file says so, whether the command reads or would create the store
+    std::fs::write(cwd.path().join("notes.txt"), "not a store").unwrap();
+    let transcript = fixture("responses.jsonl");
+    let transcript = transcript.to_str().unwrap();
+    for command in [&["memory", "stats"][..], &["serve", "--stdio"], &["sessions", "import", transcript]] {
+        let out = Command::new(BIN)
+            .current_dir(cwd.path())
+            .args(command)
+            .args(["--db", "notes.txt"])
+            .write_stdin("")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {said}");
+        assert!(said.contains("that is a file: --db (ASTRA_DB) names a store directory"), "{command:?}: {said}");
+    }
     let unread = Command::new(BIN)
         .current_dir(cwd.path())
         .args(["memory", "import", "--db", "new", "missing.jsonl"])

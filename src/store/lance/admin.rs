@@ -26,12 +26,7 @@ pub(super) fn main_text_column(table: TableId) -> &'static str {
 /// The table of a memory tier as `memory list --table` names it: `fixes`, `archival`, `conversation`,
 /// `core`, or the table's own name.
 fn table_name(name: &str) -> Result<TableId, StoreError> {
-    let tier = match name {
-        "conversation" => Some(TableId::Conversation),
-        "core" => Some(TableId::CoreBlocks),
-        other => TableId::from_name(other),
-    };
-    tier.filter(|t| TableId::MEMORY.contains(t)).ok_or_else(|| {
+    TableId::from_tier(name).filter(|t| TableId::MEMORY.contains(t)).ok_or_else(|| {
         StoreError::Backend(format!("no memory tier `{name}`: choose fixes, archival, conversation or core"))
     })
 }

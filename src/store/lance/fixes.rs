@@ -125,24 +125,12 @@ fn from_micros(us: i64, column: &'static str) -> Result<DateTime<Utc>, StoreErro
 }
 
 /// Every column of the `fixes` table but `vector`: what a [`FixRecord`] holds.
-const RECORD_COLUMNS: [&str; 13] = [
-    "id",
-    "actor_id",
-    "project",
-    "session_id",
-    "created_at",
-    "updated_at",
-    "fix_description",
-    "error_type",
-    "file_paths",
-    "outcome",
-    "verified",
-    "receipt",
-    "embedded_text",
-];
+fn record_columns() -> Vec<String> {
+    schema().fields().iter().map(|f| f.name().clone()).filter(|name| name != "vector").collect()
+}
 
 /// Decodes every row of `batch`, with each row's stored vector (empty when `batch` was read without
-/// its `vector` column: [`RECORD_COLUMNS`]).
+/// its `vector` column: [`record_columns`]).
 fn from_batch(batch: &RecordBatch) -> Result<Vec<(FixRecord, Vec<f32>)>, StoreError> {
     let t = TableId::Fixes.name();
     let id = column::<StringArray>(batch, t, "id")?;
@@ -247,14 +235,10 @@ fn id_filter(actor_id: &str, memory_id: Uuid) -> String {
 #[async_trait]
 impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
-        let batch = to_batch(fix, vector)?;
-        // One writer per table at a time: concurrent merge-inserts otherwise fail Lance's commit retries.
-        let lock = super::commit::TableLock::acquire(self.location(), TableId::Fixes.name()).await?;
-        let result =
-            super::commit::merge_keyed(self.table(TableId::Fixes), &batch, super::commit::Merge::Upsert).await?;
-        drop(lock);
-        self.after_write(TableId::Fixes).await;
-        Ok(result.num_inserted_rows > 0)
+        // with the other fixes stored in this process meanwhile, in one commit (`group`): on a bucket
+        // a commit is several round trips, and a commit per fix made every writer wait for all others
+        let created = self.upsert_grouped(TableId::Fixes, to_batch(fix, vector)?).await?;
+        Ok(!created.is_empty())
     }
 
     async fn recent_fixes(&self, actor_id: &str, project: &str, limit: usize) -> Result<Vec<FixRecord>, StoreError> {
@@ -262,7 +246,7 @@ impl FixStore for LanceStore {
         let filter =
             format!("actor_id = {} AND project = {} AND verified = true", sql_literal(actor_id), sql_literal(project));
         // the records without their vectors (1.5 KiB each): renewal and the browser's list need none
-        let query = self.table(TableId::Fixes).query().only_if(filter).select(Select::columns(&RECORD_COLUMNS));
+        let query = self.table(TableId::Fixes).query().only_if(filter).select(Select::columns(&record_columns()));
         let batches = collect(&query).await.map_err(backend)?;
         let mut fixes: Vec<FixRecord> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();

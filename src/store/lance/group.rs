@@ -1,5 +1,6 @@
-//! Group commit: the insert-if-absent writes of one table that wait in this process at the same time go
-//! into one Lance commit.
+//! Group commit: the writes of one table that wait in this process at the same time go into one Lance
+//! commit — inserts of new rows ([`LanceStore::insert_new`]) and upserts ([`LanceStore::upsert_grouped`])
+//! each in groups of their own kind.
 //!
 //! A commit costs a manifest write on a local directory and several round trips on object storage (list
 //! the versions, write the data, conditionally PUT the manifest), so writers that each commit alone
@@ -36,7 +37,17 @@ struct Waiting {
 
 type Queue = Arc<Mutex<Vec<Waiting>>>;
 
-/// The queue of one table of one store (`<db>\0<table>`), shared by every handle of this process.
+/// What the commit of a group does with its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grouped {
+    /// Store the rows whose id is absent, leave the others ([`LanceStore::insert_absent`]).
+    InsertNew,
+    /// Replace the rows whose id is present, store the others; of one id queued twice the later wins.
+    Upsert,
+}
+
+/// The queue of one kind of write to one table of one store (`<db>\0<table>\0<kind>`), shared by every
+/// handle of this process.
 fn queue(key: String) -> Queue {
     static QUEUES: std::sync::OnceLock<Mutex<HashMap<String, Queue>>> = std::sync::OnceLock::new();
     let mut queues = QUEUES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
@@ -52,13 +63,25 @@ impl LanceStore {
     /// with the other inserts into `name` waiting in this process (see the module docs). Returns the ids
     /// of `batch` this commit stored. Errors: the commit's error, for every write of the group.
     pub(super) async fn insert_new(&self, name: TableId, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+        self.commit_queued(name, Grouped::InsertNew, batch).await
+    }
+
+    /// Stores the rows of `batch`, replacing the rows of the same `id`, in one commit with the other
+    /// upserts into `name` waiting in this process (see the module docs). Returns the ids of `batch`
+    /// that were not stored before (an id queued by two writers counts for the first). Errors: the
+    /// commit's error, for every write of the group.
+    pub(super) async fn upsert_grouped(&self, name: TableId, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+        self.commit_queued(name, Grouped::Upsert, batch).await
+    }
+
+    async fn commit_queued(&self, name: TableId, how: Grouped, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
         static TICKETS: AtomicU64 = AtomicU64::new(0);
         if batch.num_rows() == 0 {
             return Ok(Vec::new());
         }
         let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
         let (done, outcome) = oneshot::channel();
-        let queue = queue(format!("{}\0{name}", self.path()));
+        let queue = queue(format!("{}\0{name}\0{how:?}", self.path()));
         locked(&queue).push(Waiting { ticket, batch, done });
         let lock = TableLock::acquire(self.location(), name.name()).await;
         // Still queued: nobody took these rows, so this writer commits everything queued. Otherwise a
@@ -77,26 +100,27 @@ impl LanceStore {
         };
         if let Some((group, lock)) = group {
             let store = self.clone();
-            tokio::spawn(async move { store.commit_group(name, group, lock).await });
+            tokio::spawn(async move { store.commit_group(name, how, group, lock).await });
         }
         outcome.await.unwrap_or_else(|_| {
             Err(StoreError::Backend(format!(
-                "the commit of an insert into {name} stopped before it reported; the rows may or may not be stored: \
+                "the commit of a write into {name} stopped before it reported; the rows may or may not be stored: \
                  search for them before writing them again"
             )))
         })
     }
 
     /// Commits the rows of `group` (one merge-insert) and tells each writer which of its rows were
-    /// stored: an id queued by two writers counts for the first.
-    async fn commit_group(&self, name: TableId, group: Vec<Waiting>, lock: TableLock) {
+    /// stored new: an id queued by two writers counts for the first.
+    async fn commit_group(&self, name: TableId, how: Grouped, group: Vec<Waiting>, lock: TableLock) {
         let batches: Vec<RecordBatch> = group.iter().map(|w| w.batch.clone()).collect();
         let outcome = match arrow_select::concat::concat_batches(&batches[0].schema(), &batches) {
-            Ok(batch) => self.insert_absent(name, batch, lock).await,
+            Ok(batch) if how == Grouped::InsertNew => self.insert_absent(name, batch, lock).await,
+            Ok(batch) => self.upsert_rows(name, batch, lock).await,
             Err(e) => Err(backend(e)),
         };
         if group.len() > 1 {
-            tracing::debug!(table = %name, writes = group.len(), "inserts committed together");
+            tracing::debug!(table = %name, writes = group.len(), kind = ?how, "writes committed together");
         }
         match outcome {
             Ok(stored) => {
@@ -116,13 +140,41 @@ impl LanceStore {
     }
 }
 
+impl LanceStore {
+    /// Upserts `batch` into `name` (of rows with one id, the last), then releases `lock`. Returns the
+    /// ids that were not stored before: Lance's count tells for a single id; for more, the ids present
+    /// are read first (another machine's insert between that read and the commit counts as ours).
+    async fn upsert_rows(&self, name: TableId, batch: RecordBatch, lock: TableLock) -> Result<Vec<Uuid>, StoreError> {
+        let ids = rows::Rows::new(&batch, name).uuids("id")?;
+        let mut seen = HashSet::new();
+        let mut keep: Vec<u32> = (0..ids.len() as u32).rev().filter(|&i| seen.insert(ids[i as usize])).collect();
+        keep.reverse();
+        let batch = if keep.len() == ids.len() { batch } else { super::write::arrow_select_rows(&batch, &keep)? };
+        let distinct: Vec<Uuid> = keep.iter().map(|&i| ids[i as usize]).collect();
+        let present = if distinct.len() > 1 {
+            let strings: Vec<String> = distinct.iter().map(Uuid::to_string).collect();
+            self.ids_present(name, &strings).await?
+        } else {
+            HashSet::new()
+        };
+        let inserted =
+            super::commit::merge_keyed(self.table(name), &batch, super::commit::Merge::Upsert).await?.num_inserted_rows;
+        drop(lock);
+        self.after_write(name).await;
+        Ok(match distinct.len() {
+            1 if inserted == 0 => Vec::new(),
+            _ => distinct.into_iter().filter(|id| !present.contains(id)).collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
 
-    use crate::store::ArchivalStore;
-    use crate::store::lance::test_rows::passage;
+    use crate::store::lance::test_rows::{fix_row, passage};
     use crate::store::lance::{LanceStore, TableId};
+    use crate::store::{ArchivalStore, FixStore};
 
     /// Sixteen writers at once, two of them with the same passage: fewer commits than writes, each
     /// writer told exactly the rows it stored, the shared passage stored once and reported by one writer.
@@ -166,5 +218,39 @@ mod tests {
             16,
             "15 distinct passages and the first"
         );
+    }
+
+    /// Twelve fixes stored at once, one of them stored before and one sent by two writers: fewer
+    /// commits than writes, every fix stored, and `created` true exactly for the writes that added a row
+    /// (the fix stored before: updated; the fix sent twice: created for one writer).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_fix_upserts_share_commits_and_each_learns_whether_it_created_its_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
+        let (old, old_vector) = fix_row("ann", "fix 0: the stored one");
+        assert!(store.upsert_fix(&old, &old_vector).await.unwrap(), "the first store of a fix creates it");
+        let before = store.handle(TableId::Fixes).writes.load(std::sync::atomic::Ordering::Acquire);
+        let rows: Vec<_> = (0..12)
+            .map(|i| match i {
+                0 => fix_row("ann", "fix 0: the stored one"),
+                11 => fix_row("ann", "fix 1: sent twice"),
+                _ => fix_row("ann", &format!("fix {i}: sent twice")),
+            })
+            .collect();
+        let writers = rows.iter().cloned().map(|(fix, vector)| {
+            let store = store.clone();
+            tokio::spawn(async move { (fix.memory_id, store.upsert_fix(&fix, &vector).await.unwrap()) })
+        });
+        let results: Vec<_> = futures::future::join_all(writers).await.into_iter().map(Result::unwrap).collect();
+
+        let commits = store.handle(TableId::Fixes).writes.load(std::sync::atomic::Ordering::Acquire) - before;
+        assert!(commits < 12, "12 concurrent fix stores took {commits} commits: none were grouped");
+        assert!(!results[0].1, "a fix stored before is updated, not created");
+        assert_eq!(results[1].0, results[11].0, "writers 1 and 11 store the same fix");
+        assert_eq!([results[1].1, results[11].1].iter().filter(|c| **c).count(), 1, "{results:?}");
+        for (id, created) in &results[2..11] {
+            assert!(created, "fix {id} was new");
+        }
+        assert_eq!(store.table(TableId::Fixes).count_rows(None).await.unwrap(), 11, "11 distinct fixes");
     }
 }

@@ -102,4 +102,25 @@ mod test_rows {
         vector[text.len() % DIMENSION] = 1.0;
         (passage, vector)
     }
+
+    /// A fix row as `store_fix_memory` writes one, embedding `text`, with a distinct unit vector.
+    pub(super) fn fix_row(actor: &str, text: &str) -> (crate::domain::FixRecord, Vec<f32>) {
+        let (passage, vector) = passage(actor, text);
+        let fix = crate::domain::FixRecord {
+            memory_id: passage.id,
+            actor_id: actor.into(),
+            project: "p".into(),
+            session_id: "s".into(),
+            created_at: passage.created_at,
+            updated_at: passage.updated_at,
+            fix_description: text.into(),
+            error_type: "AssertionError".into(),
+            file_paths: vec!["app.py".into()],
+            outcome: "1 passed".into(),
+            verified: true,
+            receipt: None,
+            embedded_text: text.into(),
+        };
+        (fix, vector)
+    }
 }

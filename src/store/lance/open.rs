@@ -131,48 +131,26 @@ impl LanceStore {
         let meta = open_or_create(&conn, &location, META_TABLE, meta_schema()).await?;
         check_meta(&location, &meta, check_model).await?;
         // The other tables at once: on object storage each opening is several round trips.
-        let open = |name: &'static str, schema: SchemaRef| {
-            let (conn, location) = (&conn, &location);
-            async move { open_or_create(conn, location, name, schema).await }
-        };
-        let (fixes, archival, session_items, core_blocks, forgotten, distill_runs) = futures::try_join!(
-            open(TableId::Fixes.name(), fixes::schema()),
-            open(TableId::Archival.name(), archival::schema()),
-            open(TableId::Conversation.name(), conversation::schema()),
-            open(TableId::CoreBlocks.name(), core_blocks::schema()),
-            open(TableId::Forgotten.name(), conversation::forgotten_schema()),
-            open(TableId::DistillRuns.name(), distill::schema()),
-        )?;
+        let tables = futures::future::try_join_all(
+            TableId::ALL.map(|id| open_or_create(&conn, &location, id.name(), schema_of(id))),
+        )
+        .await?;
         if !local {
-            let tables = [
-                (META_TABLE, &meta),
-                (TableId::Fixes.name(), &fixes),
-                (TableId::Archival.name(), &archival),
-                (TableId::Conversation.name(), &session_items),
-                (TableId::CoreBlocks.name(), &core_blocks),
-                (TableId::Forgotten.name(), &forgotten),
-                (TableId::DistillRuns.name(), &distill_runs),
-            ];
-            futures::future::try_join_all(tables.map(|(name, table)| bucket::check_keyed(path, name, table))).await?;
+            let named =
+                std::iter::once((META_TABLE, &meta)).chain(TableId::ALL.iter().map(|id| id.name()).zip(&tables));
+            futures::future::try_join_all(named.map(|(name, table)| bucket::check_keyed(path, name, table))).await?;
         }
         // a row cache for each table searches rank, sized by what the table allows
-        let (fixes_rows, archival_rows, session_items_rows) = futures::join!(
-            row_cache_capacity(&fixes, options.row_cache_rows),
-            row_cache_capacity(&archival, options.row_cache_rows),
-            row_cache_capacity(&session_items, options.row_cache_rows),
-        );
+        let capacities = futures::future::join_all(TableId::ALL.iter().zip(&tables).map(|(id, table)| async move {
+            if id.is_searchable() { row_cache_capacity(table, options.row_cache_rows).await } else { 0 }
+        }))
+        .await;
+        let mut handles = tables.into_iter().zip(capacities).map(|(table, rows)| TableHandle::new(table, rows));
         let store = Self {
             location: location.clone(),
             conn,
             // in the order of `TableId::ALL`
-            tables: Arc::new([
-                TableHandle::new(fixes, fixes_rows),
-                TableHandle::new(archival, archival_rows),
-                TableHandle::new(session_items, session_items_rows),
-                TableHandle::new(core_blocks, 0),
-                TableHandle::new(forgotten, 0),
-                TableHandle::new(distill_runs, 0),
-            ]),
+            tables: Arc::new(std::array::from_fn(|_| handles.next().expect("one table per TableId"))),
             fold_running: Arc::default(),
             session,
         };
@@ -188,6 +166,18 @@ impl LanceStore {
             }
         }
         Ok(store)
+    }
+}
+
+/// The Arrow schema of table `id`, as a new store creates it.
+fn schema_of(id: TableId) -> SchemaRef {
+    match id {
+        TableId::Fixes => fixes::schema(),
+        TableId::Archival => archival::schema(),
+        TableId::Conversation => conversation::schema(),
+        TableId::CoreBlocks => core_blocks::schema(),
+        TableId::Forgotten => conversation::forgotten_schema(),
+        TableId::DistillRuns => distill::schema(),
     }
 }
 

@@ -42,6 +42,34 @@ impl TableId {
         }
     }
 
+    /// The memory tier the table holds, as users name it (`memory list --table`, messages, the
+    /// `memory_forget` result): `fixes`, `archival`, `conversation`, `core`; the bookkeeping tables by
+    /// their own names.
+    pub const fn tier(self) -> &'static str {
+        match self {
+            Self::Conversation => "conversation",
+            Self::CoreBlocks => "core",
+            other => other.name(),
+        }
+    }
+
+    /// The tier in words, for messages: "fix memory", "archival memory", "conversation memory" (MemGPT's
+    /// recall memory), "core memory"; the bookkeeping tables by their own names.
+    pub const fn described(self) -> &'static str {
+        match self {
+            Self::Fixes => "fix memory",
+            Self::Archival => "archival memory",
+            Self::Conversation => "conversation memory",
+            Self::CoreBlocks => "core memory",
+            other => other.name(),
+        }
+    }
+
+    /// The table of the tier called `name` ([`Self::tier`]), or of the table called `name`.
+    pub fn from_tier(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|id| id.tier() == name).or_else(|| Self::from_name(name))
+    }
+
     /// The table called `name` in the store, if there is one.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|id| id.name() == name)

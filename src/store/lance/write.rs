@@ -225,7 +225,7 @@ impl LanceStore {
 }
 
 /// The rows of `batch` at `indices`.
-fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch, StoreError> {
+pub(super) fn arrow_select_rows(batch: &RecordBatch, indices: &[u32]) -> Result<RecordBatch, StoreError> {
     let indices = arrow_array::UInt32Array::from(indices.to_vec());
     let columns = batch
         .columns()
@@ -425,7 +425,7 @@ impl LanceStore {
 #[async_trait::async_trait]
 impl crate::store::ForgetStore for LanceStore {
     async fn forget(&self, actor_id: &str, id: uuid::Uuid) -> Result<Option<&'static str>, StoreError> {
-        Ok(self.delete_row(actor_id, &id.to_string()).await?.map(TableId::name))
+        Ok(self.delete_row(actor_id, &id.to_string()).await?.map(TableId::tier))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::domain::Passage;
 use crate::store::lance::TableId;
-use crate::store::lance::test_rows::passage;
+use crate::store::lance::test_rows::{fix_row, passage};
 use crate::store::{ArchivalStore, FixStore, ForgetStore};
 
 /// The row addresses of `name`, by id.
@@ -252,27 +252,6 @@ fn a_word_no_fix_holds_counts_in_the_reach_as_much_as_the_best_matched_word() {
     assert_eq!(reach_of(&[4.0, 0.5, 0.0, 0.0, 0.0]), 4.5 + 3.0 * 4.0, "the unmatched words are part of the query");
     assert_eq!(reach_of(&[0.0, 0.0]), 0.0, "nothing matched: no reach, the ranking is empty anyway");
     assert_eq!(reach_of(&[2.0, 3.0]), 5.0, "every word matched: the plain sum");
-}
-
-/// A fix row as `store_fix_memory` writes one, embedding `text`, with a distinct unit vector.
-fn fix_row(actor: &str, text: &str) -> (crate::domain::FixRecord, Vec<f32>) {
-    let (passage, vector) = passage(actor, text);
-    let fix = crate::domain::FixRecord {
-        memory_id: passage.id,
-        actor_id: actor.into(),
-        project: "p".into(),
-        session_id: "s".into(),
-        created_at: passage.created_at,
-        updated_at: passage.updated_at,
-        fix_description: text.into(),
-        error_type: "AssertionError".into(),
-        file_paths: vec!["app.py".into()],
-        outcome: "1 passed".into(),
-        verified: true,
-        receipt: None,
-        embedded_text: text.into(),
-    };
-    (fix, vector)
 }
 
 /// The reach of a fix search's keyword ranking is the sum of each query word's best BM25 score in the
