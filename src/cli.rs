@@ -393,8 +393,9 @@ pub enum MemoryCommand {
         store: StoreArgs,
         /// Keep versions younger than this many seconds (another process may still read them).
         ///
-        /// Below 60, run it only while no server, hook or other command uses the store: a write that
-        /// another process commits meanwhile can be lost.
+        /// Below 60, the writes of other processes on this machine wait while each table is pruned; on
+        /// a bucket run it only while no other machine uses the store (a write it commits meanwhile can
+        /// be lost).
         #[arg(long, default_value_t = 60, value_name = "SECS")]
         prune_older_than: u64,
     },

@@ -446,9 +446,9 @@ async fn optimize(open: OpenOptions, store: StoreArgs, prune_older_than: u64) ->
     let keep = chrono::Duration::seconds(i64::try_from(prune_older_than).unwrap_or(i64::MAX));
     if prune_older_than < 60 {
         eprintln!(
-            "astra-mcp: pruning versions younger than 60 s: run this only while no server, hook or other command \
-             uses the store. A write another process commits meanwhile can be lost, and a long read in progress \
-             elsewhere (a `memory export`) may fail"
+            "astra-mcp: pruning versions younger than 60 s: writes of other processes on this machine wait for \
+             each table's prune; a long read in progress elsewhere (a `memory export`) may fail. On a bucket, run \
+             this only while no other machine uses the store: a write it commits meanwhile can be lost"
         );
     }
     db.optimize(keep).await?;

@@ -102,6 +102,57 @@ async fn a_live_server_keeps_answering_while_another_process_prunes_every_old_ve
     assert!(failures.is_empty(), "{} of {runs} rounds failed: {failures:#?}", failures.len());
 }
 
+/// Writes taken while `optimize --prune-older-than 0` compacts and prunes from another process (20
+/// rounds, passages and core memory lines one after another until each round ends): every write is
+/// acknowledged, and every acknowledged passage and line is there afterwards. A prune that young
+/// removes versions a write may be committing on top of unless it holds the table's write lock: the
+/// write then fails with a missing file, or is acknowledged and gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_beside_a_prune_of_every_old_version_are_all_kept() {
+    let db = tempfile::tempdir().unwrap();
+    let host = store_with_history(db.path()).await;
+    let s = GateState::new("writer");
+    let (mut passages, mut lines, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..20 {
+        let done = AtomicBool::new(false);
+        let optimize = async {
+            let out = astra(db.path()).args(["memory", "optimize", "--prune-older-than", "0"]).output().await.unwrap();
+            done.store(true, Ordering::Relaxed);
+            out
+        };
+        let writes = async {
+            let mut i = 0;
+            while !done.load(Ordering::Relaxed) {
+                let n = 1000 * (round + 1) + i;
+                let out = call(&host, &s, "archival_memory_insert", json!({"text": fact(n), "tags": []})).await;
+                if out.is_error {
+                    failed.push(out.text);
+                } else {
+                    passages.push(structured::<ArchivalInsertOutput>(&out).id);
+                }
+                // lines of 5 or 6 characters, at most 200 of them: within the block's 2,000
+                if lines.len() < 200 {
+                    let line = format!("l{n}");
+                    let out = call(&host, &s, "core_memory_append", json!({"section": "human", "text": line})).await;
+                    if out.is_error { failed.push(out.text) } else { lines.push(line) }
+                }
+                i += 1;
+            }
+        };
+        let (out, ()) = tokio::join!(optimize, writes);
+        succeeded(&format!("optimize round {round}"), &out);
+    }
+    assert!(failed.is_empty(), "{} writes failed: {failed:#?}", failed.len());
+    assert!(passages.len() >= 20, "only {} writes ran beside the prunes", passages.len());
+    let listed = astra(db.path()).args(["memory", "list", "--json", "--limit", "100000"]).output().await.unwrap();
+    let listed = succeeded("memory list", &listed);
+    let missing: Vec<&String> = passages.iter().filter(|id| !listed.contains(id.as_str())).collect();
+    assert!(missing.is_empty(), "{} of {} acknowledged passages are gone: {missing:?}", missing.len(), passages.len());
+    let block = succeeded("core show", &astra(db.path()).args(["core", "show", "human"]).output().await.unwrap());
+    let lost: Vec<&String> = lines.iter().filter(|l| !block.split_whitespace().any(|w| w == l.as_str())).collect();
+    assert!(lost.is_empty(), "{} of {} acknowledged core lines are gone: {lost:?}", lost.len(), lines.len());
+}
+
 /// `memory reindex` and `memory optimize` at once, beside the same search load: both finish (each
 /// retries a commit it loses to the other), and no row is lost or doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

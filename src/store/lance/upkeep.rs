@@ -409,6 +409,13 @@ impl LanceStore {
         max_segments: usize,
         compaction: CompactionOptions,
     ) -> Result<(), StoreError> {
+        // Pruning versions younger than a minute can remove the versions a writer of another process
+        // is committing on top of, and its write with them. Such writers hold the table's lock from
+        // their read to their commit, so a prune that young holds it too, for the whole upkeep: the
+        // writers on this machine wait. (Other machines of a bucket have no lock to wait on.)
+        let young = prune.is_some_and(|p| p < chrono::Duration::seconds(policy::PRUNE_OLDER_THAN_SECS));
+        let _writers =
+            if young { Some(super::commit::TableLock::acquire(self.location(), name.name()).await?) } else { None };
         let _maintenance = self.maintenance_lock(name).await;
         let table = self.table(name);
         // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
