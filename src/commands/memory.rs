@@ -49,7 +49,7 @@ async fn list(
     let db = open_existing(&settings).await?;
     let rows = db.list_rows(table.as_deref(), actor_or_all(&settings, all_actors).as_deref(), limit).await?;
     // the human listing names tiers (`conversation`, `core`), the JSON lines the tables (as an export)
-    let tier = |table: &str| astra_mcp::app::lance::TableId::from_name(table).map_or("?", |t| t.tier());
+    let tier = astra_mcp::app::lance::TableId::tier_of;
     for row in &rows {
         if json {
             println!("{}", serde_json::to_string(row)?);
@@ -506,7 +506,6 @@ fn summary(counts: &astra_mcp::app::lance::TableCounts) -> String {
     if counts.is_empty() {
         return "no rows".to_string();
     }
-    let tier =
-        |table: &str| astra_mcp::app::lance::TableId::from_name(table).map_or(table.to_string(), |t| t.tier().into());
+    let tier = astra_mcp::app::lance::TableId::tier_of;
     counts.iter().map(|(t, n)| format!("{n} {}", tier(t))).collect::<Vec<_>>().join(", ")
 }

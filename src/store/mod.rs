@@ -148,25 +148,27 @@ fn in_bucket(db: &str) -> bool {
 /// What to check when the store at `path` does not open: a directory's writability, or a bucket's
 /// endpoint, name and credentials.
 fn missing_hint(path: &str) -> &'static str {
-    if in_bucket(path) {
-        "check the bucket and prefix of --db (ASTRA_DB)"
-    } else if is_a_file(path) {
+    if is_a_file(path) {
         IS_A_FILE
+    } else if in_bucket(path) {
+        "check the bucket and prefix of --db (ASTRA_DB)"
     } else {
         "check --db (ASTRA_DB)"
     }
 }
 
 /// A `--db` that names a file, not a directory: what a store directory is, said at once.
-const IS_A_FILE: &str = "that is a file: --db (ASTRA_DB) names a store directory (an absent one is created)";
+const IS_A_FILE: &str = "that is a file: --db (ASTRA_DB) names a store directory";
 
+/// Whether `path` (a local path or `file://` URL; a bucket's URI is never one) is something other than
+/// a directory.
 fn is_a_file(path: &str) -> bool {
     let path = path.strip_prefix("file://").unwrap_or(path);
     std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
 }
 
 fn open_hint(path: &str) -> &'static str {
-    if !in_bucket(path) && is_a_file(path) {
+    if is_a_file(path) {
         IS_A_FILE
     } else if in_bucket(path) {
         "check the bucket and prefix in --db, the endpoint (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP for plain HTTP) \

@@ -138,9 +138,7 @@ impl LanceStore {
             }
         }
     }
-}
 
-impl LanceStore {
     /// Upserts `batch` into `name` (of rows with one id, the last), then releases `lock`. Returns the
     /// ids that were not stored before: Lance's count tells for a single id; for more, the ids present
     /// are read first (another machine's insert between that read and the commit counts as ours).

@@ -65,6 +65,14 @@ impl TableId {
         }
     }
 
+    /// The tier of the table called `name` ([`Self::tier`]); `name` itself when no table is called so.
+    pub fn tier_of(name: &str) -> &str {
+        match Self::from_name(name) {
+            Some(id) => id.tier(),
+            None => name,
+        }
+    }
+
     /// The table of the tier called `name` ([`Self::tier`]), or of the table called `name`.
     pub fn from_tier(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|id| id.tier() == name).or_else(|| Self::from_name(name))
