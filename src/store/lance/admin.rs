@@ -6,7 +6,7 @@ use arrow_array::RecordBatch;
 use lancedb::query::{QueryBase, Select};
 use serde_json::Value;
 
-use super::handle::{LanceStore, backend, collect};
+use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::rows::Rows;
 use super::sql::{actor_filter, sql_literal};
 use super::tables::TableId;
@@ -70,128 +70,124 @@ pub(super) fn listed_rows(
         .collect())
 }
 
-impl LanceStore {
-    /// Rows of one table or all, newest first, at most `limit` per table.
-    ///
-    /// # Errors
-    /// [`StoreError::Backend`] for an unknown table name or a failed read.
-    pub async fn list_rows(
-        &self,
-        table: Option<&str>,
-        actor: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ListedRow>, StoreError> {
-        let tables: Vec<TableId> = match table {
-            Some(t) => vec![table_name(t)?],
-            None => TableId::MEMORY.to_vec(),
-        };
-        let mut out = Vec::new();
-        for name in tables {
-            let text_col = main_text_column(name);
-            let mut columns = vec!["id", "actor_id", "project", "session_id", "created_at", text_col];
-            if name == TableId::CoreBlocks {
-                columns.extend(["section", "version"]);
-            }
-            let mut query = self.table(name).query().select(Select::columns(columns.as_slice()));
-            if let Some(f) = actor_filter(actor) {
-                query = query.only_if(f);
-            }
-            let mut listed = Vec::new();
-            for batch in collect(&query).await.map_err(backend)? {
-                let mut rows = listed_rows(&batch, name, text_col)?;
-                if name == TableId::CoreBlocks {
-                    // a version's id alone does not say which block it is
-                    let r = Rows::new(&batch, name);
-                    for ((_, row), (section, version)) in
-                        rows.iter_mut().zip(r.strs("section")?.into_iter().zip(r.opt_ints("version")?))
-                    {
-                        let version = version.map(|v| format!(" v{v}")).unwrap_or_default();
-                        row.preview = format!("`{}`{version}: {}", preview(&section, 64), row.preview);
-                    }
-                }
-                listed.extend(rows);
-            }
-            listed.sort_by_key(|row| std::cmp::Reverse(row.0));
-            out.extend(listed.into_iter().take(limit).map(|(_, row)| row));
+/// [`LanceStore::list_rows`].
+pub(super) async fn list_rows(
+    store: &LanceStore,
+    table: Option<&str>,
+    actor: Option<&str>,
+    limit: usize,
+) -> Result<Vec<ListedRow>, StoreError> {
+    let tables: Vec<TableId> = match table {
+        Some(t) => vec![table_name(t)?],
+        None => TableId::MEMORY.to_vec(),
+    };
+    let mut out = Vec::new();
+    for name in tables {
+        let text_col = main_text_column(name);
+        let mut columns = vec!["id", "actor_id", "project", "session_id", "created_at", text_col];
+        if name == TableId::CoreBlocks {
+            columns.extend(["section", "version"]);
         }
-        Ok(out)
-    }
-
-    /// Whether any table holds a row of `actor` under the project label `project` (a read of at most one
-    /// row per table: it stops at the first match).
-    ///
-    /// # Errors
-    /// [`StoreError::Backend`] for a failed read.
-    pub async fn holds_project(&self, actor: &str, project: &str) -> Result<bool, StoreError> {
-        let filter = format!("actor_id = {} AND project = {}", sql_literal(actor), sql_literal(project));
-        for name in TableId::MEMORY {
-            let query = self.table(name).query().only_if(filter.as_str()).select(Select::columns(&["id"])).limit(1);
-            if collect(&query).await.map_err(backend)?.iter().any(|batch| batch.num_rows() > 0) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Every actor that has rows in the store, with its rows in all tables, most rows first (then by
-    /// name). Reads the `actor_id` column of every table.
-    ///
-    /// # Errors
-    /// A failed read.
-    pub async fn actor_counts(&self) -> Result<Vec<(String, usize)>, StoreError> {
-        let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for name in TableId::MEMORY {
-            let query = self.table(name).query().select(Select::columns(&["actor_id"]));
-            for batch in collect(&query).await.map_err(backend)? {
-                for actor in Rows::new(&batch, name).strs("actor_id")? {
-                    *counts.entry(actor).or_default() += 1;
-                }
-            }
-        }
-        let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
-        counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(counts)
-    }
-
-    /// The full row with `id` (any table), as JSON without its vector, with the table's name.
-    pub async fn show_row(&self, id: &str, actor: Option<&str>) -> Result<Option<(&'static str, Value)>, StoreError> {
-        let mut filter = format!("id = {}", sql_literal(id));
+        let mut query = StoreTable::new(store, name).table().query().select(Select::columns(columns.as_slice()));
         if let Some(f) = actor_filter(actor) {
-            filter = format!("{filter} AND {f}");
+            query = query.only_if(f);
         }
-        for name in TableId::MEMORY {
-            for batch in self.select(name, &filter, Some(1)).await? {
-                if let Some(mut row) = batch_to_json(&batch)?.into_iter().next() {
-                    if row.remove("vector").is_some() {
-                        row.insert("vector".into(), Value::String(format!("[f32; {DIMENSION}]")));
-                    }
-                    return Ok(Some((name.name(), Value::Object(row))));
+        let mut listed = Vec::new();
+        for batch in collect(&query).await.map_err(backend)? {
+            let mut rows = listed_rows(&batch, name, text_col)?;
+            if name == TableId::CoreBlocks {
+                // a version's id alone does not say which block it is
+                let r = Rows::new(&batch, name);
+                for ((_, row), (section, version)) in
+                    rows.iter_mut().zip(r.strs("section")?.into_iter().zip(r.opt_ints("version")?))
+                {
+                    let version = version.map(|v| format!(" v{v}")).unwrap_or_default();
+                    row.preview = format!("`{}`{version}: {}", preview(&section, 64), row.preview);
                 }
             }
+            listed.extend(rows);
         }
-        Ok(None)
+        listed.sort_by_key(|row| std::cmp::Reverse(row.0));
+        out.extend(listed.into_iter().take(limit).map(|(_, row)| row));
     }
+    Ok(out)
+}
 
-    /// Rows, size, fragments, indexes, vector index segments and versions of every table.
-    pub async fn stats(&self) -> Result<Vec<TableStats>, StoreError> {
-        let mut out = Vec::new();
-        for name in TableId::MEMORY {
-            let table = self.table(name);
-            let s = table.stats().await.map_err(backend)?;
-            out.push(TableStats {
-                table: name.name(),
-                rows: s.num_rows,
-                deleted_rows: s.num_deleted_rows,
-                bytes: s.total_bytes,
-                fragments: s.fragment_stats.num_fragments,
-                small_fragments: s.fragment_stats.num_small_fragments,
-                indices: s.num_indices,
-                vector_index_segments: self.vector_index_segments(name).await?.map(|(_, n)| n),
-                versions: table.list_versions().await.map_err(backend)?.len(),
-            });
+/// [`LanceStore::holds_project`].
+pub(super) async fn holds_project(store: &LanceStore, actor: &str, project: &str) -> Result<bool, StoreError> {
+    let filter = format!("actor_id = {} AND project = {}", sql_literal(actor), sql_literal(project));
+    for name in TableId::MEMORY {
+        let query = StoreTable::new(store, name)
+            .table()
+            .query()
+            .only_if(filter.as_str())
+            .select(Select::columns(&["id"]))
+            .limit(1);
+        if collect(&query).await.map_err(backend)?.iter().any(|batch| batch.num_rows() > 0) {
+            return Ok(true);
         }
-        Ok(out)
     }
+    Ok(false)
+}
+
+/// [`LanceStore::actor_counts`].
+pub(super) async fn actor_counts(store: &LanceStore) -> Result<Vec<(String, usize)>, StoreError> {
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for name in TableId::MEMORY {
+        let query = StoreTable::new(store, name).table().query().select(Select::columns(&["actor_id"]));
+        for batch in collect(&query).await.map_err(backend)? {
+            for actor in Rows::new(&batch, name).strs("actor_id")? {
+                *counts.entry(actor).or_default() += 1;
+            }
+        }
+    }
+    let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(counts)
+}
+
+/// [`LanceStore::show_row`].
+pub(super) async fn show_row(
+    store: &LanceStore,
+    id: &str,
+    actor: Option<&str>,
+) -> Result<Option<(&'static str, Value)>, StoreError> {
+    let mut filter = format!("id = {}", sql_literal(id));
+    if let Some(f) = actor_filter(actor) {
+        filter = format!("{filter} AND {f}");
+    }
+    for name in TableId::MEMORY {
+        for batch in StoreTable::new(store, name).select(&filter, Some(1)).await? {
+            if let Some(mut row) = batch_to_json(&batch)?.into_iter().next() {
+                if row.remove("vector").is_some() {
+                    row.insert("vector".into(), Value::String(format!("[f32; {DIMENSION}]")));
+                }
+                return Ok(Some((name.name(), Value::Object(row))));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// [`LanceStore::stats`].
+pub(super) async fn stats(store: &LanceStore) -> Result<Vec<TableStats>, StoreError> {
+    let mut out = Vec::new();
+    for name in TableId::MEMORY {
+        let table = StoreTable::new(store, name).table();
+        let s = table.stats().await.map_err(backend)?;
+        out.push(TableStats {
+            table: name.name(),
+            rows: s.num_rows,
+            deleted_rows: s.num_deleted_rows,
+            bytes: s.total_bytes,
+            fragments: s.fragment_stats.num_fragments,
+            small_fragments: s.fragment_stats.num_small_fragments,
+            indices: s.num_indices,
+            vector_index_segments: StoreTable::new(store, name).vector_index_segments().await?.map(|(_, n)| n),
+            versions: table.list_versions().await.map_err(backend)?.len(),
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

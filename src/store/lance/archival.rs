@@ -5,7 +5,7 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::handle::{LanceStore, backend};
+use super::handle::{LanceStore, StoreTable, backend};
 use super::rows::{self, Rows};
 use super::sql::{search_filter, sql_literal};
 use super::tables::TableId;
@@ -115,12 +115,12 @@ impl ArchivalStore for LanceStore {
             return Ok(Vec::new());
         }
         // under the table's lock: two racing inserts of one text write one row
-        self.insert_new(TableId::Archival, to_batch(rows_in)?).await
+        StoreTable::new(self, TableId::Archival).insert_new(to_batch(rows_in)?).await
     }
 
     async fn get_passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError> {
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
-        let batches = self.select(TableId::Archival, &filter, Some(1)).await?;
+        let batches = StoreTable::new(self, TableId::Archival).select(&filter, Some(1)).await?;
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|r| r.0))
     }
 
@@ -141,7 +141,7 @@ impl ArchivalStore for LanceStore {
             sql_literal(project),
             any.join(" OR ")
         );
-        let batches = self.select(TableId::Archival, &filter, None).await?;
+        let batches = StoreTable::new(self, TableId::Archival).select(&filter, None).await?;
         let mut passages: Vec<Passage> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
         passages.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
@@ -155,20 +155,20 @@ impl ArchivalStore for LanceStore {
         ids: &[Uuid],
     ) -> Result<std::collections::HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(TableId::Archival, &ids).await
+        StoreTable::new(self, TableId::Archival).ids_present(&ids).await
     }
 
     async fn add_passage_tags(&self, actor_id: &str, id: Uuid, tags: &[String]) -> Result<Option<Passage>, StoreError> {
         // Read, merge, then write only if the row is still as read (its `updated_at`): a writer on another
         // machine that added tags meanwhile makes the write match nothing, and the merge starts again from
         // its row. The flock spares the writers of one machine that round.
-        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Archival.name()).await?;
+        let _lock = super::commit::TableLock::acquire(&self.location, TableId::Archival.name()).await?;
         // From the latest version, not a view that lags other machines (a bucket's reads may): a passage
         // forgotten on another machine a moment ago is gone here too, and the caller stores it anew.
-        self.table(TableId::Archival).checkout_latest().await.map_err(backend)?;
+        StoreTable::new(self, TableId::Archival).table().checkout_latest().await.map_err(backend)?;
         let filter = format!("actor_id = {} AND id = {}", sql_literal(actor_id), sql_literal(&id.to_string()));
         for attempt in 1..=super::commit::WRITE_ATTEMPTS {
-            let batches = self.select(TableId::Archival, &filter, Some(1)).await?;
+            let batches = StoreTable::new(self, TableId::Archival).select(&filter, Some(1)).await?;
             let Some((mut passage, vector)) =
                 batches.iter().map(from_batch).next().transpose()?.and_then(|v| v.into_iter().next())
             else {
@@ -192,7 +192,11 @@ impl ArchivalStore for LanceStore {
             // the row as read: its `updated_at`, compared as microseconds since the epoch (a timestamp
             // literal's `arrow_cast` is not simplified in a merge-insert's condition)
             let unchanged = format!("CAST(target.updated_at AS BIGINT) = {}", read_at.timestamp_micros());
-            if self.update_if(TableId::Archival, to_batch(&[(passage.clone(), vector)])?, &unchanged).await? == 1 {
+            if StoreTable::new(self, TableId::Archival)
+                .update_if(to_batch(&[(passage.clone(), vector)])?, &unchanged)
+                .await?
+                == 1
+            {
                 return Ok(Some(passage));
             }
             tracing::debug!(%id, attempt, "passage changed while its tags were merged, merging again");
@@ -213,13 +217,13 @@ impl ArchivalStore for LanceStore {
             return Ok(AppliedPassages::default());
         }
         // Read, merge and write under the table's lock, so no tag added meanwhile is lost.
-        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Archival.name()).await?;
+        let _lock = super::commit::TableLock::acquire(&self.location, TableId::Archival.name()).await?;
         let ids: Vec<String> =
             new.iter().map(|(p, _)| p.id.to_string()).chain(changed.iter().map(|(p, _)| p.id.to_string())).collect();
         let mut stored: HashMap<Uuid, (Passage, Vec<f32>)> = HashMap::new();
         for chunk in ids.chunks(500) {
             let filter = super::sql::in_list("id", chunk.iter().map(String::as_str));
-            for batch in self.select(TableId::Archival, &filter, None).await? {
+            for batch in StoreTable::new(self, TableId::Archival).select(&filter, None).await? {
                 stored.extend(from_batch(&batch)?.into_iter().map(|(p, v)| (p.id, (p, v))));
             }
         }
@@ -265,7 +269,7 @@ impl ArchivalStore for LanceStore {
         }
         if !rows_out.is_empty() {
             // one merge-insert: one commit, so the run's changes land together or not at all
-            self.upsert_batch(TableId::Archival, to_batch(&rows_out)?).await?;
+            StoreTable::new(self, TableId::Archival).upsert_batch(to_batch(&rows_out)?).await?;
         }
         Ok(applied)
     }
@@ -273,6 +277,6 @@ impl ArchivalStore for LanceStore {
     async fn count_written_at(&self, actor_id: &str, at: chrono::DateTime<chrono::Utc>) -> Result<usize, StoreError> {
         let filter =
             format!("actor_id = {} AND updated_at = {}", sql_literal(actor_id), super::sql::timestamp_literal(at));
-        Ok(self.table(TableId::Archival).count_rows(Some(filter)).await.map_err(backend)?)
+        Ok(StoreTable::new(self, TableId::Archival).table().count_rows(Some(filter)).await.map_err(backend)?)
     }
 }

@@ -9,12 +9,13 @@ use chrono::{DateTime, Utc};
 use lancedb::query::{QueryBase, Select};
 use uuid::Uuid;
 
-use super::admin::{listed_rows, main_text_column};
-use super::handle::{LanceStore, backend, collect};
+use super::admin::{self, listed_rows, main_text_column};
+use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::rows::Rows;
 use super::search::TableRow;
 use super::sql::{in_list, sql_literal};
 use super::tables::TableId;
+use super::transfer;
 use crate::domain::{ConversationItem, FixRecord, Passage};
 use crate::store::{BrowseStore, Census, ListedRow, Page, SessionSummary, StoreError, TableStats};
 
@@ -31,77 +32,18 @@ fn actor_sql(actor_id: &str) -> String {
     format!("actor_id = {}", sql_literal(actor_id))
 }
 
-impl LanceStore {
-    /// The `filter`ed rows of `T`'s table in `order`, `limit` of them from `offset`.
-    async fn page_of<T: TableRow>(
-        &self,
-        filter: &str,
-        order: Order,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Page<T>, StoreError> {
-        let columns: &[&str] = match order {
-            Order::NewestFirst => &["id", "created_at"],
-            Order::Turns => &["id", "created_at", "turn"],
-        };
-        let query = self.table(T::TABLE).query().only_if(filter).select(Select::columns(columns));
-        let mut keys: Vec<(i64, DateTime<Utc>, Uuid)> = Vec::new();
-        for batch in collect(&query).await.map_err(backend)? {
-            let r = Rows::new(&batch, T::TABLE);
-            let (ids, created) = (r.uuids("id")?, r.times("created_at")?);
-            let turns = match order {
-                Order::Turns => r.opt_ints("turn")?,
-                Order::NewestFirst => vec![None; r.len()],
-            };
-            for i in 0..r.len() {
-                keys.push((turns[i].unwrap_or(0), created[i], ids[i]));
-            }
-        }
-        match order {
-            Order::NewestFirst => keys.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(&b.2))),
-            Order::Turns => keys.sort(),
-        }
-        let total = keys.len();
-        let wanted: Vec<Uuid> = keys.into_iter().skip(offset).take(limit).map(|k| k.2).collect();
-        let rows = self.rows_by_id::<T>(filter, &wanted).await?;
-        Ok(Page { rows, total })
-    }
-
-    /// The rows of `T`'s table with these ids (and matching `filter`), in the order of `ids`.
-    async fn rows_by_id<T: TableRow>(&self, filter: &str, ids: &[Uuid]) -> Result<Vec<T>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let id_strings: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        let filter = format!("{filter} AND {}", in_list("id", id_strings.iter().map(String::as_str)));
-        let mut found: HashMap<Uuid, T> = HashMap::new();
-        for batch in self.select(T::TABLE, &filter, None).await? {
-            for (row, _) in T::decode(&batch)? {
-                found.insert(row.id(), row);
-            }
-        }
-        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
-    }
-
-    async fn one<T: TableRow>(&self, actor_id: &str, id: Uuid) -> Result<Option<T>, StoreError> {
-        Ok(self.rows_by_id::<T>(&actor_sql(actor_id), &[id]).await?.pop())
-    }
-
-    /// `(project, created_at)` of every row of `table` the filter keeps.
-    async fn projects_and_times(
-        &self,
-        table: TableId,
-        filter: &str,
-    ) -> Result<Vec<(String, DateTime<Utc>, Uuid)>, StoreError> {
+impl StoreTable<'_> {
+    /// `(project, created_at)` of every row of this table the filter keeps.
+    async fn projects_and_times(self, filter: &str) -> Result<Vec<(String, DateTime<Utc>, Uuid)>, StoreError> {
         // core block versions have no id column
         let columns: &[&str] =
-            if table == TableId::CoreBlocks { &["project", "created_at"] } else { &["project", "created_at", "id"] };
-        let query = self.table(table).query().only_if(filter).select(Select::columns(columns));
+            if self.id == TableId::CoreBlocks { &["project", "created_at"] } else { &["project", "created_at", "id"] };
+        let query = self.table().query().only_if(filter).select(Select::columns(columns));
         let mut out = Vec::new();
         for batch in collect(&query).await.map_err(backend)? {
-            let r = Rows::new(&batch, table);
+            let r = Rows::new(&batch, self.id);
             let (projects, created) = (r.strs("project")?, r.times("created_at")?);
-            let ids = if table == TableId::CoreBlocks { vec![Uuid::nil(); r.len()] } else { r.uuids("id")? };
+            let ids = if self.id == TableId::CoreBlocks { vec![Uuid::nil(); r.len()] } else { r.uuids("id")? };
             for i in 0..r.len() {
                 out.push((projects[i].clone(), created[i], ids[i]));
             }
@@ -109,15 +51,15 @@ impl LanceStore {
         Ok(out)
     }
 
-    /// The rows of `table` with these ids, one line each.
-    async fn listed(&self, table: TableId, actor_id: &str, ids: &[Uuid]) -> Result<Vec<ListedRow>, StoreError> {
+    /// The rows of this table with these ids, one line each.
+    async fn listed(self, actor_id: &str, ids: &[Uuid]) -> Result<Vec<ListedRow>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let text = main_text_column(table);
+        let text = main_text_column(self.id);
         let id_strings: Vec<String> = ids.iter().map(Uuid::to_string).collect();
         let filter = format!("{} AND {}", actor_sql(actor_id), in_list("id", id_strings.iter().map(String::as_str)));
-        let query = self.table(table).query().only_if(filter).select(Select::columns(&[
+        let query = self.table().query().only_if(filter).select(Select::columns(&[
             "id",
             "actor_id",
             "project",
@@ -127,20 +69,75 @@ impl LanceStore {
         ]));
         let mut out = Vec::new();
         for batch in collect(&query).await.map_err(backend)? {
-            out.extend(listed_rows(&batch, table, text)?.into_iter().map(|(_, row)| row));
+            out.extend(listed_rows(&batch, self.id, text)?.into_iter().map(|(_, row)| row));
         }
         Ok(out)
     }
 }
 
+/// The `filter`ed rows of `T`'s table in `order`, `limit` of them from `offset`.
+async fn page_of<T: TableRow>(
+    store: &LanceStore,
+    filter: &str,
+    order: Order,
+    offset: usize,
+    limit: usize,
+) -> Result<Page<T>, StoreError> {
+    let columns: &[&str] = match order {
+        Order::NewestFirst => &["id", "created_at"],
+        Order::Turns => &["id", "created_at", "turn"],
+    };
+    let query = StoreTable::new(store, T::TABLE).table().query().only_if(filter).select(Select::columns(columns));
+    let mut keys: Vec<(i64, DateTime<Utc>, Uuid)> = Vec::new();
+    for batch in collect(&query).await.map_err(backend)? {
+        let r = Rows::new(&batch, T::TABLE);
+        let (ids, created) = (r.uuids("id")?, r.times("created_at")?);
+        let turns = match order {
+            Order::Turns => r.opt_ints("turn")?,
+            Order::NewestFirst => vec![None; r.len()],
+        };
+        for i in 0..r.len() {
+            keys.push((turns[i].unwrap_or(0), created[i], ids[i]));
+        }
+    }
+    match order {
+        Order::NewestFirst => keys.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(&b.2))),
+        Order::Turns => keys.sort(),
+    }
+    let total = keys.len();
+    let wanted: Vec<Uuid> = keys.into_iter().skip(offset).take(limit).map(|k| k.2).collect();
+    let rows = rows_by_id::<T>(store, filter, &wanted).await?;
+    Ok(Page { rows, total })
+}
+
+/// The rows of `T`'s table with these ids (and matching `filter`), in the order of `ids`.
+async fn rows_by_id<T: TableRow>(store: &LanceStore, filter: &str, ids: &[Uuid]) -> Result<Vec<T>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let id_strings: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    let filter = format!("{filter} AND {}", in_list("id", id_strings.iter().map(String::as_str)));
+    let mut found: HashMap<Uuid, T> = HashMap::new();
+    for batch in StoreTable::new(store, T::TABLE).select(&filter, None).await? {
+        for (row, _) in T::decode(&batch)? {
+            found.insert(row.id(), row);
+        }
+    }
+    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+}
+
+async fn one<T: TableRow>(store: &LanceStore, actor_id: &str, id: Uuid) -> Result<Option<T>, StoreError> {
+    Ok(rows_by_id::<T>(store, &actor_sql(actor_id), &[id]).await?.pop())
+}
+
 #[async_trait]
 impl BrowseStore for LanceStore {
     async fn fix_page(&self, actor_id: &str, offset: usize, limit: usize) -> Result<Page<FixRecord>, StoreError> {
-        self.page_of(&actor_sql(actor_id), Order::NewestFirst, offset, limit).await
+        page_of(self, &actor_sql(actor_id), Order::NewestFirst, offset, limit).await
     }
 
     async fn fix(&self, actor_id: &str, id: Uuid) -> Result<Option<FixRecord>, StoreError> {
-        self.one(actor_id, id).await
+        one(self, actor_id, id).await
     }
 
     async fn passage_page(
@@ -154,16 +151,16 @@ impl BrowseStore for LanceStore {
         if let Some(tag) = tag {
             filter.push_str(&format!(" AND array_has(tags, {})", sql_literal(tag)));
         }
-        self.page_of(&filter, Order::NewestFirst, offset, limit).await
+        page_of(self, &filter, Order::NewestFirst, offset, limit).await
     }
 
     async fn passage(&self, actor_id: &str, id: Uuid) -> Result<Option<Passage>, StoreError> {
-        self.one(actor_id, id).await
+        one(self, actor_id, id).await
     }
 
     async fn superseded_by(&self, actor_id: &str, id: Uuid) -> Result<Vec<Passage>, StoreError> {
         let filter = format!("{} AND superseded_by = {}", actor_sql(actor_id), sql_literal(&id.to_string()));
-        Ok(self.page_of(&filter, Order::NewestFirst, 0, 100).await?.rows)
+        Ok(page_of(self, &filter, Order::NewestFirst, 0, 100).await?.rows)
     }
 
     async fn session_page(
@@ -172,11 +169,11 @@ impl BrowseStore for LanceStore {
         offset: usize,
         limit: usize,
     ) -> Result<Page<SessionSummary>, StoreError> {
-        let query = self.table(TableId::Conversation).query().only_if(actor_sql(actor_id)).select(Select::columns(&[
-            "session_id",
-            "project",
-            "created_at",
-        ]));
+        let query = StoreTable::new(self, TableId::Conversation)
+            .table()
+            .query()
+            .only_if(actor_sql(actor_id))
+            .select(Select::columns(&["session_id", "project", "created_at"]));
         let mut sessions: HashMap<String, SessionSummary> = HashMap::new();
         for batch in collect(&query).await.map_err(backend)? {
             let r = Rows::new(&batch, TableId::Conversation);
@@ -201,7 +198,7 @@ impl BrowseStore for LanceStore {
     }
 
     async fn item(&self, actor_id: &str, id: Uuid) -> Result<Option<ConversationItem>, StoreError> {
-        self.one(actor_id, id).await
+        one(self, actor_id, id).await
     }
 
     async fn session_items_page(
@@ -212,11 +209,11 @@ impl BrowseStore for LanceStore {
         limit: usize,
     ) -> Result<Page<ConversationItem>, StoreError> {
         let filter = format!("{} AND session_id = {}", actor_sql(actor_id), sql_literal(session_id));
-        self.page_of(&filter, Order::Turns, offset, limit).await
+        page_of(self, &filter, Order::Turns, offset, limit).await
     }
 
     async fn actor_counts(&self) -> Result<Vec<(String, usize)>, StoreError> {
-        LanceStore::actor_counts(self).await
+        admin::actor_counts(self).await
     }
 
     async fn census(&self, actor_id: &str, latest: usize) -> Result<Census, StoreError> {
@@ -224,7 +221,7 @@ impl BrowseStore for LanceStore {
         let mut per_day: BTreeMap<chrono::NaiveDate, usize> = BTreeMap::new();
         let mut newest: Vec<(DateTime<Utc>, TableId, Uuid)> = Vec::new();
         for table in TableId::MEMORY {
-            let rows = self.projects_and_times(table, &actor_sql(actor_id)).await?;
+            let rows = StoreTable::new(self, table).projects_and_times(&actor_sql(actor_id)).await?;
             for (project, created, id) in rows {
                 *per_project.entry((table.name(), project)).or_default() += 1;
                 *per_day.entry(created.date_naive()).or_default() += 1;
@@ -238,7 +235,7 @@ impl BrowseStore for LanceStore {
         let mut listed = Vec::new();
         for table in [TableId::Fixes, TableId::Archival, TableId::Conversation] {
             let ids: Vec<Uuid> = newest.iter().filter(|n| n.1 == table).map(|n| n.2).collect();
-            listed.extend(self.listed(table, actor_id, &ids).await?);
+            listed.extend(StoreTable::new(self, table).listed(actor_id, &ids).await?);
         }
         listed.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(Census {
@@ -249,12 +246,12 @@ impl BrowseStore for LanceStore {
     }
 
     async fn table_stats(&self) -> Result<Vec<TableStats>, StoreError> {
-        self.stats().await
+        admin::stats(self).await
     }
 
     async fn export_actor(&self, actor_id: &str) -> Result<Vec<u8>, StoreError> {
         let mut out = Vec::new();
-        self.export(&mut out, Some(actor_id)).await?;
+        transfer::export(self, &mut out, Some(actor_id)).await?;
         Ok(out)
     }
 }

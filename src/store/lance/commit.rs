@@ -1,6 +1,6 @@
 //! Commits and what serialises them: Lance's commit conflicts retried with backoff ([`retry`]), keyed
 //! merge-inserts ([`merge_keyed`]), and the lock of one table for one write ([`TableLock`]) or of one
-//! table's index maintenance within a process ([`LanceStore::maintenance_lock`]). The writes built on
+//! table's index maintenance within a process ([`StoreTable::maintenance_lock`]). The writes built on
 //! them (inserts, updates, deletions and what follows a write) are in `write`; correctness across
 //! processes and machines rests on the keyed merges, not on the lock (module docs of `store::lance`).
 
@@ -11,8 +11,7 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 
 use super::failure::is_conflict;
-use super::handle::{LanceStore, backend};
-use super::tables::TableId;
+use super::handle::{StoreTable, backend};
 use crate::store::{Location, StoreError};
 
 /// Attempts for a write that meets a commit conflict or a concurrent table creation (waits double from
@@ -83,24 +82,24 @@ impl TableLock {
     }
 }
 
-impl LanceStore {
-    /// Serialises index maintenance of table `name` within this process: the fold a write runs
+impl StoreTable<'_> {
+    /// Serialises index maintenance of this table within this process: the fold a write runs
     /// ([`Self::fold_into_fts_while_small`]) and upkeep ([`Self::optimize_table`],
     /// [`Self::fold_new_rows_into_indexes`]). Two of them at once conflict at commit; the loser is
     /// retried, and the index files its first attempt wrote are referenced by no version, so Lance's
     /// cleanup keeps them for 7 days as possibly in progress (`lance::dataset::cleanup`,
     /// `UNVERIFIED_THRESHOLD_DAYS`). Other processes on the same store are not serialised by it.
-    pub(super) async fn maintenance_lock(&self, name: TableId) -> tokio::sync::OwnedMutexGuard<()> {
-        self.maintenance_mutex(name).lock_owned().await
+    pub(super) async fn maintenance_lock(self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.maintenance_mutex().lock_owned().await
     }
 
-    /// [`Self::maintenance_lock`] if no maintenance of `name` holds it now; `None` otherwise.
-    pub(super) fn try_maintenance_lock(&self, name: TableId) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        self.maintenance_mutex(name).try_lock_owned().ok()
+    /// [`Self::maintenance_lock`] if no maintenance of this table holds it now; `None` otherwise.
+    pub(super) fn try_maintenance_lock(self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.maintenance_mutex().try_lock_owned().ok()
     }
 
-    fn maintenance_mutex(&self, name: TableId) -> Arc<tokio::sync::Mutex<()>> {
-        local_lock(format!("{}\0{name}\0maintenance", self.path()))
+    fn maintenance_mutex(self) -> Arc<tokio::sync::Mutex<()>> {
+        local_lock(format!("{}\0{}\0maintenance", self.store.location.as_str(), self.id))
     }
 }
 
@@ -254,6 +253,7 @@ where
 
 #[cfg(test)]
 mod tests {
+    use crate::store::lance::handle::StoreTable;
     use std::time::Duration;
 
     use super::TableLock;
@@ -276,13 +276,16 @@ mod tests {
         wait_for_upkeep().await;
         let second = LanceStore::open_with(path, hourly()).await.unwrap();
         row.tags = vec!["first".into()];
-        first
-            .update_batch(TableId::Archival, archival::to_batch(&[(row.clone(), vector.clone())]).unwrap())
+        StoreTable::new(&first, TableId::Archival)
+            .update_batch(archival::to_batch(&[(row.clone(), vector.clone())]).unwrap())
             .await
             .unwrap();
         row.tags = vec!["second".into()];
         let started = std::time::Instant::now();
-        second.update_batch(TableId::Archival, archival::to_batch(&[(row.clone(), vector)]).unwrap()).await.unwrap();
+        StoreTable::new(&second, TableId::Archival)
+            .update_batch(archival::to_batch(&[(row.clone(), vector)]).unwrap())
+            .await
+            .unwrap();
         assert!(started.elapsed() < Duration::from_secs(2), "the update took {:?}", started.elapsed());
         let reader = LanceStore::open(path).await.unwrap();
         let stored = reader.get_passage("ann", row.id).await.unwrap().expect("the passage is stored");
@@ -305,7 +308,7 @@ mod tests {
         let versions = || async {
             let mut all = Vec::new();
             for name in TableId::MEMORY {
-                all.push((name, store.table(name).version().await.unwrap()));
+                all.push((name, StoreTable::new(&store, name).table().version().await.unwrap()));
             }
             all
         };
@@ -348,7 +351,7 @@ mod tests {
         deletes.await.unwrap();
         wait_for_upkeep().await;
         let reader = LanceStore::open(&path).await.unwrap();
-        assert_eq!(reader.table(TableId::Archival).count_rows(None).await.unwrap(), 40);
+        assert_eq!(StoreTable::new(&reader, TableId::Archival).table().count_rows(None).await.unwrap(), 40);
         for (p, _) in &doomed {
             assert!(reader.get_passage("ann", p.id).await.unwrap().is_none(), "{} is back", p.id);
         }

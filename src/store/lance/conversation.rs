@@ -9,7 +9,7 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::handle::{LanceStore, backend};
+use super::handle::{LanceStore, StoreTable, backend};
 use super::rows::{self, Rows};
 use super::sql::{filter_sql, search_filter, sql_literal};
 use super::tables::TableId;
@@ -109,44 +109,46 @@ pub(super) fn forgotten_schema() -> SchemaRef {
     ]))
 }
 
-impl LanceStore {
-    /// After `item` was deleted: records its id as forgotten (a re-import skips it) and removes its line
-    /// from the search text of the items after it in its session, so its words no longer match there.
-    pub(super) async fn forget_item(&self, item: &ConversationItem) -> Result<(), StoreError> {
-        let now = chrono::Utc::now();
-        let tombstone = RecordBatch::try_new(
-            forgotten_schema(),
-            vec![
-                rows::strings([item.id.to_string().as_str()]),
-                rows::strings([item.actor_id.as_str()]),
-                rows::times([now]),
-            ],
-        )
-        .map_err(backend)?;
-        super::commit::merge_keyed(self.table(TableId::Forgotten), &tombstone, super::commit::Merge::InsertAbsent)
-            .await?;
-        let line = format!("{}\n", crate::domain::context_line(&item.embedded_text));
-        let filter = format!(
-            "actor_id = {} AND session_id = {} AND turn > {} AND turn <= {}",
-            sql_literal(&item.actor_id),
-            sql_literal(&item.session_id),
-            item.turn,
-            item.turn + crate::domain::CONTEXT_ITEMS as i64
-        );
-        let mut changed = Vec::new();
-        for batch in self.select(TableId::Conversation, &filter, None).await? {
-            for (mut row, vector) in from_batch(&batch)? {
-                if row.search_text.contains(&line) {
-                    row.search_text = row.search_text.replacen(&line, "", 1);
-                    changed.push((row, vector));
-                }
+/// After `item` was deleted: records its id as forgotten (a re-import skips it) and removes its line
+/// from the search text of the items after it in its session, so its words no longer match there.
+pub(super) async fn forget_item(store: &LanceStore, item: &ConversationItem) -> Result<(), StoreError> {
+    let now = chrono::Utc::now();
+    let tombstone = RecordBatch::try_new(
+        forgotten_schema(),
+        vec![
+            rows::strings([item.id.to_string().as_str()]),
+            rows::strings([item.actor_id.as_str()]),
+            rows::times([now]),
+        ],
+    )
+    .map_err(backend)?;
+    super::commit::merge_keyed(
+        StoreTable::new(store, TableId::Forgotten).table(),
+        &tombstone,
+        super::commit::Merge::InsertAbsent,
+    )
+    .await?;
+    let line = format!("{}\n", crate::domain::context_line(&item.embedded_text));
+    let filter = format!(
+        "actor_id = {} AND session_id = {} AND turn > {} AND turn <= {}",
+        sql_literal(&item.actor_id),
+        sql_literal(&item.session_id),
+        item.turn,
+        item.turn + crate::domain::CONTEXT_ITEMS as i64
+    );
+    let mut changed = Vec::new();
+    for batch in StoreTable::new(store, TableId::Conversation).select(&filter, None).await? {
+        for (mut row, vector) in from_batch(&batch)? {
+            if row.search_text.contains(&line) {
+                row.search_text = row.search_text.replacen(&line, "", 1);
+                changed.push((row, vector));
             }
         }
-        if !changed.is_empty() {
-            self.upsert_batch(TableId::Conversation, to_batch(&changed)?).await?;
-        }
-        Ok(())
     }
+    if !changed.is_empty() {
+        StoreTable::new(store, TableId::Conversation).upsert_batch(to_batch(&changed)?).await?;
+    }
+    Ok(())
 }
 
 impl super::search::TableRow for ConversationItem {
@@ -165,22 +167,22 @@ impl super::search::TableRow for ConversationItem {
 #[async_trait]
 impl ConversationStore for LanceStore {
     async fn insert_items(&self, rows_in: &[(ConversationItem, Vec<f32>)]) -> Result<usize, StoreError> {
-        Ok(self.insert_new(TableId::Conversation, to_batch(rows_in)?).await?.len())
+        Ok(StoreTable::new(self, TableId::Conversation).insert_new(to_batch(rows_in)?).await?.len())
     }
 
     async fn existing_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(TableId::Conversation, &ids).await
+        StoreTable::new(self, TableId::Conversation).ids_present(&ids).await
     }
 
     async fn forgotten_item_ids(&self, ids: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.ids_present(TableId::Forgotten, &ids).await
+        StoreTable::new(self, TableId::Forgotten).ids_present(&ids).await
     }
 
     async fn session_owner(&self, session_id: &str) -> Result<Option<String>, StoreError> {
         let filter = format!("session_id = {}", sql_literal(session_id));
-        let batches = self.select(TableId::Conversation, &filter, Some(1)).await?;
+        let batches = StoreTable::new(self, TableId::Conversation).select(&filter, Some(1)).await?;
         Ok(batches
             .iter()
             .map(from_batch)
@@ -202,7 +204,8 @@ impl ConversationStore for LanceStore {
             start: since,
             ..Default::default()
         };
-        let batches = self.select(TableId::Conversation, &filter_sql(&filter, false, true), None).await?;
+        let batches =
+            StoreTable::new(self, TableId::Conversation).select(&filter_sql(&filter, false, true), None).await?;
         let mut items: Vec<ConversationItem> = batches
             .iter()
             .map(from_batch)
@@ -219,7 +222,11 @@ impl ConversationStore for LanceStore {
         use futures::TryStreamExt;
         use lancedb::query::{ExecutableQuery, QueryBase, Select};
         let filter = format!("actor_id = {} AND session_id = {}", sql_literal(actor_id), sql_literal(session_id));
-        let query = self.table(TableId::Conversation).query().only_if(filter).select(Select::columns(&["turn"]));
+        let query = StoreTable::new(self, TableId::Conversation)
+            .table()
+            .query()
+            .only_if(filter)
+            .select(Select::columns(&["turn"]));
         let batches: Vec<RecordBatch> = query.execute().await.map_err(backend)?.try_collect().await.map_err(backend)?;
         let mut last = None;
         for batch in &batches {

@@ -12,7 +12,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, SchemaRef};
 use async_trait::async_trait;
 
-use super::handle::{LanceStore, backend};
+use super::handle::{LanceStore, StoreTable, backend};
 use super::rows::{self, Rows};
 use super::sql::sql_literal;
 use super::tables::TableId;
@@ -99,7 +99,7 @@ impl CoreBlockStore for LanceStore {
         project: &str,
         section: &str,
     ) -> Result<Option<CoreBlockVersion>, StoreError> {
-        Ok(self.history_from(self.table(TableId::CoreBlocks), actor_id, project, section).await?.pop())
+        Ok(history_from(StoreTable::new(self, TableId::CoreBlocks).table(), actor_id, project, section).await?.pop())
     }
 
     async fn update_block(
@@ -110,10 +110,10 @@ impl CoreBlockStore for LanceStore {
         // The flock serialises the writers of one machine; across machines, two writers of the same next
         // version conflict at commit (the version's id is the table's key), and the one that finds the
         // version taken reads the block again and applies its edit to the newer value.
-        let _lock = super::commit::TableLock::acquire(self.location(), TableId::CoreBlocks.name()).await?;
-        let table = self.table(TableId::CoreBlocks);
+        let _lock = super::commit::TableLock::acquire(&self.location, TableId::CoreBlocks.name()).await?;
+        let table = StoreTable::new(self, TableId::CoreBlocks).table();
         for attempt in 1..=super::commit::WRITE_ATTEMPTS {
-            let latest = self.history_from(table, &template.actor_id, &template.project, &template.section).await?;
+            let latest = history_from(table, &template.actor_id, &template.project, &template.section).await?;
             let current = latest.last();
             let value = match edit(current) {
                 Ok(value) => value,
@@ -152,12 +152,12 @@ impl CoreBlockStore for LanceStore {
         section: &str,
         version: i64,
     ) -> Result<Purge, StoreError> {
-        let table = self.table(TableId::CoreBlocks);
+        let table = StoreTable::new(self, TableId::CoreBlocks).table();
         // From the latest version, not a view that lags other machines: a version written there is found.
         // A version that is not the latest now stays so (numbers only grow, and the latest is never
         // purged), so checking before the delete is enough, across machines too.
         table.checkout_latest().await.map_err(backend)?;
-        let history = self.history_from(table, actor_id, project, section).await?;
+        let history = history_from(table, actor_id, project, section).await?;
         if !history.iter().any(|v| v.version == version) {
             return Ok(Purge::Absent);
         }
@@ -175,26 +175,23 @@ impl CoreBlockStore for LanceStore {
         project: &str,
         section: &str,
     ) -> Result<Vec<CoreBlockVersion>, StoreError> {
-        self.history_from(self.table(TableId::CoreBlocks), actor_id, project, section).await
+        history_from(StoreTable::new(self, TableId::CoreBlocks).table(), actor_id, project, section).await
     }
 }
 
-impl LanceStore {
-    async fn history_from(
-        &self,
-        table: &lancedb::Table,
-        actor_id: &str,
-        project: &str,
-        section: &str,
-    ) -> Result<Vec<CoreBlockVersion>, StoreError> {
-        use lancedb::query::QueryBase;
-        let query = table.query().only_if(block_filter(actor_id, project, section));
-        let batches = super::handle::collect(&query).await.map_err(backend)?;
-        let mut versions = Vec::new();
-        for batch in &batches {
-            versions.extend(from_batch(batch)?);
-        }
-        versions.sort_by_key(|v| v.version);
-        Ok(versions)
+async fn history_from(
+    table: &lancedb::Table,
+    actor_id: &str,
+    project: &str,
+    section: &str,
+) -> Result<Vec<CoreBlockVersion>, StoreError> {
+    use lancedb::query::QueryBase;
+    let query = table.query().only_if(block_filter(actor_id, project, section));
+    let batches = super::handle::collect(&query).await.map_err(backend)?;
+    let mut versions = Vec::new();
+    for batch in &batches {
+        versions.extend(from_batch(batch)?);
     }
+    versions.sort_by_key(|v| v.version);
+    Ok(versions)
 }

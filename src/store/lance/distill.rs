@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 
-use super::handle::{LanceStore, backend};
+use super::handle::{LanceStore, StoreTable, backend};
 use super::rows::{self, Rows};
 use super::sql::sql_literal;
 use super::tables::TableId;
@@ -58,12 +58,12 @@ fn from_batch(batch: &RecordBatch) -> Result<Vec<DistillRun>, StoreError> {
 #[async_trait]
 impl DistillRunStore for LanceStore {
     async fn put_run(&self, run: &DistillRun) -> Result<(), StoreError> {
-        self.upsert_batch(TableId::DistillRuns, to_batch(run)?).await
+        StoreTable::new(self, TableId::DistillRuns).upsert_batch(to_batch(run)?).await
     }
 
     async fn runs(&self, actor_id: Option<&str>) -> Result<Vec<DistillRun>, StoreError> {
         let filter = actor_id.map_or_else(|| "TRUE".to_string(), |a| format!("actor_id = {}", sql_literal(a)));
-        let batches = self.select(TableId::DistillRuns, &filter, None).await?;
+        let batches = StoreTable::new(self, TableId::DistillRuns).select(&filter, None).await?;
         let mut runs: Vec<DistillRun> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
         runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.run_id.cmp(&b.run_id)));
@@ -76,10 +76,10 @@ impl DistillRunStore for LanceStore {
         use sha2::{Digest, Sha256};
         let digest = hex::encode(Sha256::digest(actor_id.as_bytes()));
         let name = format!("distill-{}", &digest[..16]);
-        if let crate::store::Location::Bucket(uri) = self.location() {
+        if let crate::store::Location::Bucket(uri) = &self.location {
             return super::bucket::try_lease(uri, &name, super::bucket::RUN_LEASE, "distill run").await;
         }
-        let lock = super::commit::TableLock::try_acquire(self.location(), &name)?;
+        let lock = super::commit::TableLock::try_acquire(&self.location, &name)?;
         Ok(lock.map(RunLock::new))
     }
 }

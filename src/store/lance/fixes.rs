@@ -17,7 +17,7 @@ use lancedb::query::{QueryBase, Select};
 use uuid::Uuid;
 
 use super::commit::delete_where;
-use super::handle::{LanceStore, backend, collect};
+use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::sql::sql_literal;
 use super::tables::TableId;
 use crate::domain::{FixRecord, Receipt};
@@ -237,7 +237,7 @@ impl FixStore for LanceStore {
     async fn upsert_fix(&self, fix: &FixRecord, vector: &[f32]) -> Result<bool, StoreError> {
         // with the other fixes stored in this process meanwhile, in one commit (`group`): on a bucket
         // a commit is several round trips, and a commit per fix made every writer wait for all others
-        let created = self.upsert_grouped(TableId::Fixes, to_batch(fix, vector)?).await?;
+        let created = StoreTable::new(self, TableId::Fixes).upsert_grouped(to_batch(fix, vector)?).await?;
         Ok(!created.is_empty())
     }
 
@@ -246,7 +246,11 @@ impl FixStore for LanceStore {
         let filter =
             format!("actor_id = {} AND project = {} AND verified = true", sql_literal(actor_id), sql_literal(project));
         // the records without their vectors (1.5 KiB each): renewal and the browser's list need none
-        let query = self.table(TableId::Fixes).query().only_if(filter).select(Select::columns(&record_columns()));
+        let query = StoreTable::new(self, TableId::Fixes)
+            .table()
+            .query()
+            .only_if(filter)
+            .select(Select::columns(&record_columns()));
         let batches = collect(&query).await.map_err(backend)?;
         let mut fixes: Vec<FixRecord> =
             batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().map(|r| r.0).collect();
@@ -262,8 +266,8 @@ impl FixStore for LanceStore {
         }
         let ids: Vec<String> = renewed.iter().map(|f| sql_literal(&f.memory_id.to_string())).collect();
         let filter = format!("actor_id = {} AND id IN ({})", sql_literal(actor_id), ids.join(", "));
-        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Fixes.name()).await?;
-        let stored = self.select(TableId::Fixes, &filter, None).await?;
+        let _lock = super::commit::TableLock::acquire(&self.location, TableId::Fixes.name()).await?;
+        let stored = StoreTable::new(self, TableId::Fixes).select(&filter, None).await?;
         let mut batches = Vec::with_capacity(renewed.len());
         for (row, vector) in stored.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
             // only the receipt changes, and only on the row as the caller read it (not re-stored since)
@@ -278,18 +282,19 @@ impl FixStore for LanceStore {
         // a row stored again while this ran keeps what that store wrote (timestamps compared as
         // microseconds: see `archival`'s tag merge)
         let unchanged = "CAST(target.updated_at AS BIGINT) = CAST(source.updated_at AS BIGINT)";
-        self.update_if(TableId::Fixes, batch, unchanged).await
+        StoreTable::new(self, TableId::Fixes).update_if(batch, unchanged).await
     }
 
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError> {
-        let lookup = self.table(TableId::Fixes).query().only_if(id_filter(actor_id, memory_id)).limit(1);
+        let lookup =
+            StoreTable::new(self, TableId::Fixes).table().query().only_if(id_filter(actor_id, memory_id)).limit(1);
         let batches = collect(&lookup).await.map_err(backend)?;
         Ok(batches.iter().map(from_batch).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().next().map(|(r, _)| r))
     }
 
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError> {
         let filter = id_filter(actor_id, memory_id);
-        let _lock = super::commit::TableLock::acquire(self.location(), TableId::Fixes.name()).await?;
-        Ok(delete_where(self.table(TableId::Fixes), &filter).await? > 0)
+        let _lock = super::commit::TableLock::acquire(&self.location, TableId::Fixes.name()).await?;
+        Ok(delete_where(StoreTable::new(self, TableId::Fixes).table(), &filter).await? > 0)
     }
 }

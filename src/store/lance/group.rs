@@ -1,5 +1,5 @@
 //! Group commit: the writes of one table that wait in this process at the same time go into one Lance
-//! commit — inserts of new rows ([`LanceStore::insert_new`]) and upserts ([`LanceStore::upsert_grouped`])
+//! commit — inserts of new rows ([`StoreTable::insert_new`]) and upserts ([`StoreTable::upsert_grouped`])
 //! each in groups of their own kind.
 //!
 //! A commit costs a manifest write on a local directory and several round trips on object storage (list
@@ -23,9 +23,8 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::commit::TableLock;
-use super::handle::{LanceStore, backend};
+use super::handle::{StoreTable, backend};
 use super::rows;
-use super::tables::TableId;
 use crate::store::StoreError;
 
 /// A write waiting for the commit that holds its rows.
@@ -40,7 +39,7 @@ type Queue = Arc<Mutex<Vec<Waiting>>>;
 /// What the commit of a group does with its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Grouped {
-    /// Store the rows whose id is absent, leave the others ([`LanceStore::insert_absent`]).
+    /// Store the rows whose id is absent, leave the others ([`StoreTable::insert_absent`]).
     InsertNew,
     /// Replace the rows whose id is present, store the others; of one id queued twice the later wins.
     Upsert,
@@ -58,32 +57,32 @@ fn locked(queue: &Queue) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
     queue.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl LanceStore {
-    /// Inserts the rows of `batch` whose `id` is neither in `name` nor queued before them, in one commit
-    /// with the other inserts into `name` waiting in this process (see the module docs). Returns the ids
+impl StoreTable<'_> {
+    /// Inserts the rows of `batch` whose `id` is neither in this table nor queued before them, in one commit
+    /// with the other inserts into this table waiting in this process (see the module docs). Returns the ids
     /// of `batch` this commit stored. Errors: the commit's error, for every write of the group.
-    pub(super) async fn insert_new(&self, name: TableId, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
-        self.commit_queued(name, Grouped::InsertNew, batch).await
+    pub(super) async fn insert_new(self, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+        self.commit_queued(Grouped::InsertNew, batch).await
     }
 
     /// Stores the rows of `batch`, replacing the rows of the same `id`, in one commit with the other
-    /// upserts into `name` waiting in this process (see the module docs). Returns the ids of `batch`
+    /// upserts into this table waiting in this process (see the module docs). Returns the ids of `batch`
     /// that were not stored before (an id queued by two writers counts for the first). Errors: the
     /// commit's error, for every write of the group.
-    pub(super) async fn upsert_grouped(&self, name: TableId, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
-        self.commit_queued(name, Grouped::Upsert, batch).await
+    pub(super) async fn upsert_grouped(self, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+        self.commit_queued(Grouped::Upsert, batch).await
     }
 
-    async fn commit_queued(&self, name: TableId, how: Grouped, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
+    async fn commit_queued(self, how: Grouped, batch: RecordBatch) -> Result<Vec<Uuid>, StoreError> {
         static TICKETS: AtomicU64 = AtomicU64::new(0);
         if batch.num_rows() == 0 {
             return Ok(Vec::new());
         }
         let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
         let (done, outcome) = oneshot::channel();
-        let queue = queue(format!("{}\0{name}\0{how:?}", self.path()));
+        let queue = queue(format!("{}\0{}\0{how:?}", self.store.location.as_str(), self.id));
         locked(&queue).push(Waiting { ticket, batch, done });
-        let lock = TableLock::acquire(self.location(), name.name()).await;
+        let lock = TableLock::acquire(&self.store.location, self.id.name()).await;
         // Still queued: nobody took these rows, so this writer commits everything queued. Otherwise a
         // commit that holds them is under way or done, and its outcome comes on the channel.
         let group = {
@@ -99,34 +98,35 @@ impl LanceStore {
             }
         };
         if let Some((group, lock)) = group {
-            let store = self.clone();
-            tokio::spawn(async move { store.commit_group(name, how, group, lock).await });
+            let (store, id) = (self.store.clone(), self.id);
+            tokio::spawn(async move { StoreTable::new(&store, id).commit_group(how, group, lock).await });
         }
         outcome.await.unwrap_or_else(|_| {
             Err(StoreError::Backend(format!(
-                "the commit of a write into {name} stopped before it reported; the rows may or may not be stored: \
-                 search for them before writing them again"
+                "the commit of a write into {} stopped before it reported; the rows may or may not be stored: \
+                 search for them before writing them again",
+                self.id
             )))
         })
     }
 
     /// Commits the rows of `group` (one merge-insert) and tells each writer which of its rows were
     /// stored new: an id queued by two writers counts for the first.
-    async fn commit_group(&self, name: TableId, how: Grouped, group: Vec<Waiting>, lock: TableLock) {
+    async fn commit_group(self, how: Grouped, group: Vec<Waiting>, lock: TableLock) {
         let batches: Vec<RecordBatch> = group.iter().map(|w| w.batch.clone()).collect();
         let outcome = match arrow_select::concat::concat_batches(&batches[0].schema(), &batches) {
-            Ok(batch) if how == Grouped::InsertNew => self.insert_absent(name, batch, lock).await,
-            Ok(batch) => self.upsert_rows(name, batch, lock).await,
+            Ok(batch) if how == Grouped::InsertNew => self.insert_absent(batch, lock).await,
+            Ok(batch) => self.upsert_rows(batch, lock).await,
             Err(e) => Err(backend(e)),
         };
         if group.len() > 1 {
-            tracing::debug!(table = %name, writes = group.len(), kind = ?how, "writes committed together");
+            tracing::debug!(table = %self.id, writes = group.len(), kind = ?how, "writes committed together");
         }
         match outcome {
             Ok(stored) => {
                 let mut unclaimed: HashSet<Uuid> = stored.into_iter().collect();
                 for waiting in group {
-                    let ids = rows::Rows::new(&waiting.batch, name).uuids("id");
+                    let ids = rows::Rows::new(&waiting.batch, self.id).uuids("id");
                     let _ =
                         waiting.done.send(ids.map(|ids| ids.into_iter().filter(|id| unclaimed.remove(id)).collect()));
                 }
@@ -139,11 +139,11 @@ impl LanceStore {
         }
     }
 
-    /// Upserts `batch` into `name` (of rows with one id, the last), then releases `lock`. Returns the
+    /// Upserts `batch` into this table (of rows with one id, the last), then releases `lock`. Returns the
     /// ids that were not stored before: Lance's count tells for a single id; for more, the ids present
     /// are read first (another machine's insert between that read and the commit counts as ours).
-    async fn upsert_rows(&self, name: TableId, batch: RecordBatch, lock: TableLock) -> Result<Vec<Uuid>, StoreError> {
-        let ids = rows::Rows::new(&batch, name).uuids("id")?;
+    async fn upsert_rows(self, batch: RecordBatch, lock: TableLock) -> Result<Vec<Uuid>, StoreError> {
+        let ids = rows::Rows::new(&batch, self.id).uuids("id")?;
         let mut seen = HashSet::new();
         let mut keep: Vec<u32> = (0..ids.len() as u32).rev().filter(|&i| seen.insert(ids[i as usize])).collect();
         keep.reverse();
@@ -151,14 +151,14 @@ impl LanceStore {
         let distinct: Vec<Uuid> = keep.iter().map(|&i| ids[i as usize]).collect();
         let present = if distinct.len() > 1 {
             let strings: Vec<String> = distinct.iter().map(Uuid::to_string).collect();
-            self.ids_present(name, &strings).await?
+            self.ids_present(&strings).await?
         } else {
             HashSet::new()
         };
         let inserted =
-            super::commit::merge_keyed(self.table(name), &batch, super::commit::Merge::Upsert).await?.num_inserted_rows;
+            super::commit::merge_keyed(self.table(), &batch, super::commit::Merge::Upsert).await?.num_inserted_rows;
         drop(lock);
-        self.after_write(name).await;
+        self.after_write().await;
         Ok(match distinct.len() {
             1 if inserted == 0 => Vec::new(),
             _ => distinct.into_iter().filter(|id| !present.contains(id)).collect(),
@@ -168,6 +168,7 @@ impl LanceStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::lance::handle::StoreTable;
     use std::collections::HashSet;
 
     use crate::store::lance::test_rows::{fix_row, passage};
@@ -182,7 +183,8 @@ mod tests {
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         // the first write builds the full-text index; the writes after it are the ones counted
         store.insert_passages(&[passage("ann", "the first note")]).await.unwrap();
-        let before = store.handle(TableId::Archival).writes.load(std::sync::atomic::Ordering::Acquire);
+        let before =
+            StoreTable::new(&store, TableId::Archival).handle().writes.load(std::sync::atomic::Ordering::Acquire);
         let texts: Vec<String> = (0..16)
             .map(|i| {
                 if i == 15 {
@@ -199,7 +201,9 @@ mod tests {
         });
         let results: Vec<_> = futures::future::join_all(writers).await.into_iter().map(Result::unwrap).collect();
 
-        let commits = store.handle(TableId::Archival).writes.load(std::sync::atomic::Ordering::Acquire) - before;
+        let commits =
+            StoreTable::new(&store, TableId::Archival).handle().writes.load(std::sync::atomic::Ordering::Acquire)
+                - before;
         assert!(commits < 16, "16 concurrent inserts took {commits} commits: none were grouped");
         let shared = results[0].0;
         assert_eq!(results[15].0, shared, "writers 0 and 15 insert the same passage");
@@ -212,7 +216,7 @@ mod tests {
         let present = store.existing_passage_ids("ann", &ids).await.unwrap();
         assert_eq!(present, ids.iter().copied().collect::<HashSet<_>>());
         assert_eq!(
-            store.table(TableId::Archival).count_rows(None).await.unwrap(),
+            StoreTable::new(&store, TableId::Archival).table().count_rows(None).await.unwrap(),
             16,
             "15 distinct passages and the first"
         );
@@ -227,7 +231,7 @@ mod tests {
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         let (old, old_vector) = fix_row("ann", "fix 0: the stored one");
         assert!(store.upsert_fix(&old, &old_vector).await.unwrap(), "the first store of a fix creates it");
-        let before = store.handle(TableId::Fixes).writes.load(std::sync::atomic::Ordering::Acquire);
+        let before = StoreTable::new(&store, TableId::Fixes).handle().writes.load(std::sync::atomic::Ordering::Acquire);
         let rows: Vec<_> = (0..12)
             .map(|i| match i {
                 0 => fix_row("ann", "fix 0: the stored one"),
@@ -241,7 +245,8 @@ mod tests {
         });
         let results: Vec<_> = futures::future::join_all(writers).await.into_iter().map(Result::unwrap).collect();
 
-        let commits = store.handle(TableId::Fixes).writes.load(std::sync::atomic::Ordering::Acquire) - before;
+        let commits =
+            StoreTable::new(&store, TableId::Fixes).handle().writes.load(std::sync::atomic::Ordering::Acquire) - before;
         assert!(commits < 12, "12 concurrent fix stores took {commits} commits: none were grouped");
         assert!(!results[0].1, "a fix stored before is updated, not created");
         assert_eq!(results[1].0, results[11].0, "writers 1 and 11 store the same fix");
@@ -249,6 +254,10 @@ mod tests {
         for (id, created) in &results[2..11] {
             assert!(created, "fix {id} was new");
         }
-        assert_eq!(store.table(TableId::Fixes).count_rows(None).await.unwrap(), 11, "11 distinct fixes");
+        assert_eq!(
+            StoreTable::new(&store, TableId::Fixes).table().count_rows(None).await.unwrap(),
+            11,
+            "11 distinct fixes"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! An open store ([`LanceStore`]): its connection, one [`TableHandle`] per table holding that table's
-//! state in this process, and the two ways every other file calls into Lance — [`backend`] for its
-//! errors, [`collect`] for its reads.
+//! state in this process, [`StoreTable`] (one table of the store, the receiver of every per-table
+//! operation), and the two ways every other file calls into Lance — [`backend`] for its errors,
+//! [`collect`] for its reads. The store's own methods are in `store::lance` itself (its `mod.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -65,47 +66,39 @@ pub struct LanceStore {
     pub(super) session: Arc<lance::session::Session>,
 }
 
-impl LanceStore {
-    /// Where the store lives: its directory (absolute) or URI.
-    pub fn path(&self) -> &str {
-        self.location.as_str()
+/// One table of an open store: what every operation on a single table is a method of (its rankings in
+/// `search`, its writes in `write` and `group`, its locks in `commit`, its upkeep in `upkeep`). Copied
+/// freely: a store and a [`TableId`].
+#[derive(Clone, Copy)]
+pub(super) struct StoreTable<'a> {
+    pub store: &'a LanceStore,
+    pub id: TableId,
+}
+
+impl<'a> StoreTable<'a> {
+    pub(super) fn new(store: &'a LanceStore, id: TableId) -> Self {
+        Self { store, id }
     }
 
-    /// Where the store lives, as parsed when it opened.
-    pub fn location(&self) -> &Location {
-        &self.location
+    /// What this process keeps about the table.
+    pub(super) fn handle(self) -> &'a TableHandle {
+        &self.store.tables[self.id.index()]
     }
 
-    /// Bytes Lance's index and metadata caches of this connection hold now (at most
-    /// [`super::OpenOptions::cache_mib`] MiB).
-    pub fn cache_bytes(&self) -> u64 {
-        self.session.size_bytes()
+    /// The open table.
+    pub(super) fn table(self) -> &'a Table {
+        &self.handle().table
     }
 
-    /// The handle of table `id`.
-    pub(super) fn handle(&self, id: TableId) -> &TableHandle {
-        &self.tables[id.index()]
+    /// The table's [`super::row_cache`].
+    pub(super) fn row_cache(self) -> &'a RowCache {
+        &self.handle().row_cache
     }
 
-    /// The open table `id`.
-    pub(super) fn table(&self, id: TableId) -> &Table {
-        &self.handle(id).table
-    }
-
-    /// The [`super::row_cache`] of table `id`.
-    pub(super) fn row_cache(&self, id: TableId) -> &RowCache {
-        &self.handle(id).row_cache
-    }
-
-    /// Rows of `id` matching a SQL `filter`, at most `limit` (all when `None`).
-    pub(super) async fn select(
-        &self,
-        id: TableId,
-        filter: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<RecordBatch>, StoreError> {
+    /// Rows matching a SQL `filter`, at most `limit` (all when `None`).
+    pub(super) async fn select(self, filter: &str, limit: Option<usize>) -> Result<Vec<RecordBatch>, StoreError> {
         use lancedb::query::QueryBase;
-        let mut query = self.table(id).query().only_if(filter);
+        let mut query = self.table().query().only_if(filter);
         if let Some(limit) = limit {
             query = query.limit(limit);
         }

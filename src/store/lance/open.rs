@@ -13,7 +13,7 @@ use lancedb::{Connection, Table};
 
 use super::commit::{TableLock, retry};
 use super::fts::{fts_columns, has_fts_index, has_stale_fts_index};
-use super::handle::{FORMAT_VERSION, LanceStore, READ_CONSISTENCY, TableHandle, backend, collect};
+use super::handle::{FORMAT_VERSION, LanceStore, READ_CONSISTENCY, StoreTable, TableHandle, backend, collect};
 use super::tables::{META_TABLE, TableId};
 use super::{archival, bucket, conversation, core_blocks, distill, fixes, io, row_cache, rows};
 use crate::embed::{DIMENSION, MODEL_ID};
@@ -50,123 +50,95 @@ impl Default for OpenOptions {
     }
 }
 
-impl LanceStore {
-    /// Opens (creating when absent) the store at `path` (a directory, a `file://` URL of one, or an
-    /// object-store URI) with the default [`OpenOptions`], checking the `meta` table's format version
-    /// and embedding model.
-    ///
-    /// # Errors
-    /// As [`Self::open_with`].
-    pub async fn open(path: &str) -> Result<Self, StoreError> {
-        Self::open_checked(path, OpenOptions::default(), true).await
-    }
+/// [`LanceStore::require_existing`].
+pub(super) async fn require_existing(path: &str) -> Result<(), StoreError> {
+    let exists = match Location::parse(path) {
+        Ok(Location::Local(dir)) => std::path::Path::new(&dir).is_dir(),
+        Ok(Location::Bucket(uri)) => bucket::store_exists(&uri).await?,
+        Err(_) => false,
+    };
+    if exists { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
+}
 
-    /// Opens (creating when absent) the store at `path` as `options` say, checking the `meta` table's
-    /// format version and embedding model.
-    ///
-    /// # Errors
-    /// [`StoreError::Open`] when the directory is unusable, [`StoreError::ReadIo`] when `--lance-io
-    /// uring` cannot be honoured here or `path` is a `file+uring://` URL, [`StoreError::ModelMismatch`] /
-    /// [`StoreError::FormatVersion`] when the store was built differently.
-    pub async fn open_with(path: &str, options: OpenOptions) -> Result<Self, StoreError> {
-        Self::open_checked(path, options, true).await
+/// Opens (creating when absent) the store at `path` as `options` say, checking the `meta` table's format
+/// version and, with `check_model`, its embedding model ([`LanceStore::open_with`]).
+pub(super) async fn open_checked(
+    path: &str,
+    options: OpenOptions,
+    check_model: bool,
+) -> Result<LanceStore, StoreError> {
+    let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
+    if path.starts_with("file+uring:") {
+        return Err(StoreError::ReadIo {
+            path: path.to_string(),
+            message: "a file+uring:// URL is not a store path (Lance would commit to it unsafely); give the \
+                      directory's path, and --lance-io uring"
+                .into(),
+        });
     }
-
-    /// Opens the store without checking the embedding model (for `memory reindex`, which re-embeds a
-    /// store built with another model). The format version is still checked.
-    pub async fn open_for_reindex(path: &str, options: OpenOptions) -> Result<Self, StoreError> {
-        Self::open_checked(path, options, false).await
+    // A `file://` URL is a local directory: its path gets the locks and the reads of one.
+    let location = Location::parse(path).map_err(|message| open_err(&message))?;
+    let local = location.is_local();
+    let path = location.as_str();
+    if !local && !options.unsafe_single_writer {
+        // before anything is written: a store that would lose commits gets no tables
+        bucket::probe_conditional_writes(path).await?;
     }
-
-    /// Checks that a store is at `path`: for a local path (or a `file://` URL) its directory; for an
-    /// object-store URI a `meta` table under the prefix (one listing, nothing written). Opening creates
-    /// a store where there is none, so the commands and hooks that only read one ask this first: a
-    /// mistyped path, bucket or prefix is then an error, not a new empty store.
-    ///
-    /// # Errors
-    /// [`StoreError::Missing`] when no store is at `path`; [`StoreError::Open`] when the object store
-    /// cannot be listed (no credentials, unreachable).
-    pub async fn require_existing(path: &str) -> Result<(), StoreError> {
-        let exists = match Location::parse(path) {
-            Ok(Location::Local(dir)) => std::path::Path::new(&dir).is_dir(),
-            Ok(Location::Bucket(uri)) => bucket::store_exists(&uri).await?,
-            Err(_) => false,
-        };
-        if exists { Ok(()) } else { Err(StoreError::Missing { path: path.to_string() }) }
+    // how the store is read (see `io`), settled before anything is created
+    let session = io::session(options.read_io, options.cache_mib, local)
+        .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
+    let location = if local {
+        // made absolute: lancedb reads a bare name such as `db` as a cloud URI
+        std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
+        Location::Local(std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned())
+    } else {
+        location.clone()
+    };
+    let path = location.as_str();
+    let connect = lancedb::connect(path).session(session.clone());
+    let read_consistency =
+        options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { bucket::READ_CONSISTENCY });
+    let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
+    let meta = open_or_create(&conn, &location, META_TABLE, meta_schema()).await?;
+    check_meta(&location, &meta, check_model).await?;
+    // The other tables at once: on object storage each opening is several round trips.
+    let tables = futures::future::try_join_all(
+        TableId::ALL.map(|id| open_or_create(&conn, &location, id.name(), schema_of(id))),
+    )
+    .await?;
+    if !local {
+        let named = std::iter::once((META_TABLE, &meta)).chain(TableId::ALL.iter().map(|id| id.name()).zip(&tables));
+        futures::future::try_join_all(named.map(|(name, table)| bucket::check_keyed(path, name, table))).await?;
     }
-
-    async fn open_checked(path: &str, options: OpenOptions, check_model: bool) -> Result<Self, StoreError> {
-        let open_err = |e: &dyn std::fmt::Display| StoreError::Open { path: path.to_string(), message: e.to_string() };
-        if path.starts_with("file+uring:") {
-            return Err(StoreError::ReadIo {
-                path: path.to_string(),
-                message: "a file+uring:// URL is not a store path (Lance would commit to it unsafely); give the \
-                          directory's path, and --lance-io uring"
-                    .into(),
-            });
-        }
-        // A `file://` URL is a local directory: its path gets the locks and the reads of one.
-        let location = Location::parse(path).map_err(|message| open_err(&message))?;
-        let local = location.is_local();
-        let path = location.as_str();
-        if !local && !options.unsafe_single_writer {
-            // before anything is written: a store that would lose commits gets no tables
-            bucket::probe_conditional_writes(path).await?;
-        }
-        // how the store is read (see `io`), settled before anything is created
-        let session = io::session(options.read_io, options.cache_mib, local)
-            .map_err(|message| StoreError::ReadIo { path: path.to_string(), message })?;
-        let location = if local {
-            // made absolute: lancedb reads a bare name such as `db` as a cloud URI
-            std::fs::create_dir_all(path).map_err(|e| open_err(&e))?;
-            Location::Local(std::path::absolute(path).map_err(|e| open_err(&e))?.to_string_lossy().into_owned())
-        } else {
-            location.clone()
-        };
-        let path = location.as_str();
-        let connect = lancedb::connect(path).session(session.clone());
-        let read_consistency =
-            options.read_consistency.unwrap_or(if local { READ_CONSISTENCY } else { bucket::READ_CONSISTENCY });
-        let conn = connect.read_consistency_interval(read_consistency).execute().await.map_err(|e| open_err(&e))?;
-        let meta = open_or_create(&conn, &location, META_TABLE, meta_schema()).await?;
-        check_meta(&location, &meta, check_model).await?;
-        // The other tables at once: on object storage each opening is several round trips.
-        let tables = futures::future::try_join_all(
-            TableId::ALL.map(|id| open_or_create(&conn, &location, id.name(), schema_of(id))),
-        )
-        .await?;
-        if !local {
-            let named =
-                std::iter::once((META_TABLE, &meta)).chain(TableId::ALL.iter().map(|id| id.name()).zip(&tables));
-            futures::future::try_join_all(named.map(|(name, table)| bucket::check_keyed(path, name, table))).await?;
-        }
-        // a row cache for each table searches rank, sized by what the table allows
-        let capacities = futures::future::join_all(TableId::ALL.iter().zip(&tables).map(|(id, table)| async move {
-            if id.is_searchable() { row_cache_capacity(table, options.row_cache_rows).await } else { 0 }
-        }))
-        .await;
-        let mut handles = tables.into_iter().zip(capacities).map(|(table, rows)| TableHandle::new(table, rows));
-        let store = Self {
-            location: location.clone(),
-            conn,
-            // in the order of `TableId::ALL`
-            tables: Arc::new(std::array::from_fn(|_| handles.next().expect("one table per TableId"))),
-            fold_running: Arc::default(),
-            session,
-        };
-        for name in TableId::SEARCHABLE {
-            for &column in fts_columns(name) {
-                if has_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
-                    store.handle(name).fts_ready.lock().await.insert(column);
-                } else if has_stale_fts_index(store.table(name), name, column).await.map_err(|e| open_err(&e))? {
-                    // an index built with another analyzer (an older version of this program): rebuilt
-                    // now, so no search reads it with this version's query tokenizer
-                    store.ensure_fts(name).await.map_err(|e| open_err(&e))?;
-                }
+    // a row cache for each table searches rank, sized by what the table allows
+    let capacities = futures::future::join_all(TableId::ALL.iter().zip(&tables).map(|(id, table)| async move {
+        if id.is_searchable() { row_cache_capacity(table, options.row_cache_rows).await } else { 0 }
+    }))
+    .await;
+    let mut handles = tables.into_iter().zip(capacities).map(|(table, rows)| TableHandle::new(table, rows));
+    let store = LanceStore {
+        location: location.clone(),
+        conn,
+        // in the order of `TableId::ALL`
+        tables: Arc::new(std::array::from_fn(|_| handles.next().expect("one table per TableId"))),
+        fold_running: Arc::default(),
+        session,
+    };
+    for name in TableId::SEARCHABLE {
+        for &column in fts_columns(name) {
+            if has_fts_index(StoreTable::new(&store, name).table(), name, column).await.map_err(|e| open_err(&e))? {
+                StoreTable::new(&store, name).handle().fts_ready.lock().await.insert(column);
+            } else if has_stale_fts_index(StoreTable::new(&store, name).table(), name, column)
+                .await
+                .map_err(|e| open_err(&e))?
+            {
+                // an index built with another analyzer (an older version of this program): rebuilt
+                // now, so no search reads it with this version's query tokenizer
+                StoreTable::new(&store, name).ensure_fts().await.map_err(|e| open_err(&e))?;
             }
         }
-        Ok(store)
     }
+    Ok(store)
 }
 
 /// The Arrow schema of table `id`, as a new store creates it.

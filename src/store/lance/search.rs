@@ -2,7 +2,7 @@
 //! (and for fixes one of the query's [`identifier_phrases`]), and one by cosine to the query's vector, through the HNSW index where the table has one ([`ann_ef`])
 //! — as row references, and the reading of rows by those references. A ranking under a broad filter runs
 //! unfiltered and its rows are read by address, through the [`row_cache`], and checked here
-//! ([`LanceStore::rank_then_filter`]); any doubt sends it back to Lance's prefilter. The rows a search
+//! ([`StoreTable::rank_then_filter`]); any doubt sends it back to Lance's prefilter. The rows a search
 //! returns are read whole only at the end ([`TableRow`]). The three searchable tables share this code
 //! through one implementation of the store's [`Searchable`] seam.
 
@@ -14,7 +14,7 @@ use lancedb::index::scalar::{BooleanQuery, FtsQuery, FullTextSearchQuery, MatchQ
 use lancedb::query::ExecutableQuery;
 
 use super::fts::{fts_columns, has_fts_index};
-use super::handle::{LanceStore, backend, collect};
+use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::row_cache;
 use super::rows::{self, Rows};
 use super::sql::{Broad, Filter, in_list, sql_literal};
@@ -133,72 +133,67 @@ fn camel_case_parts(segment: &str) -> Vec<&str> {
 /// (docs/internals/search-latency.md, "Refine factor 1"); recall@10 there is measured of the 50 candidates it re-ranks.
 pub const ANN_REFINE_FACTOR: u32 = 1;
 
-impl LanceStore {
+impl StoreTable<'_> {
     /// Reads a table of at most `rows` rows into its [`row_cache`] in the background, when
     /// [`row_cache::RowCache::should_fill`] says so: after a table's first search, after this process
     /// compacted it, and when it has grown to twice what is cached.
-    fn fill_row_cache_if_due(&self, name: TableId, rows: usize) {
-        if !self.row_cache(name).should_fill(rows) {
+    fn fill_row_cache_if_due(self, rows: usize) {
+        if !self.row_cache().should_fill(rows) {
             return;
         }
-        let store = self.clone();
+        let (store, id) = (self.store.clone(), self.id);
         tokio::spawn(async move {
+            let table = StoreTable::new(&store, id);
             let started = std::time::Instant::now();
-            let cache = store.row_cache(name);
+            let cache = table.row_cache();
             let _filling = row_cache::Filling(cache);
             let generation = cache.generation();
-            match store.read_rows_at(name, None, true).await {
+            match table.read_rows_at(None, true).await {
                 Ok(Some(read)) => {
                     let n = read.len();
                     cache.insert(generation, read);
-                    tracing::debug!(table = %name, rows = n, ms = ms_since(started), "row cache filled");
+                    tracing::debug!(table = %self.id, rows = n, ms = ms_since(started), "row cache filled");
                 }
                 Ok(None) => {}
-                Err(e) => tracing::debug!(table = %name, "row cache not filled: {e}"),
+                Err(e) => tracing::debug!(table = %self.id, "row cache not filled: {e}"),
             }
         });
     }
 
-    /// Is the full-text index of `name.column` there? Checks again while it is not, so a store opened
+    /// Is the full-text index of `column` there? Checks again while it is not, so a store opened
     /// before another process built the index starts using it.
-    async fn fts_available(&self, name: TableId, column: &'static str) -> bool {
-        let mut ready = self.handle(name).fts_ready.lock().await;
-        if !ready.contains(column) && has_fts_index(self.table(name), name, column).await.unwrap_or(false) {
+    async fn fts_available(self, column: &'static str) -> bool {
+        let mut ready = self.handle().fts_ready.lock().await;
+        if !ready.contains(column) && has_fts_index(self.table(), self.id, column).await.unwrap_or(false) {
             ready.insert(column);
         }
         ready.contains(column)
     }
 
-    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of `name` for `text`, then for
+    /// One full-text (BM25) ranking per indexed column ([`fts_columns`]) of this table for `text`, then for
     /// fixes the ranking of `text`'s [`identifier_phrases`] (empty when it has none), filtered (see
     /// [`Self::rank_then_filter`]), as row references: the rows are read only for the hits a search
     /// returns. A query the full-text parser rejects leaves that ranking empty rather than failing the
     /// search. The rankings run one after the other; a fix search's reach ([`Self::keyword_reach`])
     /// follows its first ranking when that matched (with nothing matched there is no share to take).
-    async fn keyword_rankings(
-        &self,
-        name: TableId,
-        filter: &Filter,
-        text: &str,
-        limit: usize,
-    ) -> Result<KeywordRankings, StoreError> {
+    async fn keyword_rankings(self, filter: &Filter, text: &str, limit: usize) -> Result<KeywordRankings, StoreError> {
         let started = std::time::Instant::now();
         if filter.broad.is_some() {
             // the rankings below read through the row cache: check it is still this table's (a failure
             // here fails the rankings too, which are left empty below)
-            if let Err(e) = self.latest_rows(name).await {
-                tracing::debug!(table = %name, "no look at the table's latest version: {e}");
+            if let Err(e) = self.latest_rows().await {
+                tracing::debug!(table = %self.id, "no look at the table's latest version: {e}");
             }
         }
         // (column, query); the first ranking of a fix search has a reach, summed from its words once the
         // ranking matched (on the conversation items the reach lowered LoCoMo recall@5 from 0.681 to
         // 0.676 and doubled search time: they rank by the best row's score)
         let mut queries = Vec::new();
-        for &column in fts_columns(name) {
+        for &column in fts_columns(self.id) {
             let query = (!text.trim().is_empty()).then(|| FtsQuery::Match(MatchQuery::new(text.to_string())));
             queries.push((column, query));
         }
-        if name == TableId::Fixes {
+        if self.id == TableId::Fixes {
             let phrases = identifier_phrases(text);
             let query = (!phrases.is_empty()).then(|| {
                 FtsQuery::Boolean(BooleanQuery::new(
@@ -212,14 +207,16 @@ impl LanceStore {
         for (i, (column, query)) in queries.into_iter().enumerate() {
             let mut refs = Vec::new();
             if let Some(query) = query
-                && self.fts_available(name, column).await
+                && self.fts_available(column).await
             {
-                match self.keyword_ranking(name, column, filter, query, limit).await {
+                match self.keyword_ranking(column, filter, query, limit).await {
                     Ok(ranked) => refs = ranked,
-                    Err(e) => tracing::warn!(table = %name, column, "full-text search failed, ranking without it: {e}"),
+                    Err(e) => {
+                        tracing::warn!(table = %self.id, column, "full-text search failed, ranking without it: {e}")
+                    }
                 }
-                if i == 0 && name == TableId::Fixes && !refs.is_empty() {
-                    reach = self.keyword_reach(name, column, text).await;
+                if i == 0 && self.id == TableId::Fixes && !refs.is_empty() {
+                    reach = self.keyword_reach(column, text).await;
                 }
             }
             rankings.push(refs);
@@ -227,17 +224,17 @@ impl LanceStore {
         Ok(KeywordRankings { rankings, reach, ms: ms_since(started) })
     }
 
-    /// What `text`'s BM25 ranking of `name.column` could reach: the sum over its words ([`reach_words`])
+    /// What `text`'s BM25 ranking of `column` could reach: the sum over its words ([`reach_words`])
     /// of each word's best score in the column, over every row of the table (unfiltered: one top-1
     /// full-text query per word, at once). BM25 sums its terms' scores, so no row scores more on the
     /// words counted ([`crate::memory::fusion`] divides by it). `None` when a query fails: fusion then
     /// divides by the ranking's best score, as before the reach.
-    async fn keyword_reach(&self, name: TableId, column: &'static str, text: &str) -> Option<f32> {
+    async fn keyword_reach(self, column: &'static str, text: &str) -> Option<f32> {
         use lancedb::query::{QueryBase, Select};
         let best = |word: String| async move {
             let query = FtsQuery::Match(MatchQuery::new(word)).with_column(column.to_string());
             let top = self
-                .table(name)
+                .table()
                 .query()
                 .full_text_search(FullTextSearchQuery::new_query(query))
                 .limit(1)
@@ -251,7 +248,7 @@ impl LanceStore {
             match score {
                 Ok(score) => best_scores.push(score),
                 Err(e) => {
-                    tracing::debug!(table = %name, column, "no reach for the full-text ranking: {e}");
+                    tracing::debug!(table = %self.id, column, "no reach for the full-text ranking: {e}");
                     return None;
                 }
             }
@@ -259,12 +256,11 @@ impl LanceStore {
         Some(reach_of(&best_scores))
     }
 
-    /// The BM25 ranking of `name.column` for `query`, at most `limit` rows: unfiltered, then checked
+    /// The BM25 ranking of `column` for `query`, at most `limit` rows: unfiltered, then checked
     /// against a broad filter ([`Self::rank_then_filter`]); with Lance's prefilter when that fails or
     /// the filter is narrow.
     async fn keyword_ranking(
-        &self,
-        name: TableId,
+        self,
         column: &str,
         filter: &Filter,
         query: FtsQuery,
@@ -272,38 +268,32 @@ impl LanceStore {
     ) -> Result<Vec<crate::store::Scored<RowRef>>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let query = FullTextSearchQuery::new_query(query.with_column(column.to_string()));
-        let fts = self.table(name).query().full_text_search(query).limit(limit);
+        let fts = self.table().query().full_text_search(query).limit(limit);
         if let Some(broad) = &filter.broad {
             let unfiltered = fts.clone().select(Select::columns(&["_score"])).with_row_id();
-            if let Some(ranked) = self.rank_then_filter(name, unfiltered, broad, false).await? {
+            if let Some(ranked) = self.rank_then_filter(unfiltered, broad, false).await? {
                 return Ok(by_score(ranked.into_iter().map(|r| (r.row, r.score)), |_| f32::NAN));
             }
         }
         let fts = fts.select(Select::columns(&["id", "_score"])).with_row_id();
         let mut refs = Vec::new();
         for batch in &prefiltered(fts, filter).await.map_err(backend)? {
-            refs.extend(row_refs(batch, name)?);
+            refs.extend(row_refs(batch, self.id)?);
         }
         Ok(by_score(refs, |_| f32::NAN))
     }
 
-    /// The vector ranking of `name` for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
+    /// The vector ranking of this table for `vector` (filtered, see [`Self::rank_then_filter`]) as row references with
     /// their cosine.
-    async fn vector_ranking(
-        &self,
-        name: TableId,
-        filter: &Filter,
-        vector: &[f32],
-        limit: usize,
-    ) -> Result<VectorRanking, StoreError> {
+    async fn vector_ranking(self, filter: &Filter, vector: &[f32], limit: usize) -> Result<VectorRanking, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let started = std::time::Instant::now();
         let ranked = match &filter.broad {
             Some(broad) => {
-                let (query, rows) = self.nearest_approx(name, vector, limit).await?;
+                let (query, rows) = self.nearest_approx(vector, limit).await?;
                 let unfiltered = query.select(Select::columns(&["_distance"])).with_row_id();
-                let ranked = self.rank_then_filter(name, unfiltered, broad, true).await?;
-                self.fill_row_cache_if_due(name, rows);
+                let ranked = self.rank_then_filter(unfiltered, broad, true).await?;
+                self.fill_row_cache_if_due(rows);
                 ranked
             }
             None => None,
@@ -318,7 +308,7 @@ impl LanceStore {
             }
             None => {
                 let nearest = self
-                    .nearest_query(name, vector, limit)
+                    .nearest_query(vector, limit)
                     .await?
                     .select(Select::columns(&["id", "_distance"]))
                     .with_row_id();
@@ -326,7 +316,7 @@ impl LanceStore {
                 for batch in &prefiltered(nearest, filter).await.map_err(backend)? {
                     // Lance's cosine distance is 1 - cosine
                     refs.extend(
-                        row_refs(batch, name)?.into_iter().map(|(row, distance)| (row, distance.map(|d| 1.0 - d))),
+                        row_refs(batch, self.id)?.into_iter().map(|(row, distance)| (row, distance.map(|d| 1.0 - d))),
                     );
                 }
                 by_score(refs, |cosine| cosine)
@@ -335,76 +325,23 @@ impl LanceStore {
         Ok(VectorRanking { ranked: by_vector, ms: ms_since(started) })
     }
 
-    /// The rows of `refs` in `T`'s table that are still stored for `actor_id`, in the order of `refs`.
-    /// Read by row address (`_rowid`), then, for any ref whose address now holds another row or none (a
-    /// compaction or deletion in between), by id.
-    pub(super) async fn rows_by_ref<T: TableRow>(
-        &self,
-        actor_id: &str,
-        refs: &[RowRef],
-    ) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
-        use futures::TryStreamExt;
-        use lancedb::query::ExecutableQuery;
-        if refs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let wanted: std::collections::HashSet<uuid::Uuid> = refs.iter().map(|r| r.id).collect();
-        let mut found: HashMap<uuid::Uuid, (T, Vec<f32>)> = HashMap::new();
-        let name = T::TABLE;
-        let take = self.table(name).take_row_ids(refs.iter().map(|r| r.row_id).collect());
-        // the take leaves out addresses that no longer hold a row (a deletion or compaction since the
-        // ranking); those, and any take that fails, are read by id below
-        let taken: Vec<RecordBatch> = match take.execute().await {
-            Ok(stream) => stream.try_collect().await.unwrap_or_default(),
-            Err(_) => Vec::new(),
-        };
-        for batch in &taken {
-            for (row, vector) in T::decode(batch)? {
-                if wanted.contains(&row.id()) && row.actor_id() == actor_id {
-                    found.insert(row.id(), (row, vector));
-                }
-            }
-        }
-        let missing: Vec<String> =
-            refs.iter().filter(|r| !found.contains_key(&r.id)).map(|r| r.id.to_string()).collect();
-        if !missing.is_empty() {
-            let filter = format!(
-                "actor_id = {} AND {}",
-                sql_literal(actor_id),
-                in_list("id", missing.iter().map(String::as_str))
-            );
-            for batch in self.select(name, &filter, None).await? {
-                for (row, vector) in T::decode(&batch)? {
-                    found.insert(row.id(), (row, vector));
-                }
-            }
-        }
-        Ok(refs.iter().filter_map(|r| found.remove(&r.id)).collect())
-    }
-
-    /// The `limit` rows of `name` nearest to `vector` by cosine, with the ANN settings of every search
+    /// The `limit` rows of this table nearest to `vector` by cosine, with the ANN settings of every search
     /// ([`ann_ef`], [`ANN_REFINE_FACTOR`]; Lance searches exactly where there is no index yet).
-    async fn nearest_query(
-        &self,
-        name: TableId,
-        vector: &[f32],
-        limit: usize,
-    ) -> Result<lancedb::query::VectorQuery, StoreError> {
-        Ok(self.nearest_approx(name, vector, limit).await?.0.refine_factor(ANN_REFINE_FACTOR))
+    async fn nearest_query(self, vector: &[f32], limit: usize) -> Result<lancedb::query::VectorQuery, StoreError> {
+        Ok(self.nearest_approx(vector, limit).await?.0.refine_factor(ANN_REFINE_FACTOR))
     }
 
     /// [`Self::nearest_query`] without the refine step: through the vector index, the rows come in the order
     /// of their quantised distances, which the caller corrects from the stored vectors. With the table's
     /// row count.
     async fn nearest_approx(
-        &self,
-        name: TableId,
+        self,
         vector: &[f32],
         limit: usize,
     ) -> Result<(lancedb::query::VectorQuery, usize), StoreError> {
         use lancedb::query::QueryBase;
-        let table = self.table(name);
-        let rows = self.latest_rows(name).await?;
+        let table = self.table();
+        let rows = self.latest_rows().await?;
         let query = table
             .query()
             .nearest_to(vector)
@@ -415,17 +352,17 @@ impl LanceStore {
         Ok((query, rows))
     }
 
-    /// The row count of the latest version of `name`, from its manifest (no data is read; one look for a
+    /// The row count of the latest version of this table, from its manifest (no data is read; one look for a
     /// newer version, as every read makes). On the way, the table's [`row_cache`] checks that the
     /// directory was not replaced under this process ([`row_cache::RowCache::observe`]).
-    async fn latest_rows(&self, name: TableId) -> Result<usize, StoreError> {
-        let table = self.table(name);
+    async fn latest_rows(self) -> Result<usize, StoreError> {
+        let table = self.table();
         let Some(dataset) = table.dataset() else { return table.count_rows(None).await.map_err(backend) };
         let dataset = dataset.get().await.map_err(backend)?;
         let manifest = dataset.manifest();
-        if self.row_cache(name).observe(manifest.version, manifest.max_fragment_id().unwrap_or(0)) {
+        if self.row_cache().observe(manifest.version, manifest.max_fragment_id().unwrap_or(0)) {
             tracing::info!(
-                table = %name,
+                table = %self.id,
                 version = manifest.version,
                 "the table was replaced on disk: row cache cleared"
             );
@@ -433,7 +370,7 @@ impl LanceStore {
         dataset.count_rows(None).await.map_err(backend)
     }
 
-    /// Runs `query` — a ranking of `name` that selects only its score column and `_rowid` — without a
+    /// Runs `query` — a ranking of this table that selects only its score column and `_rowid` — without a
     /// filter, then reads the ranked rows' `id`, the columns of the broad filter and (with `vectors`)
     /// their `vector` in one read by address (those the [`row_cache`] lacks), and applies the filter
     /// here. Lance's own postfilter and refine step read those columns one take at a time (about 0.7 ms
@@ -445,8 +382,7 @@ impl LanceStore {
     /// ranks with Lance's prefilter. An address never holds another row, since Lance does not reuse
     /// fragment ids.
     async fn rank_then_filter<Q>(
-        &self,
-        name: TableId,
+        self,
         query: Q,
         filter: &Broad,
         vectors: bool,
@@ -457,10 +393,10 @@ impl LanceStore {
         let mut addresses = Vec::new();
         let mut scores = Vec::new();
         for batch in collect(&query).await.map_err(backend)? {
-            addresses.extend(row_addresses(&batch, name)?);
+            addresses.extend(row_addresses(&batch, self.id)?);
             scores.extend(ranking_scores(&batch));
         }
-        let ranked = self.read_ranked(name, addresses, filter, vectors).await?;
+        let ranked = self.read_ranked(addresses, filter, vectors).await?;
         Ok(ranked.map(|rows| rows.into_iter().zip(scores).map(|(r, score)| Ranked { score, ..r }).collect()))
     }
 
@@ -469,8 +405,7 @@ impl LanceStore {
     /// fails `filter` or is no longer at its address. Rows in the table's [`row_cache`] are not read
     /// again; the others are read in one take by address and cached.
     async fn read_ranked(
-        &self,
-        name: TableId,
+        self,
         addresses: Vec<u64>,
         filter: &Broad,
         vectors: bool,
@@ -478,12 +413,12 @@ impl LanceStore {
         if addresses.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let cache = self.row_cache(name);
+        let cache = self.row_cache();
         let generation = cache.generation();
         let mut rows = cache.get(&addresses, vectors);
         let missing: Vec<u64> = addresses.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|(a, _)| *a).collect();
         if !missing.is_empty() {
-            let Some(read) = self.read_rows_at(name, Some(missing), vectors).await? else {
+            let Some(read) = self.read_rows_at(Some(missing), vectors).await? else {
                 return Ok(None);
             };
             let mut by_address: HashMap<u64, row_cache::CachedRow> = read.iter().cloned().collect();
@@ -504,18 +439,17 @@ impl LanceStore {
         Ok(Some(ranked))
     }
 
-    /// What the [`row_cache`] holds of the rows of `name` at `addresses` (with `None`, of every row of
+    /// What the [`row_cache`] holds of the rows of this table at `addresses` (with `None`, of every row of
     /// the table), read from the table: `id`, `actor_id`, `superseded_by` where the table has it, and
     /// with `vectors` the `vector`. A take leaves out the addresses that no longer hold a row (a
     /// deletion or compaction since the ranking); `Ok(None)` when it fails.
     async fn read_rows_at(
-        &self,
-        name: TableId,
+        self,
         addresses: Option<Vec<u64>>,
         vectors: bool,
     ) -> Result<Option<Vec<(u64, row_cache::CachedRow)>>, StoreError> {
         use lancedb::query::{QueryBase, Select};
-        let superseded = name == TableId::Archival;
+        let superseded = self.id == TableId::Archival;
         let mut columns = vec!["id", "actor_id"];
         if superseded {
             columns.push("superseded_by");
@@ -523,15 +457,15 @@ impl LanceStore {
         if vectors {
             columns.push("vector");
         }
-        self.row_cache(name).count_read();
-        let table = self.table(name);
+        self.row_cache().count_read();
+        let table = self.table();
         let batches = match addresses {
             Some(addresses) => {
                 let take = table.take_row_ids(addresses).select(Select::columns(&columns)).with_row_id();
                 match collect(&take).await {
                     Ok(batches) => batches,
                     Err(e) => {
-                        tracing::debug!(table = %name, "ranked rows moved before they were read, ranking again: {e}");
+                        tracing::debug!(table = %self.id, "ranked rows moved before they were read, ranking again: {e}");
                         return Ok(None);
                     }
                 }
@@ -544,14 +478,14 @@ impl LanceStore {
         let mut out = Vec::new();
         let mut actor: Option<Arc<str>> = None;
         for batch in &batches {
-            let r = rows::Rows::new(batch, name);
+            let r = rows::Rows::new(batch, self.id);
             let ids = r.uuids("id")?;
             let actors = r.strs("actor_id")?;
             let replaced = if superseded { r.opt_strs("superseded_by")? } else { vec![None; ids.len()] };
             let mut stored: Vec<Option<Arc<[f32]>>> =
                 if vectors { r.shared_vectors("vector")?.into_iter().map(Some).collect() } else { Vec::new() };
             stored.resize(ids.len(), None);
-            let rows = row_addresses(batch, name)?.into_iter().zip(ids).zip(actors).zip(replaced).zip(stored);
+            let rows = row_addresses(batch, self.id)?.into_iter().zip(ids).zip(actors).zip(replaced).zip(stored);
             for ((((address, id), actor_id), replaced), vector) in rows {
                 // one allocation per run of rows of the same actor
                 let actor_id = match &actor {
@@ -564,11 +498,9 @@ impl LanceStore {
         Ok(Some(out))
     }
 
-    /// Ids of the `k` rows of `actor` nearest to `vector` by cosine, through the vector index (as the
-    /// searches run) or, with `exact`, by a flat scan (the ground truth of a recall measurement).
+    /// [`LanceStore::nearest_ids`] for this table.
     pub async fn nearest_ids(
-        &self,
-        name: TableId,
+        self,
         actor: &str,
         vector: &[f32],
         k: usize,
@@ -576,7 +508,7 @@ impl LanceStore {
     ) -> Result<Vec<String>, StoreError> {
         use lancedb::query::{QueryBase, Select};
         let mut query = self
-            .nearest_query(name, vector, k)
+            .nearest_query(vector, k)
             .await?
             .only_if(format!("actor_id = {}", sql_literal(actor)))
             .select(Select::columns(&["id", "_distance"]));
@@ -585,10 +517,53 @@ impl LanceStore {
         }
         let mut ids = Vec::new();
         for batch in collect(&query).await.map_err(backend)? {
-            ids.extend(Rows::new(&batch, name).strs("id")?);
+            ids.extend(Rows::new(&batch, self.id).strs("id")?);
         }
         Ok(ids)
     }
+}
+
+/// The rows of `refs` in `T`'s table that are still stored for `actor_id`, in the order of `refs`.
+/// Read by row address (`_rowid`), then, for any ref whose address now holds another row or none (a
+/// compaction or deletion in between), by id.
+pub(super) async fn rows_by_ref<T: TableRow>(
+    store: &LanceStore,
+    actor_id: &str,
+    refs: &[RowRef],
+) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
+    use futures::TryStreamExt;
+    use lancedb::query::ExecutableQuery;
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let wanted: std::collections::HashSet<uuid::Uuid> = refs.iter().map(|r| r.id).collect();
+    let mut found: HashMap<uuid::Uuid, (T, Vec<f32>)> = HashMap::new();
+    let name = T::TABLE;
+    let take = StoreTable::new(store, name).table().take_row_ids(refs.iter().map(|r| r.row_id).collect());
+    // the take leaves out addresses that no longer hold a row (a deletion or compaction since the
+    // ranking); those, and any take that fails, are read by id below
+    let taken: Vec<RecordBatch> = match take.execute().await {
+        Ok(stream) => stream.try_collect().await.unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    for batch in &taken {
+        for (row, vector) in T::decode(batch)? {
+            if wanted.contains(&row.id()) && row.actor_id() == actor_id {
+                found.insert(row.id(), (row, vector));
+            }
+        }
+    }
+    let missing: Vec<String> = refs.iter().filter(|r| !found.contains_key(&r.id)).map(|r| r.id.to_string()).collect();
+    if !missing.is_empty() {
+        let filter =
+            format!("actor_id = {} AND {}", sql_literal(actor_id), in_list("id", missing.iter().map(String::as_str)));
+        for batch in StoreTable::new(store, name).select(&filter, None).await? {
+            for (row, vector) in T::decode(&batch)? {
+                found.insert(row.id(), (row, vector));
+            }
+        }
+    }
+    Ok(refs.iter().filter_map(|r| found.remove(&r.id)).collect())
 }
 
 /// Runs `query` with `filter` applied before ranking (Lance's prefilter): the filtered top of the
@@ -617,19 +592,19 @@ pub(super) trait TableRow: SearchedRow {
 #[async_trait::async_trait]
 impl<T: TableRow> Searchable<T> for LanceStore {
     async fn keyword(&self, query: &Query<T::Filter>) -> Result<KeywordRankings, StoreError> {
-        self.keyword_rankings(T::TABLE, &T::filter(&query.filter), &query.text, query.limit).await
+        StoreTable::new(self, T::TABLE).keyword_rankings(&T::filter(&query.filter), &query.text, query.limit).await
     }
 
     async fn nearest(&self, query: &Query<T::Filter>) -> Result<VectorRanking, StoreError> {
-        self.vector_ranking(T::TABLE, &T::filter(&query.filter), &query.vector, query.limit).await
+        StoreTable::new(self, T::TABLE).vector_ranking(&T::filter(&query.filter), &query.vector, query.limit).await
     }
 
     async fn rows(&self, actor_id: &str, refs: &[RowRef]) -> Result<Vec<(T, Vec<f32>)>, StoreError> {
-        self.rows_by_ref(actor_id, refs).await
+        rows_by_ref(self, actor_id, refs).await
     }
 }
 
-/// One row of a ranking read by [`LanceStore::rank_then_filter`]: where it is, its stored vector
+/// One row of a ranking read by [`StoreTable::rank_then_filter`]: where it is, its stored vector
 /// (`[f32; 384]`, L2-normalized) when asked for, and the ranking's score (`_distance` or `_score`).
 struct Ranked {
     row: RowRef,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::commit::{delete_where, retry};
-use super::handle::{LanceStore, backend, collect};
+use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::rows::{self, Rows};
 use super::sql::{actor_filter, in_list, sql_literal};
 use super::tables::{META_TABLE, TableId};
@@ -197,174 +197,15 @@ fn refuse_duplicate_ids(name: TableId, rows_in: &[Map<String, Value>], lines: &[
     Ok(())
 }
 
-impl LanceStore {
-    /// Writes every row of every table (of `actor`, or all) as JSONL: a header line ([`ExportHeader`]),
-    /// then `{"table": …, "row": {…}}` per row with ids, times and vectors, so `import` restores it
-    /// exactly.
-    pub async fn export(&self, out: &mut (dyn Write + Send), actor: Option<&str>) -> Result<TableCounts, StoreError> {
-        let header = ExportHeader {
-            astra_mcp_export: EXPORT_VERSION,
-            format_version: super::handle::FORMAT_VERSION.to_string(),
-            embedding_model: MODEL_ID.to_string(),
-            embedding_dimension: DIMENSION,
-            exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        };
-        let io = |e: std::io::Error| StoreError::Backend(format!("writing the export: {e}"));
-        writeln!(out, "{}", serde_json::to_string(&header).map_err(backend)?).map_err(io)?;
-        let mut counts = TableCounts::new();
-        for name in EXPORT_TABLES {
-            let mut query = self.table(name).query();
-            if let Some(f) = actor_filter(actor) {
-                query = query.only_if(f);
-            }
-            let mut n = 0;
-            for batch in collect(&query).await.map_err(backend)? {
-                for row in batch_to_json(&batch)? {
-                    let line = serde_json::json!({ "table": name.name(), "row": row });
-                    writeln!(out, "{line}").map_err(io)?;
-                    n += 1;
-                }
-            }
-            counts.insert(name.to_string(), n);
-        }
-        Ok(counts)
-    }
-
-    /// Reads an export made by [`Self::export`] and upserts every row by id (an import repeated adds
-    /// nothing), each row's text passed through `rules` (the memory layer's redaction and tags). When the export's embedding model differs from this binary's, vectors are recomputed
-    /// from each row's `embedded_text`.
-    ///
-    /// # Errors
-    /// A missing or unknown header, a line that is not a row of a known table, or a row that does not
-    /// fit its table's columns, with the line number.
-    pub async fn import(
-        &self,
-        text: &str,
-        embedder: &LazyEmbedder,
-        rules: &ImportRules,
-    ) -> Result<ImportReport, StoreError> {
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-        let header = match lines.next() {
-            Some((i, line)) => parse_export_header(i + 1, line)?,
-            None => return Err(StoreError::Invalid("the export is empty".into())),
-        };
-        let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
-        let mut by_table: BTreeMap<TableId, Vec<Map<String, Value>>> = BTreeMap::new();
-        let mut line_numbers: BTreeMap<TableId, Vec<usize>> = BTreeMap::new();
-        // per row: its vector must be recomputed, since redaction changed its embedded text
-        let mut stale_vectors: BTreeMap<TableId, Vec<bool>> = BTreeMap::new();
-        let mut report = ImportReport::default();
-        for (i, line) in lines {
-            let (name, mut row) = parse_export_row(i + 1, line)?;
-            if TableId::SEARCHABLE.contains(&name) || name == TableId::Forgotten {
-                // ids are compared as strings: only the canonical spelling may enter
-                let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
-                let Some(id) = id else {
-                    return Err(StoreError::Invalid(format!(
-                        "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
-                        i + 1
-                    )));
-                };
-                row.insert("id".into(), Value::String(id.to_string()));
-            } else if let Some(id) = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok())
-            {
-                row.insert("id".into(), Value::String(id.to_string()));
-            }
-            let embedded_before = row.get("embedded_text").cloned();
-            if name == TableId::Archival {
-                // a passage is embedded as its text: a text edited by hand takes its embedding along
-                if let Some(text) = row.get("text").cloned() {
-                    row.insert("embedded_text".into(), text);
-                }
-            }
-            // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
-            let redacted = redact_row(&mut row, rules);
-            // a row whose embedded text changed, or whose vector was left out, is embedded again
-            let no_vector = TableId::SEARCHABLE.contains(&name) && !row.contains_key("vector");
-            let stale_vector = no_vector || row.get("embedded_text") != embedded_before.as_ref();
-            if (reembed || stale_vector) && (row.contains_key("vector") || no_vector) {
-                // placeholder of the right shape; replaced below
-                row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
-            }
-            by_table.entry(name).or_default().push(row);
-            line_numbers.entry(name).or_default().push(i + 1);
-            stale_vectors.entry(name).or_default().push(stale_vector);
-            report.redacted += usize::from(redacted);
-        }
-        // Everything is checked before anything is written: a row that does not fit its table, or that
-        // would move a memory to another actor, fails the whole import.
-        let mut decoded: Vec<(TableId, usize, RecordBatch, &[bool])> = Vec::new();
-        for (name, rows_in) in &by_table {
-            let lines = &line_numbers[name];
-            let schema = self.table(*name).schema().await.map_err(backend)?;
-            refuse_duplicate_ids(*name, rows_in, lines)?;
-            self.refuse_actor_changes(*name, &schema, rows_in, lines).await?;
-            if *name == TableId::CoreBlocks {
-                self.refuse_core_history_changes(rows_in, lines).await?;
-            }
-            let stale = rows_in.chunks(1000).zip(stale_vectors[name].chunks(1000));
-            for ((chunk, stale), chunk_lines) in stale.zip(lines.chunks(1000)) {
-                match json_to_batch(schema.clone(), chunk) {
-                    Ok(Some(batch)) => decoded.push((*name, chunk.len(), batch, stale)),
-                    Ok(None) => {}
-                    Err(e) => return Err(first_unfit_row(&schema, *name, chunk, chunk_lines).unwrap_or(e)),
-                }
-            }
-        }
-        for (name, n, mut batch, stale) in decoded {
-            if reembed && TableId::SEARCHABLE.contains(&name) {
-                batch = reembed_batch(&batch, name, embedder, None).await?;
-                report.reembedded = true;
-            } else if stale.contains(&true) {
-                batch = reembed_batch(&batch, name, embedder, Some(stale)).await?;
-            }
-            self.upsert_batch(name, batch).await?;
-            *report.rows.entry(name.to_string()).or_default() += n;
-        }
-        // an item forgotten after an older export was made stays forgotten (only its own actor's item)
-        let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for batch in collect(&self.table(TableId::Forgotten).query()).await.map_err(backend)? {
-            let rows = Rows::new(&batch, TableId::Forgotten);
-            for (id, actor) in rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?) {
-                forgotten.entry(actor).or_default().push(id);
-            }
-        }
-        // and its words leave the context (`search_text`) of the items after it once more, which the
-        // export's rows of those items still hold (as `forget_item` did when it was forgotten)
-        let table = self.table(TableId::Conversation);
-        for (actor, ids) in &forgotten {
-            for chunk in ids.chunks(500) {
-                let ids = in_list("id", chunk.iter().map(String::as_str));
-                let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
-                let mut revived = Vec::new();
-                for batch in self.select(TableId::Conversation, &filter, None).await? {
-                    revived.extend(super::conversation::from_batch(&batch)?);
-                }
-                if revived.is_empty() {
-                    continue;
-                }
-                delete_where(table, &filter).await?;
-                for (item, _) in &revived {
-                    self.forget_item(item).await?;
-                }
-                report.stayed_forgotten += revived.len();
-                if let Some(n) = report.rows.get_mut(TableId::Conversation.name()) {
-                    *n = n.saturating_sub(revived.len());
-                }
-            }
-        }
-        Ok(report)
-    }
-
-    /// Fails when a row of `rows_in` (import rows of table `name` of `schema`, from lines `lines`) has the `id` of a
+impl StoreTable<'_> {
+    /// Fails when a row of `rows_in` (import rows of this table of `schema`, from lines `lines`) has the `id` of a
     /// row this store keeps for another actor: an upsert by id would hand that actor's memory to the
     /// export's actor. Tables without `id` and `actor_id` columns are not checked.
     ///
     /// # Errors
     /// [`StoreError::Invalid`] naming the first such line, the id and both actors; a failed read.
     async fn refuse_actor_changes(
-        &self,
-        name: TableId,
+        self,
         schema: &SchemaRef,
         rows_in: &[Map<String, Value>],
         lines: &[usize],
@@ -374,129 +215,280 @@ impl LanceStore {
         }
         let str_of =
             |row: &Map<String, Value>, column: &str| row.get(column).and_then(Value::as_str).map(str::to_string);
-        let stored = self.stored_by_id(name, rows_in, "actor_id").await?;
+        let stored = self.stored_by_id(rows_in, "actor_id").await?;
         for (row, line) in rows_in.iter().zip(lines) {
             let (Some(id), Some(actor)) = (str_of(row, "id"), str_of(row, "actor_id")) else { continue };
             if let Some(owner) = stored.get(&id).filter(|owner| **owner != actor) {
                 return Err(StoreError::Invalid(format!(
-                    "line {line}: {name} row {id} belongs to actor `{owner}` in this store, but the export gives it to \
+                    "line {line}: {} row {id} belongs to actor `{owner}` in this store, but the export gives it to \
                      `{actor}`; nothing was imported. An import never moves a memory between actors: drop that line \
-                     from the file, or delete the stored row first (`astra-mcp memory rm {id} --actor {owner}`)"
+                     from the file, or delete the stored row first (`astra-mcp memory rm {id} --actor {owner}`)",
+                    self.id
                 )));
             }
         }
         Ok(())
     }
 
-    /// `column` of the rows of `name` stored under the ids of `rows_in` (import rows), by id.
+    /// `column` of the rows of this table stored under the ids of `rows_in` (import rows), by id.
     async fn stored_by_id(
-        &self,
-        name: TableId,
+        self,
         rows_in: &[Map<String, Value>],
         column: &'static str,
     ) -> Result<HashMap<String, String>, StoreError> {
-        let table = self.table(name);
+        let table = self.table();
         let mut stored = HashMap::new();
         for chunk in rows_in.chunks(500) {
             let ids = chunk.iter().filter_map(|row| row.get("id").and_then(Value::as_str));
             let query = table.query().only_if(in_list("id", ids)).select(Select::columns(&["id", column]));
             for batch in collect(&query).await.map_err(backend)? {
-                let rows = Rows::new(&batch, name);
+                let rows = Rows::new(&batch, self.id);
                 stored.extend(rows.strs("id")?.into_iter().zip(rows.strs(column)?));
             }
         }
         Ok(stored)
     }
+}
 
-    /// Fails when a `core_blocks` row of `rows_in` (from lines `lines`) would change a block's history: its
-    /// `id` is not its version's key ([`super::core_blocks::version_key_id`] of actor, project, section and
-    /// version), so that one block could get two rows of one version, or this store holds that version
-    /// with another value (two histories of one block, from two stores, cannot be merged row by row).
-    ///
-    /// # Errors
-    /// [`StoreError::Invalid`] naming the first such line and what to do; a failed read.
-    async fn refuse_core_history_changes(
-        &self,
-        rows_in: &[Map<String, Value>],
-        lines: &[usize],
-    ) -> Result<(), StoreError> {
-        let str_of = |row: &Map<String, Value>, column: &str| {
-            row.get(column).and_then(Value::as_str).unwrap_or_default().to_string()
-        };
-        for (row, line) in rows_in.iter().zip(lines) {
-            let (actor, project, section) = (str_of(row, "actor_id"), str_of(row, "project"), str_of(row, "section"));
-            let version = row.get("version").and_then(Value::as_i64).unwrap_or_default();
-            let key = super::core_blocks::version_key_id(&actor, &project, &section, version);
-            if str_of(row, "id") != key {
+/// [`LanceStore::export`].
+pub(super) async fn export(
+    store: &LanceStore,
+    out: &mut (dyn Write + Send),
+    actor: Option<&str>,
+) -> Result<TableCounts, StoreError> {
+    let header = ExportHeader {
+        astra_mcp_export: EXPORT_VERSION,
+        format_version: super::handle::FORMAT_VERSION.to_string(),
+        embedding_model: MODEL_ID.to_string(),
+        embedding_dimension: DIMENSION,
+        exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    let io = |e: std::io::Error| StoreError::Backend(format!("writing the export: {e}"));
+    writeln!(out, "{}", serde_json::to_string(&header).map_err(backend)?).map_err(io)?;
+    let mut counts = TableCounts::new();
+    for name in EXPORT_TABLES {
+        let mut query = StoreTable::new(store, name).table().query();
+        if let Some(f) = actor_filter(actor) {
+            query = query.only_if(f);
+        }
+        let mut n = 0;
+        for batch in collect(&query).await.map_err(backend)? {
+            for row in batch_to_json(&batch)? {
+                let line = serde_json::json!({ "table": name.name(), "row": row });
+                writeln!(out, "{line}").map_err(io)?;
+                n += 1;
+            }
+        }
+        counts.insert(name.to_string(), n);
+    }
+    Ok(counts)
+}
+
+/// [`LanceStore::import`].
+pub(super) async fn import(
+    store: &LanceStore,
+    text: &str,
+    embedder: &LazyEmbedder,
+    rules: &ImportRules,
+) -> Result<ImportReport, StoreError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let header = match lines.next() {
+        Some((i, line)) => parse_export_header(i + 1, line)?,
+        None => return Err(StoreError::Invalid("the export is empty".into())),
+    };
+    let reembed = header.embedding_model != MODEL_ID || header.embedding_dimension != DIMENSION;
+    let mut by_table: BTreeMap<TableId, Vec<Map<String, Value>>> = BTreeMap::new();
+    let mut line_numbers: BTreeMap<TableId, Vec<usize>> = BTreeMap::new();
+    // per row: its vector must be recomputed, since redaction changed its embedded text
+    let mut stale_vectors: BTreeMap<TableId, Vec<bool>> = BTreeMap::new();
+    let mut report = ImportReport::default();
+    for (i, line) in lines {
+        let (name, mut row) = parse_export_row(i + 1, line)?;
+        if TableId::SEARCHABLE.contains(&name) || name == TableId::Forgotten {
+            // ids are compared as strings: only the canonical spelling may enter
+            let id = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok());
+            let Some(id) = id else {
                 return Err(StoreError::Invalid(format!(
-                    "line {line}: core_blocks row {} is not version {version} of block `{section}` (its id would be \
-                     {key}); nothing was imported. A block version's id is derived from its actor, project, section \
-                     and version: keep the ids `memory export` wrote",
-                    str_of(row, "id")
+                    "line {}: a {name} row needs a UUID `id` (as `memory export` writes it)",
+                    i + 1
                 )));
+            };
+            row.insert("id".into(), Value::String(id.to_string()));
+        } else if let Some(id) = row.get("id").and_then(Value::as_str).and_then(|id| uuid::Uuid::parse_str(id).ok()) {
+            row.insert("id".into(), Value::String(id.to_string()));
+        }
+        let embedded_before = row.get("embedded_text").cloned();
+        if name == TableId::Archival {
+            // a passage is embedded as its text: a text edited by hand takes its embedding along
+            if let Some(text) = row.get("text").cloned() {
+                row.insert("embedded_text".into(), text);
             }
         }
-        let stored = self.stored_by_id(TableId::CoreBlocks, rows_in, "value").await?;
-        for (row, line) in rows_in.iter().zip(lines) {
-            if stored.get(&str_of(row, "id")).is_some_and(|value| *value != str_of(row, "value")) {
-                return Err(StoreError::Invalid(format!(
-                    "line {line}: this store already holds version {} of core block `{}` (actor `{}`, project `{}`) \
-                     with another value; nothing was imported. An import does not rewrite a block's history: drop \
-                     that block's core_blocks lines from the file (this store keeps its own history of the block)",
-                    row.get("version").and_then(Value::as_i64).unwrap_or_default(),
-                    str_of(row, "section"),
-                    str_of(row, "actor_id"),
-                    str_of(row, "project"),
-                )));
-            }
+        // secrets are redacted before anything is stored (docs/storage.md), in a hand-edited file too
+        let redacted = redact_row(&mut row, rules);
+        // a row whose embedded text changed, or whose vector was left out, is embedded again
+        let no_vector = TableId::SEARCHABLE.contains(&name) && !row.contains_key("vector");
+        let stale_vector = no_vector || row.get("embedded_text") != embedded_before.as_ref();
+        if (reembed || stale_vector) && (row.contains_key("vector") || no_vector) {
+            // placeholder of the right shape; replaced below
+            row.insert("vector".into(), Value::Array(vec![Value::from(0.0); DIMENSION]));
         }
-        Ok(())
+        by_table.entry(name).or_default().push(row);
+        line_numbers.entry(name).or_default().push(i + 1);
+        stale_vectors.entry(name).or_default().push(stale_vector);
+        report.redacted += usize::from(redacted);
     }
+    // Everything is checked before anything is written: a row that does not fit its table, or that
+    // would move a memory to another actor, fails the whole import.
+    let mut decoded: Vec<(TableId, usize, RecordBatch, &[bool])> = Vec::new();
+    for (name, rows_in) in &by_table {
+        let lines = &line_numbers[name];
+        let schema = StoreTable::new(store, *name).table().schema().await.map_err(backend)?;
+        refuse_duplicate_ids(*name, rows_in, lines)?;
+        StoreTable::new(store, *name).refuse_actor_changes(&schema, rows_in, lines).await?;
+        if *name == TableId::CoreBlocks {
+            refuse_core_history_changes(store, rows_in, lines).await?;
+        }
+        let stale = rows_in.chunks(1000).zip(stale_vectors[name].chunks(1000));
+        for ((chunk, stale), chunk_lines) in stale.zip(lines.chunks(1000)) {
+            match json_to_batch(schema.clone(), chunk) {
+                Ok(Some(batch)) => decoded.push((*name, chunk.len(), batch, stale)),
+                Ok(None) => {}
+                Err(e) => return Err(first_unfit_row(&schema, *name, chunk, chunk_lines).unwrap_or(e)),
+            }
+        }
+    }
+    for (name, n, mut batch, stale) in decoded {
+        if reembed && TableId::SEARCHABLE.contains(&name) {
+            batch = reembed_batch(&batch, name, embedder, None).await?;
+            report.reembedded = true;
+        } else if stale.contains(&true) {
+            batch = reembed_batch(&batch, name, embedder, Some(stale)).await?;
+        }
+        StoreTable::new(store, name).upsert_batch(batch).await?;
+        *report.rows.entry(name.to_string()).or_default() += n;
+    }
+    // an item forgotten after an older export was made stays forgotten (only its own actor's item)
+    let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for batch in collect(&StoreTable::new(store, TableId::Forgotten).table().query()).await.map_err(backend)? {
+        let rows = Rows::new(&batch, TableId::Forgotten);
+        for (id, actor) in rows.strs("id")?.into_iter().zip(rows.strs("actor_id")?) {
+            forgotten.entry(actor).or_default().push(id);
+        }
+    }
+    // and its words leave the context (`search_text`) of the items after it once more, which the
+    // export's rows of those items still hold (as `forget_item` did when it was forgotten)
+    let table = StoreTable::new(store, TableId::Conversation).table();
+    for (actor, ids) in &forgotten {
+        for chunk in ids.chunks(500) {
+            let ids = in_list("id", chunk.iter().map(String::as_str));
+            let filter = format!("actor_id = {} AND {ids}", sql_literal(actor));
+            let mut revived = Vec::new();
+            for batch in StoreTable::new(store, TableId::Conversation).select(&filter, None).await? {
+                revived.extend(super::conversation::from_batch(&batch)?);
+            }
+            if revived.is_empty() {
+                continue;
+            }
+            delete_where(table, &filter).await?;
+            for (item, _) in &revived {
+                super::conversation::forget_item(store, item).await?;
+            }
+            report.stayed_forgotten += revived.len();
+            if let Some(n) = report.rows.get_mut(TableId::Conversation.name()) {
+                *n = n.saturating_sub(revived.len());
+            }
+        }
+    }
+    Ok(report)
+}
 
-    /// Re-embeds every row of every searchable table with this binary's model (after a model change),
-    /// then records the model in `meta`, so the store opens normally again. Returns rows re-embedded by
-    /// table. Safe to rerun after an interruption: rows are rewritten by id.
-    pub async fn reindex(&self, embedder: &LazyEmbedder) -> Result<TableCounts, StoreError> {
-        let mut counts = TableCounts::new();
-        for name in TableId::SEARCHABLE {
-            let batches = collect(&self.table(name).query()).await.map_err(backend)?;
-            let mut n = 0;
-            for batch in batches {
-                for start in (0..batch.num_rows()).step_by(1000) {
-                    let part = batch.slice(start, (batch.num_rows() - start).min(1000));
-                    n += part.num_rows();
-                    let part = reembed_batch(&part, name, embedder, None).await?;
-                    // update only: a row deleted while we re-embedded stays deleted
-                    self.update_batch(name, part).await?;
-                }
-            }
-            counts.insert(name.to_string(), n);
+/// Fails when a `core_blocks` row of `rows_in` (from lines `lines`) would change a block's history: its
+/// `id` is not its version's key ([`super::core_blocks::version_key_id`] of actor, project, section and
+/// version), so that one block could get two rows of one version, or this store holds that version
+/// with another value (two histories of one block, from two stores, cannot be merged row by row).
+///
+/// # Errors
+/// [`StoreError::Invalid`] naming the first such line and what to do; a failed read.
+async fn refuse_core_history_changes(
+    store: &LanceStore,
+    rows_in: &[Map<String, Value>],
+    lines: &[usize],
+) -> Result<(), StoreError> {
+    let str_of = |row: &Map<String, Value>, column: &str| {
+        row.get(column).and_then(Value::as_str).unwrap_or_default().to_string()
+    };
+    for (row, line) in rows_in.iter().zip(lines) {
+        let (actor, project, section) = (str_of(row, "actor_id"), str_of(row, "project"), str_of(row, "section"));
+        let version = row.get("version").and_then(Value::as_i64).unwrap_or_default();
+        let key = super::core_blocks::version_key_id(&actor, &project, &section, version);
+        if str_of(row, "id") != key {
+            return Err(StoreError::Invalid(format!(
+                "line {line}: core_blocks row {} is not version {version} of block `{section}` (its id would be \
+                 {key}); nothing was imported. A block version's id is derived from its actor, project, section \
+                 and version: keep the ids `memory export` wrote",
+                str_of(row, "id")
+            )));
         }
-        self.write_meta_model().await?;
-        Ok(counts)
     }
+    let stored = StoreTable::new(store, TableId::CoreBlocks).stored_by_id(rows_in, "value").await?;
+    for (row, line) in rows_in.iter().zip(lines) {
+        if stored.get(&str_of(row, "id")).is_some_and(|value| *value != str_of(row, "value")) {
+            return Err(StoreError::Invalid(format!(
+                "line {line}: this store already holds version {} of core block `{}` (actor `{}`, project `{}`) \
+                 with another value; nothing was imported. An import does not rewrite a block's history: drop \
+                 that block's core_blocks lines from the file (this store keeps its own history of the block)",
+                row.get("version").and_then(Value::as_i64).unwrap_or_default(),
+                str_of(row, "section"),
+                str_of(row, "actor_id"),
+                str_of(row, "project"),
+            )));
+        }
+    }
+    Ok(())
+}
 
-    async fn write_meta_model(&self) -> Result<(), StoreError> {
-        let meta = self.conn.open_table(META_TABLE).execute().await.map_err(backend)?;
-        let schema = super::open::meta_schema();
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                rows::strings(["embedding_model", "embedding_dimension"]),
-                Arc::new(StringArray::from(vec![MODEL_ID.to_string(), DIMENSION.to_string()])),
-            ],
-        )
-        .map_err(backend)?;
-        retry(&meta, || {
-            let mut merge = meta.merge_insert(&["key"]);
-            merge.when_matched_update_all(None).when_not_matched_insert_all();
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());
-            async move { merge.execute(Box::new(reader)).await }
-        })
-        .await
-        .map_err(backend)?;
-        Ok(())
+/// [`LanceStore::reindex`].
+pub(super) async fn reindex(store: &LanceStore, embedder: &LazyEmbedder) -> Result<TableCounts, StoreError> {
+    let mut counts = TableCounts::new();
+    for name in TableId::SEARCHABLE {
+        let batches = collect(&StoreTable::new(store, name).table().query()).await.map_err(backend)?;
+        let mut n = 0;
+        for batch in batches {
+            for start in (0..batch.num_rows()).step_by(1000) {
+                let part = batch.slice(start, (batch.num_rows() - start).min(1000));
+                n += part.num_rows();
+                let part = reembed_batch(&part, name, embedder, None).await?;
+                // update only: a row deleted while we re-embedded stays deleted
+                StoreTable::new(store, name).update_batch(part).await?;
+            }
+        }
+        counts.insert(name.to_string(), n);
     }
+    write_meta_model(store).await?;
+    Ok(counts)
+}
+
+async fn write_meta_model(store: &LanceStore) -> Result<(), StoreError> {
+    let meta = store.conn.open_table(META_TABLE).execute().await.map_err(backend)?;
+    let schema = super::open::meta_schema();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            rows::strings(["embedding_model", "embedding_dimension"]),
+            Arc::new(StringArray::from(vec![MODEL_ID.to_string(), DIMENSION.to_string()])),
+        ],
+    )
+    .map_err(backend)?;
+    retry(&meta, || {
+        let mut merge = meta.merge_insert(&["key"]);
+        merge.when_matched_update_all(None).when_not_matched_insert_all();
+        let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch.clone())], schema.clone());
+        async move { merge.execute(Box::new(reader)).await }
+    })
+    .await
+    .map_err(backend)?;
+    Ok(())
 }
 
 /// Columns that name or date a row rather than hold its text: never rewritten by [`redact_row`] (an

@@ -10,7 +10,7 @@ use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 use super::commit::{retry, retry_at_most};
 use super::failure::is_conflict;
 use super::fts::{fts_columns, fts_index_name, has_fts_index, stale_fts_indexes};
-use super::handle::{LanceStore, backend};
+use super::handle::{LanceStore, StoreTable, backend};
 use super::policy::{self, FTS_FLAT_MAX_ROWS, scalar_index_columns};
 use super::tables::TableId;
 use crate::store::StoreError;
@@ -35,10 +35,10 @@ pub async fn wait_for_upkeep() {
     while tasks.join_next().await.is_some() {}
 }
 
-impl LanceStore {
-    /// Fragments of the latest version of `name`, from its manifest (no data is read).
-    pub(super) async fn fragments(&self, name: TableId) -> Result<usize, StoreError> {
-        let Some(dataset) = self.table(name).dataset() else { return Ok(0) };
+impl StoreTable<'_> {
+    /// Fragments of the latest version of this table, from its manifest (no data is read).
+    pub(super) async fn fragments(self) -> Result<usize, StoreError> {
+        let Some(dataset) = self.table().dataset() else { return Ok(0) };
         Ok(dataset.get().await.map_err(backend)?.manifest().fragments.len())
     }
 }
@@ -65,18 +65,18 @@ fn fts_params(name: TableId) -> lancedb::index::scalar::FtsIndexBuilder {
     }
 }
 
-impl LanceStore {
-    /// Builds the full-text indexes of `name` ([`fts_columns`]) once the table has rows (Lance cannot
+impl StoreTable<'_> {
+    /// Builds the full-text indexes of this table ([`fts_columns`]) once the table has rows (Lance cannot
     /// train an index on an empty table). Rows added later are searched unindexed (Lance scans them)
     /// until upkeep folds them into the index.
-    pub(super) async fn ensure_fts(&self, name: TableId) -> Result<(), StoreError> {
-        let mut ready = self.handle(name).fts_ready.lock().await;
-        let table = self.table(name);
-        for &column in fts_columns(name) {
+    pub(super) async fn ensure_fts(self) -> Result<(), StoreError> {
+        let mut ready = self.handle().fts_ready.lock().await;
+        let table = self.table();
+        for &column in fts_columns(self.id) {
             if ready.contains(column) {
                 continue;
             }
-            if has_fts_index(table, name, column).await.map_err(backend)? {
+            if has_fts_index(table, self.id, column).await.map_err(backend)? {
                 ready.insert(column);
                 continue;
             }
@@ -85,21 +85,23 @@ impl LanceStore {
                 return Ok(());
             }
             // an index of this column built with another analyzer goes first (one FTS index per column)
-            for stale in stale_fts_indexes(table, name, column).await.map_err(backend)? {
+            for stale in stale_fts_indexes(table, self.id, column).await.map_err(backend)? {
                 match table.drop_index(&stale).await {
                     Ok(()) => tracing::info!(
-                        table = %name,
+                        table = %self.id,
                         column,
                         index = stale,
                         "full-text index rebuilt with this version's analyzer"
                     ),
-                    Err(e) => tracing::debug!(table = %name, index = stale, "stale full-text index already gone: {e}"),
+                    Err(e) => {
+                        tracing::debug!(table = %self.id, index = stale, "stale full-text index already gone: {e}")
+                    }
                 }
             }
             // empty while the table is small: its rows are all scanned and scored alike (FTS_FLAT_MAX_ROWS)
             let result = table
-                .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
-                .name(fts_index_name(name, column))
+                .create_index(&[column], lancedb::index::Index::FTS(fts_params(self.id)))
+                .name(fts_index_name(self.id, column))
                 .train(rows > FTS_FLAT_MAX_ROWS)
                 .execute()
                 .await;
@@ -112,12 +114,12 @@ impl LanceStore {
                     // not read yet (it reads new versions at most every `--read-consistency-ms`): without
                     // reading it, each write would try again and meet the same conflict.
                     if let Err(reload) = table.checkout_latest().await {
-                        tracing::debug!(table = %name, "reading the latest version: {reload}");
+                        tracing::debug!(table = %self.id, "reading the latest version: {reload}");
                     }
-                    if !has_fts_index(table, name, column).await.unwrap_or(false) {
+                    if !has_fts_index(table, self.id, column).await.unwrap_or(false) {
                         return Err(backend(e));
                     }
-                    tracing::debug!(table = %name, column, "full-text index created concurrently: {e}");
+                    tracing::debug!(table = %self.id, column, "full-text index created concurrently: {e}");
                     ready.insert(column);
                 }
             }
@@ -125,48 +127,37 @@ impl LanceStore {
         Ok(())
     }
 
-    /// Rebuilds the full-text index `index` of `name` empty, as [`Self::ensure_fts`] builds it for a
+    /// Rebuilds the full-text index `index` of this table empty, as [`Self::ensure_fts`] builds it for a
     /// table of at most [`FTS_FLAT_MAX_ROWS`] rows: its rows are then all scanned and scored alike.
     /// For an index that covers rows of such a table (a store written by an earlier version, or one
-    /// that shrank). An index name of no column of `name` is left alone.
-    async fn empty_fts_index(&self, name: TableId, index: &str) -> Result<(), StoreError> {
-        let Some(&column) = fts_columns(name).iter().find(|&&column| fts_index_name(name, column) == index) else {
+    /// that shrank). An index name of no column of this table is left alone.
+    async fn empty_fts_index(self, index: &str) -> Result<(), StoreError> {
+        let Some(&column) = fts_columns(self.id).iter().find(|&&column| fts_index_name(self.id, column) == index)
+        else {
             return Ok(());
         };
-        let table = self.table(name);
+        let table = self.table();
         retry(table, || {
             table
-                .create_index(&[column], lancedb::index::Index::FTS(fts_params(name)))
+                .create_index(&[column], lancedb::index::Index::FTS(fts_params(self.id)))
                 .name(index.to_string())
                 .train(false)
                 .execute()
         })
         .await
         .map_err(backend)?;
-        tracing::info!(table = %name, index, "full-text index of a small table emptied: its rows are scanned");
+        tracing::info!(table = %self.id, index, "full-text index of a small table emptied: its rows are scanned");
         Ok(())
     }
 
-    /// Builds every full-text index a table with rows lacks (a store written by an older version, or
-    /// before an index was added).
-    pub async fn ensure_indexes(&self) -> Result<(), StoreError> {
-        for name in TableId::SEARCHABLE {
-            self.ensure_fts(name).await?;
-        }
-        Ok(())
-    }
-
-    /// Builds the ANN index on `vector` (IVF-HNSW-SQ, cosine) once the table has [`policy::ANN_MIN_ROWS`] rows,
-    /// and rebuilds it when the table has doubled since (so its partitions follow the data); rows added
-    /// in between are folded in by the index optimisation of upkeep, and until then searched flat.
-    /// Returns whether an index was (re)built.
-    pub async fn ensure_vector_index(&self, name: TableId) -> Result<bool, StoreError> {
-        let table = self.table(name);
+    /// [`LanceStore::ensure_vector_index`] for this table.
+    pub async fn ensure_vector_index(self) -> Result<bool, StoreError> {
+        let table = self.table();
         let rows = table.count_rows(None).await.map_err(backend)?;
         if !policy::needs_large_table_indexes(rows) {
             return Ok(false);
         }
-        let indexed = match self.vector_index(name).await? {
+        let indexed = match self.vector_index().await? {
             None => None,
             // without statistics the index is taken to cover the table: not rebuilt
             Some(ix) => Some(table.index_stats(&ix.name).await.map_err(backend)?.map_or(rows, |s| s.num_indexed_rows)),
@@ -183,27 +174,21 @@ impl LanceStore {
             .execute()
             .await
             .map_err(backend)?;
-        tracing::info!(table = %name, rows, ms = started.elapsed().as_millis() as u64, "vector index built");
+        tracing::info!(table = %self.id, rows, ms = started.elapsed().as_millis() as u64, "vector index built");
         Ok(true)
     }
 
-    /// The indexes a table needs at scale ([`policy::ANN_MIN_ROWS`] rows and more): the vector index
-    /// ([`Self::ensure_vector_index`]), then the scalar indexes of its filter columns
-    /// ([`Self::ensure_scalar_indexes`]). Returns whether the vector index was (re)built.
-    pub async fn ensure_large_table_indexes(&self, name: TableId) -> Result<bool, StoreError> {
-        let rebuilt = self.ensure_vector_index(name).await?;
-        self.ensure_scalar_indexes(name).await?;
+    /// [`LanceStore::ensure_large_table_indexes`] for this table.
+    pub async fn ensure_large_table_indexes(self) -> Result<bool, StoreError> {
+        let rebuilt = self.ensure_vector_index().await?;
+        self.ensure_scalar_indexes().await?;
         Ok(rebuilt)
     }
 
-    /// Builds the scalar indexes of `name`'s filter columns ([`scalar_index_columns`]: a bitmap on
-    /// `actor_id`, a B-tree on `superseded_by`) once the table has [`policy::ANN_MIN_ROWS`] rows. Without them
-    /// every filtered search evaluates its filter by scanning those columns of every row (about 60 ms at
-    /// 1M rows); with them the filter is an index lookup. Upkeep's index optimisation keeps them current.
-    /// Returns the columns indexed now.
-    pub async fn ensure_scalar_indexes(&self, name: TableId) -> Result<Vec<&'static str>, StoreError> {
-        let table = self.table(name);
-        let wanted = scalar_index_columns(name);
+    /// [`LanceStore::ensure_scalar_indexes`] for this table.
+    pub async fn ensure_scalar_indexes(self) -> Result<Vec<&'static str>, StoreError> {
+        let table = self.table();
+        let wanted = scalar_index_columns(self.id);
         if wanted.is_empty() || !policy::needs_large_table_indexes(table.count_rows(None).await.map_err(backend)?) {
             return Ok(Vec::new());
         }
@@ -227,26 +212,26 @@ impl LanceStore {
                         .await
                         .is_ok_and(|ix| ix.iter().any(|i| i.columns.iter().any(|c| c == column))) =>
                 {
-                    tracing::debug!(table = %name, column, "scalar index created concurrently: {e}");
+                    tracing::debug!(table = %self.id, column, "scalar index created concurrently: {e}");
                 }
                 Err(e) => return Err(backend(e)),
             }
         }
         if !built.is_empty() {
-            tracing::info!(table = %name, columns = ?built, "scalar indexes built");
+            tracing::info!(table = %self.id, columns = ?built, "scalar indexes built");
         }
         Ok(built)
     }
 
-    /// The name of `name`'s vector index and how many segments it has (`None`: no vector index).
-    pub async fn vector_index_segments(&self, name: TableId) -> Result<Option<(String, usize)>, StoreError> {
-        let Some(ix) = self.vector_index(name).await? else { return Ok(None) };
-        let stats = self.table(name).index_stats(&ix.name).await.map_err(backend)?;
+    /// [`LanceStore::vector_index_segments`] for this table.
+    pub async fn vector_index_segments(self) -> Result<Option<(String, usize)>, StoreError> {
+        let Some(ix) = self.vector_index().await? else { return Ok(None) };
+        let stats = self.table().index_stats(&ix.name).await.map_err(backend)?;
         let segments = stats.and_then(|s| s.num_indices).unwrap_or(1);
         Ok(Some((ix.name, segments as usize)))
     }
 
-    /// When `name`'s vector index has more than `max_segments` segments (at least 2), merges all but
+    /// When the table's vector index has more than `max_segments` segments (at least 2), merges all but
     /// the first into one (Lance's `num_indices_to_merge`), so that compaction can join the fragments
     /// they cover. The first segment, built over the table when it was indexed or last doubled, is left
     /// as it is: the merge rebuilds the graphs of the rows written since (HNSW per IVF partition, with
@@ -256,19 +241,15 @@ impl LanceStore {
     /// merged"):
     /// 79 ms with about 500 rows written since the first segment, 0.6–0.7 s with about 5,000 (building
     /// the first over 5,000 rows took 1.2 s); background upkeep merges about every 500th write.
-    pub(super) async fn merge_vector_index_segments(
-        &self,
-        name: TableId,
-        max_segments: usize,
-    ) -> Result<Option<usize>, StoreError> {
-        let Some((index, segments)) = self.vector_index_segments(name).await? else { return Ok(None) };
+    pub(super) async fn merge_vector_index_segments(self, max_segments: usize) -> Result<Option<usize>, StoreError> {
+        let Some((index, segments)) = self.vector_index_segments().await? else { return Ok(None) };
         let Some(merged) = policy::segments_to_merge(segments, max_segments) else { return Ok(None) };
         let started = std::time::Instant::now();
         let options = OptimizeOptions::merge(merged).index_names(vec![index]);
-        let table = self.table(name);
+        let table = self.table();
         retry(table, || table.optimize(OptimizeAction::Index(options.clone()))).await.map_err(backend)?;
         tracing::info!(
-            table = %name,
+            table = %self.id,
             segments = merged,
             ms = started.elapsed().as_millis() as u64,
             "vector index segments merged"
@@ -276,49 +257,29 @@ impl LanceStore {
         Ok(Some(merged))
     }
 
-    /// `name`'s index on `vector`, if it has one.
-    async fn vector_index(&self, name: TableId) -> Result<Option<lancedb::index::IndexConfig>, StoreError> {
-        let indices = self.table(name).list_indices().await.map_err(backend)?;
+    /// The table's index on `vector`, if it has one.
+    async fn vector_index(self) -> Result<Option<lancedb::index::IndexConfig>, StoreError> {
+        let indices = self.table().list_indices().await.map_err(backend)?;
         Ok(indices.into_iter().find(|ix| ix.columns.iter().any(|c| c == "vector")))
     }
 
-    /// Whether `name` has an index on `vector`.
-    pub async fn has_vector_index(&self, name: TableId) -> Result<bool, StoreError> {
-        Ok(self.vector_index(name).await?.is_some())
+    /// [`LanceStore::has_vector_index`] for this table.
+    pub async fn has_vector_index(self) -> Result<bool, StoreError> {
+        Ok(self.vector_index().await?.is_some())
     }
 
-    /// Upkeep of docs/storage.md for every table, now (`memory optimize`): compacts small fragments,
-    /// folds unindexed rows into the indexes, and prunes versions older than `prune_older_than`. Unlike
-    /// background upkeep, it rewrites every fragment that has a deleted row, however few, so that once the
-    /// versions before are pruned no file holds a forgotten memory's text any more (docs/tools.md,
-    /// "Forgetting"); background upkeep rewrites a fragment once a tenth of its rows are deleted (Lance's
-    /// default), as rewriting a large fragment for each forgotten row would cost more than it keeps.
-    pub async fn optimize(&self, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
-        let compaction = CompactionOptions { materialize_deletions_threshold: 0.0, ..CompactionOptions::default() };
-        for name in TableId::MEMORY {
-            self.optimize_table(name, Some(prune_older_than), 2, compaction.clone()).await?;
-        }
-        Ok(())
-    }
-
-    /// Brings every index of the searchable table `name` up to its rows: builds the full-text indexes
-    /// if missing, the vector and scalar indexes once the table is large enough
-    /// ([`Self::ensure_large_table_indexes`]), and folds the rows written since into all of them (into
-    /// the vector index as a new segment, which upkeep merges). Bulk commands (`memory ingest`, `memory
-    /// import`) run it at their end: rows a full-text index does not cover are scored apart from the
-    /// others (see [`policy::FTS_FOLD_MAX_ROWS`]), so an ingested passage could otherwise rank below an
-    /// older one with its words in another order until the next upkeep.
-    pub async fn fold_new_rows_into_indexes(&self, name: TableId) -> Result<(), StoreError> {
-        let _maintenance = self.maintenance_lock(name).await;
-        self.fold_new_rows_into_indexes_locked(name).await
+    /// [`LanceStore::fold_new_rows_into_indexes`] for this table.
+    pub async fn fold_new_rows_into_indexes(self) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance_lock().await;
+        self.fold_new_rows_into_indexes_locked().await
     }
 
     /// [`Self::fold_new_rows_into_indexes`] for a caller holding [`Self::maintenance_lock`].
-    async fn fold_new_rows_into_indexes_locked(&self, name: TableId) -> Result<(), StoreError> {
-        self.ensure_fts(name).await?;
-        self.ensure_large_table_indexes(name).await?;
-        let table = self.table(name);
-        let held = self.empty_fts_indexes_of_a_small_table(name).await?;
+    async fn fold_new_rows_into_indexes_locked(self) -> Result<(), StoreError> {
+        self.ensure_fts().await?;
+        self.ensure_large_table_indexes().await?;
+        let table = self.table();
+        let held = self.empty_fts_indexes_of_a_small_table().await?;
         let options = if held.is_empty() {
             OptimizeOptions::default()
         } else {
@@ -339,18 +300,18 @@ impl LanceStore {
         Ok(())
     }
 
-    /// The full-text indexes of `name` that stay empty: every one of a table of at most
+    /// The full-text indexes of this table that stay empty: every one of a table of at most
     /// [`FTS_FLAT_MAX_ROWS`] rows, whose rows are all scanned and scored alike. One that covers
     /// rows (as an earlier version left it) is rebuilt empty first ([`Self::empty_fts_index`]). Call it
     /// under the table's [`Self::maintenance_lock`].
-    pub(super) async fn empty_fts_indexes_of_a_small_table(&self, name: TableId) -> Result<Vec<String>, StoreError> {
-        if self.table(name).count_rows(None).await.map_err(backend)? > FTS_FLAT_MAX_ROWS {
+    pub(super) async fn empty_fts_indexes_of_a_small_table(self) -> Result<Vec<String>, StoreError> {
+        if self.table().count_rows(None).await.map_err(backend)? > FTS_FLAT_MAX_ROWS {
             return Ok(Vec::new());
         }
         let mut held = Vec::new();
-        for ix in self.fts_index_coverage(name).await? {
+        for ix in self.fts_index_coverage().await? {
             if ix.indexed > 0 {
-                self.empty_fts_index(name, &ix.index).await?;
+                self.empty_fts_index(&ix.index).await?;
             }
             held.push(ix.index);
         }
@@ -368,43 +329,42 @@ impl LanceStore {
     /// compaction) is left to the next one, [`policy::COMPACT_EVERY_WRITES`] writes later, rather than retried
     /// with backoff while this machine's writers wait for the lock (seconds, with another machine
     /// forgetting memories as this one inserts).
-    pub(super) async fn compact_table(&self, name: TableId) -> Result<(), StoreError> {
+    pub(super) async fn compact_table(self) -> Result<(), StoreError> {
         // the write lock first, as writers take it before a fold's maintenance lock
-        let _lock = super::commit::TableLock::acquire(self.location(), name.name()).await?;
-        let Some(_maintenance) = self.try_maintenance_lock(name) else { return Ok(()) };
-        match self.compact_locked(name, 1, CompactionOptions::default()).await {
+        let _lock = super::commit::TableLock::acquire(&self.store.location, self.id.name()).await?;
+        let Some(_maintenance) = self.try_maintenance_lock() else { return Ok(()) };
+        match self.compact_locked(1, CompactionOptions::default()).await {
             Err(e) if is_conflict(&e) => {
-                tracing::debug!(table = %name, "compaction lost to a concurrent write, left to the next one: {e}");
+                tracing::debug!(table = %self.id, "compaction lost to a concurrent write, left to the next one: {e}");
                 Ok(())
             }
             other => other.map_err(backend),
         }
     }
 
-    /// Compacts `name` as `options` say in up to `attempts` attempts ([`retry_at_most`]).
-    async fn compact_locked(&self, name: TableId, attempts: usize, options: CompactionOptions) -> lancedb::Result<()> {
-        let table = self.table(name);
+    /// Compacts this table as `options` say in up to `attempts` attempts ([`retry_at_most`]).
+    async fn compact_locked(self, attempts: usize, options: CompactionOptions) -> lancedb::Result<()> {
+        let table = self.table();
         let started = std::time::Instant::now();
         let metrics = retry_at_most(attempts, table, || {
             table.optimize(OptimizeAction::Compact { options: options.clone(), remap_options: None })
         })
         .await?;
         tracing::debug!(
-            table = %name,
+            table = %self.id,
             fragments_removed = metrics.compaction.as_ref().map_or(0, |m| m.fragments_removed),
             ms = started.elapsed().as_millis() as u64,
             "fragments joined"
         );
         // the compacted rows have new addresses; the next search fills the cache again
-        self.row_cache(name).clear();
+        self.row_cache().clear();
         Ok(())
     }
 
-    /// Upkeep of table `name`: folds new rows into its indexes, merges its vector index down to
+    /// Upkeep of this table: folds new rows into its indexes, merges its vector index down to
     /// `max_segments` segments, compacts it as `compaction` says, and prunes versions older than `prune`.
     pub(super) async fn optimize_table(
-        &self,
-        name: TableId,
+        self,
         prune: Option<chrono::Duration>,
         max_segments: usize,
         compaction: CompactionOptions,
@@ -414,17 +374,20 @@ impl LanceStore {
         // their read to their commit, so a prune that young holds it too, for the whole upkeep: the
         // writers on this machine wait. (Other machines of a bucket have no lock to wait on.)
         let young = prune.is_some_and(|p| p < chrono::Duration::seconds(policy::PRUNE_OLDER_THAN_SECS));
-        let _writers =
-            if young { Some(super::commit::TableLock::acquire(self.location(), name.name()).await?) } else { None };
-        let _maintenance = self.maintenance_lock(name).await;
-        let table = self.table(name);
+        let _writers = if young {
+            Some(super::commit::TableLock::acquire(&self.store.location, self.id.name()).await?)
+        } else {
+            None
+        };
+        let _maintenance = self.maintenance_lock().await;
+        let table = self.table();
         // Fold new rows into the indexes first: Lance compacts fragments an index covers separately from
         // fragments it does not, so compacting before would leave two groups.
-        if name.is_searchable() {
-            self.fold_new_rows_into_indexes_locked(name).await?;
-            self.merge_vector_index_segments(name, max_segments).await?;
+        if self.id.is_searchable() {
+            self.fold_new_rows_into_indexes_locked().await?;
+            self.merge_vector_index_segments(max_segments).await?;
         }
-        self.compact_locked(name, super::commit::WRITE_ATTEMPTS, compaction).await.map_err(backend)?;
+        self.compact_locked(super::commit::WRITE_ATTEMPTS, compaction).await.map_err(backend)?;
         if let Some(older_than) = prune {
             retry(table, || {
                 table.optimize(OptimizeAction::Prune {
@@ -440,8 +403,26 @@ impl LanceStore {
     }
 }
 
+/// [`LanceStore::ensure_indexes`].
+pub(super) async fn ensure_indexes(store: &LanceStore) -> Result<(), StoreError> {
+    for name in TableId::SEARCHABLE {
+        StoreTable::new(store, name).ensure_fts().await?;
+    }
+    Ok(())
+}
+
+/// [`LanceStore::optimize`].
+pub(super) async fn optimize(store: &LanceStore, prune_older_than: chrono::Duration) -> Result<(), StoreError> {
+    let compaction = CompactionOptions { materialize_deletions_threshold: 0.0, ..CompactionOptions::default() };
+    for name in TableId::MEMORY {
+        StoreTable::new(store, name).optimize_table(Some(prune_older_than), 2, compaction.clone()).await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    use crate::store::lance::handle::StoreTable;
     use lancedb::table::CompactionOptions;
 
     use super::wait_for_upkeep;
@@ -461,11 +442,23 @@ mod tests {
             store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
         }
         wait_for_upkeep().await;
-        assert_eq!(store.fragments(TableId::Archival).await.unwrap(), writes - 1, "one fragment per commit so far");
+        assert_eq!(
+            StoreTable::new(&store, TableId::Archival).fragments().await.unwrap(),
+            writes - 1,
+            "one fragment per commit so far"
+        );
         store.insert_passages(&[passage("ann", "the last note of the billing service")]).await.unwrap();
         wait_for_upkeep().await;
-        assert_eq!(store.fragments(TableId::Archival).await.unwrap(), 1, "joined at the {writes}th write");
-        assert_eq!(store.table(TableId::Archival).count_rows(None).await.unwrap(), writes, "no row lost");
+        assert_eq!(
+            StoreTable::new(&store, TableId::Archival).fragments().await.unwrap(),
+            1,
+            "joined at the {writes}th write"
+        );
+        assert_eq!(
+            StoreTable::new(&store, TableId::Archival).table().count_rows(None).await.unwrap(),
+            writes,
+            "no row lost"
+        );
     }
 
     /// A read of a version whose files upkeep pruned fails with an error [`collect`] reads as a missing
@@ -486,7 +479,7 @@ mod tests {
         store.optimize(chrono::Duration::zero()).await.unwrap();
         let err = rows(&pinned).await.expect_err("the pinned version's files are pruned");
         assert!(crate::store::lance::failure::is_missing_file(&err), "not read as a missing file: {err}");
-        assert_eq!(rows(store.table(TableId::Archival)).await.unwrap(), 3, "the latest version");
+        assert_eq!(rows(StoreTable::new(&store, TableId::Archival).table()).await.unwrap(), 3, "the latest version");
     }
 
     /// Two processes that find rows and no full-text index both build it at once; the one whose commit
@@ -502,16 +495,19 @@ mod tests {
         first.insert_passages(&[passage("ann", "the billing service drains its queue")]).await.unwrap();
         wait_for_upkeep().await;
         let index = super::fts_index_name(TableId::Archival, super::fts_columns(TableId::Archival)[0]);
-        first.table(TableId::Archival).drop_index(&index).await.unwrap();
+        StoreTable::new(&first, TableId::Archival).table().drop_index(&index).await.unwrap();
         let hourly =
             || OpenOptions { read_consistency: Some(std::time::Duration::from_secs(3600)), ..Default::default() };
         let a = LanceStore::open_with(path, hourly()).await.unwrap();
         let b = LanceStore::open_with(path, hourly()).await.unwrap();
-        let (built_a, built_b) = tokio::join!(a.ensure_fts(TableId::Archival), b.ensure_fts(TableId::Archival));
+        let (built_a, built_b) = tokio::join!(
+            StoreTable::new(&a, TableId::Archival).ensure_fts(),
+            StoreTable::new(&b, TableId::Archival).ensure_fts()
+        );
         built_a.unwrap();
         built_b.unwrap();
         let later = LanceStore::open(path).await.unwrap();
-        let indices = later.table(TableId::Archival).list_indices().await.unwrap();
+        let indices = StoreTable::new(&later, TableId::Archival).table().list_indices().await.unwrap();
         assert_eq!(indices.iter().filter(|ix| ix.name == index).count(), 1, "{indices:?}");
     }
 
@@ -534,7 +530,7 @@ mod tests {
             store.insert_passages(&[passage("ann", &format!("note {i} of the billing service"))]).await.unwrap();
         }
         assert_eq!(fts_coverage(&store).await, (0, 30), "indexed and unindexed rows after 30 single inserts");
-        store.optimize_table(TableId::Archival, None, 2, CompactionOptions::default()).await.unwrap();
+        StoreTable::new(&store, TableId::Archival).optimize_table(None, 2, CompactionOptions::default()).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 30), "after upkeep");
         let more: Vec<_> = (30..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         store.insert_passages(&more).await.unwrap();
@@ -550,7 +546,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
         store.insert_passages(&[passage("ann", "the first note")]).await.unwrap();
-        let maintenance = store.maintenance_lock(TableId::Archival).await;
+        let maintenance = StoreTable::new(&store, TableId::Archival).maintenance_lock().await;
         let more: Vec<_> = (0..260).map(|i| passage("ann", &format!("note {i} of the billing service"))).collect();
         let write = tokio::time::timeout(std::time::Duration::from_secs(60), store.insert_passages(&more)).await;
         assert_eq!(write.expect("the write waited for the fold").unwrap().len(), 260);
@@ -573,7 +569,11 @@ mod tests {
         }
         wait_for_upkeep().await; // the compaction of the 20th write
         // what an earlier version's per-write fold left: every row in the index
-        store.table(TableId::Archival).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
+        StoreTable::new(&store, TableId::Archival)
+            .table()
+            .optimize(OptimizeAction::Index(OptimizeOptions::default()))
+            .await
+            .unwrap();
         assert_eq!(fts_coverage(&store).await, (20, 0), "the rows folded in, as an earlier version did");
         store.insert_passages(&[passage("ann", "note 20 of the billing service")]).await.unwrap();
         wait_for_upkeep().await;
@@ -582,9 +582,13 @@ mod tests {
         wait_for_upkeep().await;
         assert_eq!(fts_coverage(&store).await, (0, 22), "and left empty");
         // upkeep does the same, rather than folding the rows in
-        store.table(TableId::Archival).optimize(OptimizeAction::Index(OptimizeOptions::default())).await.unwrap();
+        StoreTable::new(&store, TableId::Archival)
+            .table()
+            .optimize(OptimizeAction::Index(OptimizeOptions::default()))
+            .await
+            .unwrap();
         assert_eq!(fts_coverage(&store).await, (22, 0));
-        store.optimize_table(TableId::Archival, None, 2, CompactionOptions::default()).await.unwrap();
+        StoreTable::new(&store, TableId::Archival).optimize_table(None, 2, CompactionOptions::default()).await.unwrap();
         assert_eq!(fts_coverage(&store).await, (0, 22), "emptied by upkeep");
     }
 
@@ -602,19 +606,23 @@ mod tests {
                 earlier.insert_passages(&[passage("ann", &text)]).await.unwrap();
             }
             wait_for_upkeep().await;
-            let fragments = earlier.fragments(TableId::Archival).await.unwrap();
+            let fragments = StoreTable::new(&earlier, TableId::Archival).fragments().await.unwrap();
             assert_eq!(fragments, 10 * (session + 1), "one fragment per insert, no upkeep yet");
         }
         let next = LanceStore::open(path).await.unwrap();
         next.insert_passages(&[passage("ann", "the first note of the next session")]).await.unwrap();
         wait_for_upkeep().await;
-        assert_eq!(next.fragments(TableId::Archival).await.unwrap(), 1, "compacted at the first write");
-        assert_eq!(next.table(TableId::Archival).count_rows(None).await.unwrap(), 41);
+        assert_eq!(
+            StoreTable::new(&next, TableId::Archival).fragments().await.unwrap(),
+            1,
+            "compacted at the first write"
+        );
+        assert_eq!(StoreTable::new(&next, TableId::Archival).table().count_rows(None).await.unwrap(), 41);
     }
 
     /// (indexed, unindexed) rows of the archival table's full-text index.
     async fn fts_coverage(store: &LanceStore) -> (usize, usize) {
-        let table = store.table(TableId::Archival);
+        let table = StoreTable::new(store, TableId::Archival).table();
         let indices = table.list_indices().await.unwrap();
         let fts: Vec<_> = indices.iter().filter(|ix| ix.index_type == lancedb::index::IndexType::FTS).collect();
         assert_eq!(fts.len(), 1, "{indices:?}");
@@ -623,7 +631,7 @@ mod tests {
     }
 
     /// Upkeep while writes fold their rows into the same table's full-text index: the two are
-    /// serialised ([`LanceStore::maintenance_lock`]), so no fold is retried after a commit conflict, and
+    /// serialised ([`StoreTable::maintenance_lock`]), so no fold is retried after a commit conflict, and
     /// pruning leaves one index folder per index. A retried fold's first files belong to no version, and
     /// Lance keeps such files for 7 days (2.5 × raw instead of 1.9 × after 400 inserts, measured).
     #[tokio::test]
@@ -643,13 +651,15 @@ mod tests {
                     store.insert_passages(&[row(round, i)]).await.unwrap();
                 }
             };
-            let (upkeep, ()) =
-                tokio::join!(store.optimize_table(TableId::Archival, None, 2, CompactionOptions::default()), writes);
+            let (upkeep, ()) = tokio::join!(
+                StoreTable::new(&store, TableId::Archival).optimize_table(None, 2, CompactionOptions::default()),
+                writes
+            );
             upkeep.unwrap();
         }
         wait_for_upkeep().await;
         store.optimize(chrono::Duration::zero()).await.unwrap();
-        let indexes = store.table(TableId::Archival).list_indices().await.unwrap().len();
+        let indexes = StoreTable::new(&store, TableId::Archival).table().list_indices().await.unwrap().len();
         let folders =
             std::fs::read_dir(dir.path().join(format!("{}.lance/_indices", TableId::Archival))).unwrap().count();
         assert_eq!(folders, indexes, "index folders on disk against indexes of the table");

@@ -6,13 +6,14 @@ use std::time::Duration;
 use super::*;
 use crate::domain::Passage;
 use crate::store::lance::TableId;
+use crate::store::lance::handle::StoreTable;
 use crate::store::lance::test_rows::{fix_row, passage};
 use crate::store::{ArchivalStore, FixStore, ForgetStore};
 
 /// The row addresses of `name`, by id.
 async fn addresses(store: &LanceStore, name: TableId) -> HashMap<uuid::Uuid, u64> {
     use lancedb::query::{QueryBase, Select};
-    let query = store.table(name).query().select(Select::columns(&["id"])).with_row_id();
+    let query = StoreTable::new(store, name).table().query().select(Select::columns(&["id"])).with_row_id();
     let mut out = HashMap::new();
     for batch in collect(&query).await.unwrap() {
         out.extend(row_refs(&batch, name).unwrap().into_iter().map(|(r, _)| (r.id, r.row_id)));
@@ -42,7 +43,7 @@ async fn rows_read_by_address_deep_in_a_constant_column_keep_their_own_nulls() {
     let refs: Vec<crate::store::RowRef> =
         picks.iter().map(|&i| crate::store::RowRef { id: rows[i].0.id, row_id: at[&rows[i].0.id] }).collect();
     let got: Vec<crate::domain::Passage> =
-        store.rows_by_ref("ann", &refs).await.unwrap().into_iter().map(|(p, _)| p).collect();
+        rows_by_ref(&store, "ann", &refs).await.unwrap().into_iter().map(|(p, _)| p).collect();
     assert_eq!(got.iter().map(|p| p.id).collect::<Vec<_>>(), refs.iter().map(|r| r.id).collect::<Vec<_>>());
     for (p, &i) in got.iter().zip(&picks) {
         assert_eq!((p.text.as_str(), p.turn), (format!("note {i}").as_str(), turn(i)), "row {i}");
@@ -64,7 +65,7 @@ async fn ranked_rows_are_read_by_address_and_any_doubt_returns_none() {
     let read = |ids: Vec<uuid::Uuid>, filter: Broad| {
         let store = store.clone();
         let addresses: Vec<u64> = ids.iter().map(|id| at[id]).collect();
-        async move { store.read_ranked(TableId::Archival, addresses, &filter, true).await.unwrap() }
+        async move { StoreTable::new(&store, TableId::Archival).read_ranked(addresses, &filter, true).await.unwrap() }
     };
 
     let got = read(vec![c, a, b], ann(true)).await.expect("all of ann's, all current");
@@ -83,23 +84,31 @@ async fn ranked_rows_are_read_by_address_and_any_doubt_returns_none() {
     // the reads above cached b's old address; a ranking never returns it again (see
     // `a_current_only_search_never_returns_a_row_superseded_after_its_address_was_cached`), and past
     // the cache a read of it finds nothing
-    assert!(store.row_cache(TableId::Archival).get(&[old_b], false)[0].is_some());
-    store.row_cache(TableId::Archival).clear();
-    let stale = store.read_ranked(TableId::Archival, vec![at[&a], old_b], &ann(false), false).await.unwrap();
+    assert!(StoreTable::new(&store, TableId::Archival).row_cache().get(&[old_b], false)[0].is_some());
+    StoreTable::new(&store, TableId::Archival).row_cache().clear();
+    let stale =
+        StoreTable::new(&store, TableId::Archival).read_ranked(vec![at[&a], old_b], &ann(false), false).await.unwrap();
     assert!(stale.is_none(), "the old address of an updated row holds nothing now");
-    let fresh = store.read_ranked(TableId::Archival, vec![at_now[&a], at_now[&b]], &ann(false), false).await.unwrap();
+    let fresh = StoreTable::new(&store, TableId::Archival)
+        .read_ranked(vec![at_now[&a], at_now[&b]], &ann(false), false)
+        .await
+        .unwrap();
     assert_eq!(fresh.map(|r| r.len()), Some(2), "superseded rows pass when they are asked for");
-    let current = store.read_ranked(TableId::Archival, vec![at_now[&a], at_now[&b]], &ann(true), false).await.unwrap();
+    let current = StoreTable::new(&store, TableId::Archival)
+        .read_ranked(vec![at_now[&a], at_now[&b]], &ann(true), false)
+        .await
+        .unwrap();
     assert!(current.is_none(), "a superseded row fails a current-only filter");
 
     store.forget("ann", c).await.unwrap();
-    store.row_cache(TableId::Archival).clear();
+    StoreTable::new(&store, TableId::Archival).row_cache().clear();
     assert!(read(vec![a, c], ann(false)).await.is_none(), "a forgotten row is gone from its address");
     let before_compaction = vec![at_now[&a]];
-    assert!(store.row_cache(TableId::Archival).get(&before_compaction, false)[0].is_some());
+    assert!(StoreTable::new(&store, TableId::Archival).row_cache().get(&before_compaction, false)[0].is_some());
     store.optimize(chrono::Duration::zero()).await.unwrap();
-    assert_eq!(store.row_cache(TableId::Archival).len(), 0, "a compaction clears the cache");
-    let after = store.read_ranked(TableId::Archival, before_compaction, &ann(false), false).await.unwrap();
+    assert_eq!(StoreTable::new(&store, TableId::Archival).row_cache().len(), 0, "a compaction clears the cache");
+    let after =
+        StoreTable::new(&store, TableId::Archival).read_ranked(before_compaction, &ann(false), false).await.unwrap();
     assert!(after.is_none(), "a compaction moved every row");
 }
 
@@ -125,7 +134,7 @@ async fn a_current_only_search_never_returns_a_row_superseded_after_its_address_
     store.insert_passages(&rows).await.unwrap();
     let (a, b) = (rows[0].0.id, rows[1].0.id);
     let old_b = addresses(&store, TableId::Archival).await[&b];
-    let cache = store.row_cache(TableId::Archival);
+    let cache = StoreTable::new(&store, TableId::Archival).row_cache();
 
     let first = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[1].1, 10, false)).await.unwrap();
     assert_eq!(first.ranked.iter().map(|s| s.row.id).collect::<Vec<_>>()[..1], [b], "b is nearest to itself");
@@ -156,7 +165,7 @@ async fn a_small_table_is_read_into_the_row_cache_after_its_first_search() {
     let store = LanceStore::open(dir.path().to_str().unwrap()).await.unwrap();
     let rows: Vec<_> = (0..300).map(|i| passage("ann", &"x".repeat(1 + i))).collect();
     store.insert_passages(&rows).await.unwrap();
-    let cache = store.row_cache(TableId::Archival);
+    let cache = StoreTable::new(&store, TableId::Archival).row_cache();
     let first = Searchable::<Passage>::nearest(&store, &nearest_to(&rows[7].1, 10, false)).await.unwrap();
     assert_eq!(first.ranked[0].row.id, rows[7].0.id);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -190,7 +199,10 @@ async fn a_directory_replaced_under_an_open_store_is_not_answered_from_its_old_r
     let before = Searchable::<Passage>::nearest(&store, &nearest_to(&old[3].1, 5, false)).await.unwrap();
     assert_eq!(before.ranked[0].row.id, old[3].0.id);
     let at = before.ranked[0].row.row_id;
-    assert_eq!(store.row_cache(TableId::Archival).get(&[at], true)[0].as_ref().map(|r| r.id), Some(old[3].0.id));
+    assert_eq!(
+        StoreTable::new(&store, TableId::Archival).row_cache().get(&[at], true)[0].as_ref().map(|r| r.id),
+        Some(old[3].0.id)
+    );
 
     std::fs::remove_dir_all(path).unwrap();
     LanceStore::open(path).await.unwrap().insert_passages(&new).await.unwrap();
@@ -279,12 +291,14 @@ async fn a_fix_search_s_reach_is_the_sum_of_each_word_s_best_score() {
         })
     };
     let query = "script rendered unescaped in the email zzqx";
-    let ranked = store.keyword_rankings(TableId::Fixes, &filter_of("ann"), query, 50).await.unwrap();
+    let ranked = StoreTable::new(&store, TableId::Fixes).keyword_rankings(&filter_of("ann"), query, 50).await.unwrap();
     let reach = ranked.reach.expect("a ranking that matched has a reach");
     let mut best_scores = Vec::new();
     for word in reach_words(query) {
-        let alone = store.keyword_rankings(TableId::Fixes, &filter_of("ann"), &word, 50).await.unwrap();
-        let theirs = store.keyword_rankings(TableId::Fixes, &filter_of("bob"), &word, 50).await.unwrap();
+        let alone =
+            StoreTable::new(&store, TableId::Fixes).keyword_rankings(&filter_of("ann"), &word, 50).await.unwrap();
+        let theirs =
+            StoreTable::new(&store, TableId::Fixes).keyword_rankings(&filter_of("bob"), &word, 50).await.unwrap();
         best_scores.push(alone.rankings[0].iter().chain(&theirs.rankings[0]).map(|s| s.score).fold(0.0, f32::max));
     }
     assert_eq!(best_scores.iter().filter(|s| **s == 0.0).count(), 3, "`rendered`, `in` and `zzqx` match nothing");
@@ -301,6 +315,6 @@ async fn a_fix_search_s_reach_is_the_sum_of_each_word_s_best_score() {
         actor_id: "ann".into(),
         ..Default::default()
     });
-    let prose = store.keyword_rankings(TableId::Archival, &archival, query, 50).await.unwrap();
+    let prose = StoreTable::new(&store, TableId::Archival).keyword_rankings(&archival, query, 50).await.unwrap();
     assert!(!prose.rankings[0].is_empty() && prose.reach.is_none(), "{:?}", prose.reach);
 }
