@@ -47,9 +47,19 @@ async fn list(
 ) -> anyhow::Result<()> {
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
-    let rows = db.list_rows(table.as_deref(), actor_or_all(&settings, all_actors).as_deref(), limit).await?;
+    // one row past --limit per table says that the table holds more than is shown
+    let actor = actor_or_all(&settings, all_actors);
+    let fetched = db.list_rows(table.as_deref(), actor.as_deref(), limit.saturating_add(1)).await?;
     // the human listing names tiers (`conversation`, `core`), the JSON lines the tables (as an export)
     let tier = astra_mcp::app::lance::TableId::tier_of;
+    let (mut rows, mut cut) = (Vec::with_capacity(fetched.len()), Vec::new());
+    for row in fetched {
+        if rows.iter().filter(|r: &&astra_mcp::store::ListedRow| r.table == row.table).count() < limit {
+            rows.push(row);
+        } else if !cut.contains(&tier(row.table)) {
+            cut.push(tier(row.table));
+        }
+    }
     for row in &rows {
         if json {
             println!("{}", serde_json::to_string(row)?);
@@ -66,6 +76,13 @@ async fn list(
         } else {
             println!("{:<13} {}  {}  {:<12} {}", tier(row.table), row.id, row.created_at, row.project, row.preview);
         }
+    }
+    if !cut.is_empty() {
+        let (holds, each) = if cut.len() == 1 { ("holds", "") } else { ("hold", " of each") };
+        eprintln!(
+            "astra-mcp: {} {holds} more: the newest {limit}{each} shown; raise --limit to see more",
+            cut.join(", ")
+        );
     }
     if rows.is_empty() {
         let what = table.as_deref().map(|t| format!(" in `{t}`")).unwrap_or_default();
@@ -102,10 +119,13 @@ async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Re
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
     // every id is tried, whatever the ones before it met; what was not deleted is said at the end
-    let (mut missing, mut refused) = (Vec::new(), Vec::new());
+    let (mut missing, mut refused, mut deleted) = (Vec::new(), Vec::new(), 0);
     for id in &ids {
         match db.delete_row(&settings.actor_id, id).await {
-            Ok(Some(table)) => println!("deleted {id} from {}", table.described()),
+            Ok(Some(table)) => {
+                println!("deleted {id} from {}", table.described());
+                deleted += 1;
+            }
             Ok(None) => missing.push(id.clone()),
             Err(astra_mcp::store::StoreError::Invalid(why)) => refused.push(why),
             Err(e) => return Err(e.into()),
@@ -119,6 +139,12 @@ async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Re
         let note = owner_note(&db, id).await?;
         let see = if note.is_empty() { ": see `astra-mcp memory list`" } else { "" };
         refused.push(format!("no memory of actor `{}` with id {id}{note}{see}", settings.actor_id));
+    }
+    if deleted > 0 {
+        eprintln!(
+            "astra-mcp: no search returns what was deleted; its text stays in the store's older versions until \
+             `astra-mcp memory optimize` prunes them"
+        );
     }
     anyhow::ensure!(refused.is_empty(), "{}", refused.join("; "));
     Ok(())
@@ -169,11 +195,24 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     let in_file = |e| in_file(&file, e);
     astra_mcp::app::lance::read_export_header(&text).map_err(in_file)?;
     let seen = check_import_rows(&file, &text)?;
+    let new_store = LanceStore::require_existing(&settings.db).await.is_err();
     let db = app::open_store(&settings).await?;
-    let report = db
-        .import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES)
-        .await
-        .map_err(in_file)?;
+    let report = match db.import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES).await {
+        Ok(report) => report,
+        Err(e) => {
+            // a store this import created holds nothing worth keeping: the next attempt starts clean
+            if new_store
+                && let Ok(astra_mcp::store::Location::Local(dir)) = astra_mcp::store::Location::parse(&settings.db)
+            {
+                drop(db);
+                astra_mcp::app::lance::wait_for_upkeep().await;
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!("the store made for the failed import is left at {dir}: {e}");
+                }
+            }
+            return Err(in_file(e));
+        }
+    };
     for name in astra_mcp::app::lance::TableId::SEARCHABLE {
         db.fold_new_rows_into_indexes(name).await?;
     }

@@ -97,8 +97,12 @@ pub struct StoreFixRequest {
 #[derive(Debug, Clone)]
 pub struct StoredFix {
     pub record: FixRecord,
-    /// False when an identical store of this session had already written the row (idempotent retry).
+    /// False when an identical store of this session had already written the row (idempotent retry),
+    /// or when `earlier` is true.
     pub created: bool,
+    /// True when nothing was written: the session had no failing run, and `record` is the same fix as an
+    /// earlier session stored it.
+    pub earlier: bool,
 }
 
 /// The fix-memory service: one per server, shared by every session.
@@ -497,6 +501,25 @@ impl FixMemory {
             Some(_) => request.outcome.trim().to_string(),
             None => for_storage(request.outcome.trim()),
         };
+        // A session whose tests never failed here fixed nothing here: the fix it stores, when an earlier
+        // session of the project stored it (same description, error type and files), is that fix, whose
+        // verification this session's passing run renewed; a second row would show it twice.
+        if receipt.is_some() && session.failed_run_ids().is_empty() {
+            let (actor, project) = (&self.config.scope.actor_id, &self.config.scope.project);
+            let same_paths = |stored: &[String]| {
+                let mut stored = stored.to_vec();
+                stored.sort_unstable();
+                let mut ours = paths.clone();
+                ours.sort_unstable();
+                stored == ours
+            };
+            let earlier = self.store.recent_fixes(actor, project, usize::MAX).await?.into_iter().find(|f| {
+                f.fix_description == fix_description && f.error_type == error_type && same_paths(&f.file_paths)
+            });
+            if let Some(record) = earlier {
+                return Ok(StoredFix { record, created: false, earlier: true });
+            }
+        }
         let embedded_text = embedded_text(&fix_description, &error_type, &session.symptoms(), &session.queries());
         let memory_id = fix_memory_id(
             &self.config.scope.actor_id,
@@ -535,7 +558,7 @@ impl FixMemory {
         };
         let vector = self.embedder.embed_documents(vec![record.embedded_text.clone()]).await?.remove(0);
         let created = self.store.upsert_fix(&record, &vector).await?;
-        Ok(StoredFix { record, created })
+        Ok(StoredFix { record, created, earlier: false })
     }
 }
 

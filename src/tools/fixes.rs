@@ -541,19 +541,30 @@ pub(super) async fn store(memory: &FixMemory, session: &GateState, args: JsonObj
     let r = &stored.record;
     let lines: usize =
         r.receipt.iter().flat_map(|rc| rc.changes.values()).map(|c| c.added.len() + c.removed.len()).sum();
-    let mut text = format!(
-        "{} fix memory {} (project {}, files: {}){}.",
-        if stored.created { "Stored" } else { "Updated existing" },
-        r.memory_id,
-        r.project,
-        r.file_paths.join(", "),
-        if r.verified {
-            ", verified by this server's test run"
-        } else {
-            ", unverified: outcome reported by the client"
-        }
-    );
-    if lines > 0 {
+    let mut text = if stored.earlier {
+        format!(
+            "Fix memory {} already holds this fix (stored {} in session {}); nothing new was stored: this \
+             session's run_tests never failed, so it fixed nothing new (its passing run renews that fix where it is \
+             still in the code).",
+            r.memory_id,
+            r.created_at.format("%Y-%m-%d"),
+            r.session_id
+        )
+    } else {
+        format!(
+            "{} fix memory {} (project {}, files: {}){}.",
+            if stored.created { "Stored" } else { "Updated existing" },
+            r.memory_id,
+            r.project,
+            r.file_paths.join(", "),
+            if r.verified {
+                ", verified by this server's test run"
+            } else {
+                ", unverified: outcome reported by the client"
+            }
+        )
+    };
+    if lines > 0 && !stored.earlier {
         text.push_str(&format!(" Later searches check its {lines} changed lines against the code (`code`)."));
     }
     let output = StoreFixOutput {

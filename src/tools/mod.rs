@@ -471,10 +471,14 @@ pub(crate) fn optional_int<'de, D: serde::Deserializer<'de>>(deserializer: D) ->
         Some(_) => None,
     };
     parsed.map(Some).ok_or_else(|| {
-        serde::de::Error::custom(format!(
-            "`{}` is not a whole number: give an integer such as 5, or null for the default",
-            value.as_ref().map(Value::to_string).unwrap_or_default()
-        ))
+        let shown = value.as_ref().map(Value::to_string).unwrap_or_default();
+        let number = match &value {
+            Some(Value::Number(n)) => n.as_f64(),
+            Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        let what = if number.is_some_and(|f| f.abs() >= 1e15) { "out of range" } else { "not a whole number" };
+        serde::de::Error::custom(format!("`{shown}` is {what}: give an integer such as 5, or null for the default"))
     })
 }
 
@@ -565,6 +569,10 @@ mod tests {
         assert!(words.contains("`\"three\"` is not a whole number: give an integer such as 5"), "{words}");
         assert!(!words.contains("i64"), "{words}");
         assert!(top_k(serde_json::json!(2.5)).is_err());
+        for huge in [serde_json::json!(1e30), serde_json::json!(u64::MAX), serde_json::json!("-1e20")] {
+            let words = top_k(huge.clone()).unwrap_err().to_string();
+            assert!(words.contains(&format!("`{huge}` is out of range: give an integer such as 5")), "{words}");
+        }
     }
 
     /// A recorded `run_tests` says whether the tests passed; an error result is `error` for every tool.

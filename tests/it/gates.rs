@@ -225,6 +225,41 @@ async fn the_full_loop_stores_once_and_a_retry_upserts() {
     assert_eq!(again.matches[0].stale, Some(true), "the recorded file changed since the fix");
 }
 
+/// A session whose tests never failed stores no second row for a fix an earlier session stored: it is
+/// told which fix holds it. A session that saw the failure stores its own (another occurrence).
+#[tokio::test]
+async fn a_fix_stored_again_without_a_failing_run_is_the_stored_fix() {
+    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let host = shell_host(db.path(), ws.path()).await;
+    let fixer = GateState::random();
+    let outcome = reach_a_pass(&host, &fixer, ws.path()).await;
+    let first = call(&host, &fixer, "store_fix_memory", store_args(&outcome)).await;
+    let first: StoreFixOutput = serde_json::from_value(first.structured.unwrap()).unwrap();
+    let later = GateState::random();
+    search(&host, &later, "app.txt says broken").await;
+    let passed = call(&host, &later, "run_tests", json!({})).await;
+    let outcome = passed.structured.unwrap()["confirmed_outcome"].as_str().unwrap().to_string();
+    let again = call(&host, &later, "store_fix_memory", store_args(&outcome)).await;
+    assert!(!again.is_error, "{}", again.text);
+    assert!(
+        again.text.starts_with(&format!("Fix memory {} already holds this fix", first.memory_id)),
+        "{}",
+        again.text
+    );
+    let again: StoreFixOutput = serde_json::from_value(again.structured.unwrap()).unwrap();
+    assert_eq!((again.memory_id.as_str(), again.created), (first.memory_id.as_str(), false));
+    assert_eq!(again.session_id, first.session_id, "the stored fix, as its session stored it");
+    let found = search(&host, &GateState::random(), "app.txt says broken test_app_is_fixed").await;
+    assert_eq!(found.matches.len(), 1, "one fix, not two");
+    // the same fix after a failing run of this session is a fix of its own
+    std::fs::write(ws.path().join("app.txt"), "broken\n").unwrap();
+    let refixer = GateState::random();
+    let outcome = reach_a_pass(&host, &refixer, ws.path()).await;
+    let own = call(&host, &refixer, "store_fix_memory", store_args(&outcome)).await;
+    let own: StoreFixOutput = serde_json::from_value(own.structured.unwrap()).unwrap();
+    assert!(own.created && own.memory_id != first.memory_id, "{own:?}");
+}
+
 /// `git args` in `dir` as user Ann, asserting it succeeded; its stdout, trimmed.
 fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")

@@ -241,6 +241,15 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     );
     assert!(err.contains(&expected), "{err}");
     assert!(!nowhere.exists(), "no store was made for a refused file");
+    // a row that only the store finds unfit (a time that is no time): the new store it was opened for
+    // is removed again
+    let mut row: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
+    row["row"]["created_at"] = "yesterday".into();
+    let mut edited = lines.clone();
+    edited[at] = row.to_string();
+    let err = refused_import(&nowhere, &edited_file, &edited);
+    assert!(err.contains(&format!("line {}", at + 1)), "{err}");
+    assert!(!nowhere.exists(), "the store opened for a failed import is removed");
     // a passage whose text was edited by hand is embedded again from its new text
     let new_text = "Production runs on Nomad 1.9, not on Kubernetes.";
     let mut row: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
@@ -305,7 +314,33 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     let id = listed.split_whitespace().nth(1).unwrap().to_string();
     let shown = stdout(astra(db.path()).args(["memory", "show", &id]));
     assert!(shown.contains("Kubernetes 1.31") && shown.contains("\"[f32; 384]\""), "{shown}");
-    stdout(astra(db.path()).args(["memory", "rm", &id]));
+    // a listing cut at --limit says so, per tier; one that is not cut says nothing
+    let cut = astra(db.path()).args(["memory", "list", "--limit", "1"]).output().unwrap();
+    assert!(cut.status.success());
+    let (listed, said) = (String::from_utf8_lossy(&cut.stdout), String::from_utf8_lossy(&cut.stderr));
+    assert_eq!(listed.lines().filter(|l| l.starts_with("conversation")).count(), 1, "{listed}");
+    assert_eq!(
+        said.trim(),
+        "astra-mcp: conversation holds more: the newest 1 shown; raise --limit to see more",
+        "one passage, one fix, one core block version, several conversation items"
+    );
+    let whole = astra(db.path()).args(["memory", "list", "--table", "archival", "--limit", "1"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&whole.stderr), "", "the only passage is shown");
+    let typo = astra(db.path()).args(["memory", "list", "--table", "archval"]).output().unwrap();
+    assert_eq!(typo.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&typo.stderr).trim(),
+        "astra-mcp: no memory tier `archval`: choose fixes, archival, conversation or core"
+    );
+    let rm = astra(db.path()).args(["memory", "rm", &id]).output().unwrap();
+    assert!(rm.status.success());
+    assert_eq!(String::from_utf8_lossy(&rm.stdout).trim(), format!("deleted {id} from archival memory"));
+    assert!(
+        String::from_utf8_lossy(&rm.stderr)
+            .contains("its text stays in the store's older versions until `astra-mcp memory optimize`"),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
     let gone = astra(db.path()).args(["memory", "show", &id]).output().unwrap();
     assert_eq!(gone.status.code(), Some(1));
     let other_actor = astra(db.path())

@@ -27,7 +27,7 @@ pub(super) fn main_text_column(table: TableId) -> &'static str {
 /// `core`, or the table's own name.
 fn table_name(name: &str) -> Result<TableId, StoreError> {
     TableId::from_tier(name).filter(|t| TableId::MEMORY.contains(t)).ok_or_else(|| {
-        StoreError::Backend(format!("no memory tier `{name}`: choose fixes, archival, conversation or core"))
+        StoreError::Invalid(format!("no memory tier `{name}`: choose fixes, archival, conversation or core"))
     })
 }
 
