@@ -159,6 +159,15 @@ fn store_cache_mib(value: &str) -> Result<u64, String> {
     }
 }
 
+/// `memory list --limit`: rows per table, at least one (0 would list nothing and read as an empty store).
+fn rows_to_list(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(0) => Err("list at least 1 row per table (the default is 20)".into()),
+        Ok(rows) => Ok(rows),
+        Err(_) => Err(format!("{value:?} is not a whole number of rows (e.g. 20)")),
+    }
+}
+
 /// `--lance-io`: how the store reads its files ([`ReadIo`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LanceIo {
@@ -206,8 +215,8 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
-    /// Hooks for agent clients: `hook claude-code` puts memory into a Claude Code session's context and
-    /// imports its transcript (docs/hooks.md).
+    /// Hooks for agent clients: `hook claude-code` and `hook codex` put memory into the agent's session
+    /// context and import its transcript (docs/hooks.md).
     Hook {
         #[command(subcommand)]
         command: HookCommand,
@@ -316,7 +325,7 @@ pub enum MemoryCommand {
         table: Option<String>,
         /// Rows per table (at least 1).
         #[arg(long, default_value_t = 20, value_name = "N",
-              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+              value_parser = rows_to_list)]
         limit: usize,
         /// Every actor's rows, not only `--actor`'s.
         #[arg(long)]
@@ -981,7 +990,7 @@ mod tests {
     fn memory_list_refuses_a_limit_of_0() {
         use clap::Parser;
         let err = super::Cli::try_parse_from(["astra-mcp", "memory", "list", "--limit", "0"]).unwrap_err();
-        assert!(err.to_string().contains("0 is not in 1.."), "{err}");
+        assert!(err.to_string().contains("'0' for '--limit <N>': list at least 1 row per table"), "{err}");
         assert!(super::Cli::try_parse_from(["astra-mcp", "memory", "list", "--limit", "1"]).is_ok());
     }
 }

@@ -98,7 +98,7 @@ async fn list(
 
 /// `memory show`: one memory (any table) as pretty JSON, with its table.
 async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool) -> anyhow::Result<()> {
-    anyhow::ensure!(is_memory_id(&id), "{}", not_a_memory_id(&id));
+    let id = memory_id(&id).ok_or_else(|| anyhow::anyhow!("{}", not_a_memory_id(&id)))?;
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
     let Some((table, mut row)) = db.show_row(&id, actor_or_all(&settings, all_actors).as_deref()).await? else {
@@ -116,11 +116,20 @@ async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool)
 
 /// `memory rm`: deletes the actor's memories by id; fails naming the ids it did not find.
 async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Result<()> {
+    // every argument is checked before anything is deleted; each id once, in its stored spelling
+    let not_ids: Vec<String> = ids.iter().filter(|id| memory_id(id).is_none()).map(|id| not_a_memory_id(id)).collect();
+    anyhow::ensure!(not_ids.is_empty(), "{}; nothing was deleted", not_ids.join("; "));
+    let mut wanted: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids.iter().filter_map(|id| memory_id(id)) {
+        if !wanted.contains(&id) {
+            wanted.push(id);
+        }
+    }
     let settings = StoreSettings::resolve(&store, open)?;
     let db = open_existing(&settings).await?;
     // every id is tried, whatever the ones before it met; what was not deleted is said at the end
     let (mut missing, mut refused, mut deleted) = (Vec::new(), Vec::new(), 0);
-    for id in &ids {
+    for id in &wanted {
         match db.delete_row(&settings.actor_id, id).await {
             Ok(Some(table)) => {
                 println!("deleted {id} from {}", table.described());
@@ -132,10 +141,6 @@ async fn rm(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Re
         }
     }
     for id in &missing {
-        if !is_memory_id(id) {
-            refused.push(not_a_memory_id(id));
-            continue;
-        }
         let note = owner_note(&db, id).await?;
         let see = if note.is_empty() { ": see `astra-mcp memory list`" } else { "" };
         refused.push(format!("no memory of actor `{}` with id {id}{note}{see}", settings.actor_id));
@@ -195,20 +200,16 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     let in_file = |e| in_file(&file, e);
     astra_mcp::app::lance::read_export_header(&text).map_err(in_file)?;
     let seen = check_import_rows(&file, &text)?;
-    let new_store = LanceStore::require_existing(&settings.db).await.is_err();
+    let made = NewStore::before_opening(&settings.db);
     let db = app::open_store(&settings).await?;
     let report = match db.import(&text, &settings.embedder(Workload::Batch), &astra_mcp::memory::IMPORT_RULES).await {
         Ok(report) => report,
         Err(e) => {
             // a store this import created holds nothing worth keeping: the next attempt starts clean
-            if new_store
-                && let Ok(astra_mcp::store::Location::Local(dir)) = astra_mcp::store::Location::parse(&settings.db)
-            {
+            if let Some(made) = made {
                 drop(db);
                 astra_mcp::app::lance::wait_for_upkeep().await;
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!("the store made for the failed import is left at {dir}: {e}");
-                }
+                made.remove();
             }
             return Err(in_file(e));
         }
@@ -235,6 +236,59 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         eprintln!("astra-mcp: note: {note}");
     }
     Ok(())
+}
+
+/// What opening a local store where there was none adds to the disk, so that a failed `memory import`
+/// takes it away again: the first directory of the store's path that did not exist, with everything
+/// under it, or, in a directory that existed without a store, the entries the opening added.
+enum NewStore {
+    Tree(PathBuf),
+    Entries(PathBuf, std::collections::BTreeSet<std::ffi::OsString>),
+}
+
+impl NewStore {
+    /// `None` when a store is at `db` (its `meta` table) or `db` is no local path.
+    fn before_opening(db: &str) -> Option<Self> {
+        let Ok(astra_mcp::store::Location::Local(dir)) = astra_mcp::store::Location::parse(db) else { return None };
+        let dir = PathBuf::from(dir);
+        if dir.join("meta.lance").exists() {
+            return None;
+        }
+        let mut first_new = None;
+        for ancestor in dir.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+            if ancestor.exists() {
+                break;
+            }
+            first_new = Some(ancestor.to_path_buf());
+        }
+        match first_new {
+            Some(top) => Some(Self::Tree(top)),
+            None => {
+                let entries = std::fs::read_dir(&dir).ok()?.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+                Some(Self::Entries(dir, entries))
+            }
+        }
+    }
+
+    /// Removes what the opening added; what cannot be removed is logged.
+    fn remove(self) {
+        let gone = |path: &std::path::Path| {
+            let removed = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+            if let Err(e) = removed {
+                tracing::warn!("{} was made for the failed import and is left there: {e}", path.display());
+            }
+        };
+        match self {
+            Self::Tree(top) => gone(&top),
+            Self::Entries(dir, kept) => {
+                for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    if !kept.contains(&entry.file_name()) {
+                        gone(&entry.path());
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The rows of the export `text` (read from `file`) against the limits of the ways in: archival rows
@@ -516,14 +570,20 @@ async fn owner_note(db: &LanceStore, id: &str) -> anyhow::Result<String> {
 
 /// Whether `id` has the shape of a memory's id: a UUID (a fix, passage or conversation item) or a core
 /// block version's `<32 hex digits>#<version>`.
-fn is_memory_id(id: &str) -> bool {
-    uuid::Uuid::parse_str(id).is_ok()
-        || id.split_once('#').is_some_and(|(hash, version)| {
-            hash.len() == 32
-                && hash.chars().all(|c| c.is_ascii_hexdigit())
-                && !version.is_empty()
-                && version.chars().all(|c| c.is_ascii_digit())
-        })
+/// `arg` as the store spells a memory id, `None` when it is none: a UUID in any of its spellings
+/// (upper case, braces, no hyphens; spaces around it) becomes the lower-case hyphenated form the tables
+/// hold, a core block version's `<32 hex digits>#<version>` is lower-cased.
+fn memory_id(arg: &str) -> Option<String> {
+    let arg = arg.trim();
+    if let Ok(id) = uuid::Uuid::parse_str(arg) {
+        return Some(id.to_string());
+    }
+    let (hash, version) = arg.split_once('#')?;
+    let is_version = hash.len() == 32
+        && hash.chars().all(|c| c.is_ascii_hexdigit())
+        && !version.is_empty()
+        && version.chars().all(|c| c.is_ascii_digit());
+    is_version.then(|| format!("{}#{version}", hash.to_ascii_lowercase()))
 }
 
 /// What `memory show` / `rm` say of an argument that is no memory id at all.

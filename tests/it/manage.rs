@@ -250,6 +250,15 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     let err = refused_import(&nowhere, &edited_file, &edited);
     assert!(err.contains(&format!("line {}", at + 1)), "{err}");
     assert!(!nowhere.exists(), "the store opened for a failed import is removed");
+    let deep = files.path().join("p/q/db");
+    refused_import(&deep, &edited_file, &edited);
+    assert!(!files.path().join("p").exists(), "so are the directories made for it");
+    let user_dir = files.path().join("user-dir");
+    std::fs::create_dir(&user_dir).unwrap();
+    std::fs::write(user_dir.join("notes.txt"), "keep\n").unwrap();
+    refused_import(&user_dir, &edited_file, &edited);
+    let left: Vec<_> = std::fs::read_dir(&user_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["notes.txt"], "a directory that held no store holds what it held");
     // a passage whose text was edited by hand is embedded again from its new text
     let new_text = "Production runs on Nomad 1.9, not on Kubernetes.";
     let mut row: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
@@ -1128,6 +1137,15 @@ fn finding_nothing_for_an_actor_names_the_actors_the_store_holds() {
         assert_eq!(out.status.code(), Some(1), "{said}");
         assert!(said.contains("`nonsense` is not a memory id: a memory's id is a UUID"), "{command}: {said}");
     }
+    // an id in another spelling is the same id; a bad argument among good ones deletes nothing
+    let shouted = format!(" {} ", fix_id.to_uppercase());
+    let shown = stdout(astra(db.path()).args(["memory", "show", &shouted]));
+    assert!(shown.contains(&fix_id), "{shown}");
+    let out = astra(db.path()).args(["memory", "rm", &fix_id, "nonsense"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).trim_end().ends_with("; nothing was deleted"), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    stdout(astra(db.path()).args(["memory", "show", &fix_id]));
     let all = stdout(as_local().args(["memory", "list", "--all-actors", "--table", "fixes"]));
     assert!(!all.is_empty() && all.lines().all(|l| l.contains("Z  ann ")), "an actor column: {all}");
     let blocks = stdout(astra(db.path()).args(["memory", "list", "--table", "core_blocks"]));
