@@ -53,8 +53,11 @@ async fn list(
     // the human listing names tiers (`conversation`, `core`), the JSON lines the tables (as an export)
     let tier = astra_mcp::app::lance::TableId::tier_of;
     let (mut rows, mut cut) = (Vec::with_capacity(fetched.len()), Vec::new());
+    let mut shown: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for row in fetched {
-        if rows.iter().filter(|r: &&astra_mcp::store::ListedRow| r.table == row.table).count() < limit {
+        let n = shown.entry(row.table).or_default();
+        if *n < limit {
+            *n += 1;
             rows.push(row);
         } else if !cut.contains(&tier(row.table)) {
             cut.push(tier(row.table));
