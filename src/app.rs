@@ -13,8 +13,9 @@ use futures::future::{BoxFuture, Shared};
 use crate::config::{ServeSettings, StoreSettings};
 use crate::embed::{LazyEmbedder, Workload};
 use crate::memory::core::BlockSpec;
+use crate::memory::uses::Expiry;
 use crate::memory::{
-    ArchivalConfig, ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, FixMemoryConfig, Fusion,
+    ArchivalConfig, ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, FixMemoryConfig, Fusion, UseLog,
 };
 pub use crate::store::lance::{self as lance, LanceStore, OpenOptions};
 use crate::tools::{Hosts, Memories};
@@ -62,6 +63,7 @@ pub fn memories(
     fixes: FixMemoryConfig,
     core_blocks: Vec<BlockSpec>,
     near_duplicate_cosine: f32,
+    expiry: Expiry,
 ) -> Memories {
     let scope = fixes.scope.clone();
     let min_score = fixes.min_score;
@@ -83,6 +85,7 @@ pub fn memories(
         )),
         core: Arc::new(CoreMemory::new(store.clone(), scope.clone(), core_blocks)),
         forget: store.clone(),
+        uses: UseLog::start(store.clone(), &scope.actor_id, expiry),
         browse: store,
         scope,
     }
@@ -114,8 +117,12 @@ pub fn serve(settings: &ServeSettings) -> (Hosts, StoreOpening) {
     }
     .boxed()
     .shared();
-    let (fixes, blocks, near) =
-        (settings.fixes.clone(), settings.store.core_blocks.clone(), settings.near_duplicate_cosine);
+    let (fixes, blocks, near, expiry) = (
+        settings.fixes.clone(),
+        settings.store.core_blocks.clone(),
+        settings.near_duplicate_cosine,
+        settings.store.expiry,
+    );
     // the label the workspace's git remote gave, and the folder label an existing store may still use
     let remote_label = settings.fixes.scope.project.clone();
     let folder_label = settings.choice.folder_label.clone();
@@ -134,7 +141,10 @@ pub fn serve(settings: &ServeSettings) -> (Hosts, StoreOpening) {
                         existing_label(&store, &scope.actor_id, &remote_label, folder_label.as_deref()).await;
                 }
                 let fixes = FixMemoryConfig { scope, ..fixes };
-                Ok(memories(store, embedder, fixes, blocks, near))
+                let mut memories = memories(store, embedder, fixes, blocks, near, expiry);
+                // a server answers many searches: their usage comes from memory, not the table
+                memories.uses = memories.uses.cached();
+                Ok(memories)
             }
             .boxed()
         }),

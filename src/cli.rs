@@ -334,6 +334,23 @@ pub enum MemoryCommand {
         #[arg(long)]
         json: bool,
     },
+    /// List the actor's archival passages that expired: unused longer than `--expire-after-days`, hidden
+    /// from searches and hooks, kept in the store (`memory restore` brings one back).
+    ///
+    /// Fixes expire only when their lines are gone from the code as well, which their workspace tells:
+    /// `astra-mcp ui` started there marks them.
+    Expired {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Bring expired memories back into searches: each counts as used now (docs/tools.md, "Expiry").
+    Restore {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The memories' ids (`memory expired` shows them).
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
     /// Show one memory (any table) as JSON.
     Show {
         #[command(flatten)]
@@ -490,6 +507,15 @@ pub struct StoreArgs {
     /// e.g. `project=4000,style=1000` (default limit 2000).
     #[arg(long, env = ev::ASTRA_CORE_BLOCKS, value_name = "SPEC", help_heading = ADVANCED, hide_short_help = true)]
     pub core_blocks: Option<String>,
+    /// Days without a use (a search returning it, a hook injecting it) after which an archival passage,
+    /// or a fix whose lines are gone from the code, expires: hidden from searches and hooks, listed by
+    /// `memory expired` and the browser, restored by `memory restore`; never deleted. 0: nothing expires.
+    ///
+    /// 0 to 36,500. Core blocks and conversation items never expire: docs/tools.md, "Expiry".
+    #[arg(long, env = ev::ASTRA_EXPIRE_AFTER_DAYS, default_value_t = crate::memory::uses::DEFAULT_EXPIRE_AFTER_DAYS,
+          value_name = "DAYS", value_parser = clap::value_parser!(u32).range(0..=36_500), help_heading = ADVANCED,
+          hide_short_help = true)]
+    pub expire_after_days: u32,
 }
 
 #[derive(Debug, Clone, Args)]

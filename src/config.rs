@@ -13,6 +13,7 @@ use crate::embed::{LazyEmbedder, ModelPaths, Workload};
 use crate::memory::FixMemoryConfig;
 use crate::memory::core::{BlockSpec, parse_block_specs};
 use crate::memory::project::{self, ProjectFile, TestCommand};
+use crate::memory::uses::Expiry;
 use crate::memory::workspace::Workspace;
 use crate::store::lance::OpenOptions;
 use crate::transport::http::{HttpOptions, TokenIdentity};
@@ -37,6 +38,8 @@ pub struct StoreSettings {
     pub core_blocks: Vec<BlockSpec>,
     /// How the store is opened (`--lance-io`, `--row-cache-rows`).
     pub open: OpenOptions,
+    /// When unused memories expire (`--expire-after-days`).
+    pub expiry: Expiry,
 }
 
 impl StoreSettings {
@@ -53,6 +56,7 @@ impl StoreSettings {
             core_blocks: parse_block_specs(args.core_blocks.as_deref())
                 .map_err(|e| anyhow::anyhow!("--core-blocks (ASTRA_CORE_BLOCKS): {e}"))?,
             open,
+            expiry: Expiry::days(args.expire_after_days),
         })
     }
 

@@ -63,6 +63,9 @@ env_vars! {
     ASTRA_CORE_BLOCKS;
     /// Cosine from which an archival passage counts as a near-duplicate; equals `--near-duplicate-cosine`.
     ASTRA_NEAR_DUPLICATE_COSINE;
+    /// Days without a use after which a passage, or a fix gone from the code, is hidden from searches (0:
+    /// never); equals `--expire-after-days`.
+    ASTRA_EXPIRE_AFTER_DAYS;
     /// Address to serve MCP over HTTP on (instead of stdio); equals `--http`.
     ASTRA_HTTP;
     /// Allow a non-loopback `--http` address; equals `--allow-remote`.

@@ -1,5 +1,5 @@
-//! `astra-mcp memory`: see and undo what agents stored (list, show, rm), move it (export, import,
-//! ingest), and look after the store (stats, reindex, optimize).
+//! `astra-mcp memory`: see and undo what agents stored (list, show, rm), bring back what expired
+//! (expired, restore), move it (export, import, ingest), and look after the store (stats, reindex, optimize).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,7 +16,8 @@ use astra_mcp::cli::{MemoryCommand, StoreArgs};
 use astra_mcp::config::StoreSettings;
 use astra_mcp::domain::Scope;
 use astra_mcp::embed::Workload;
-use astra_mcp::memory::Fusion;
+use astra_mcp::memory::{Fusion, UseLog};
+use astra_mcp::store::BrowseStore;
 
 use super::common::{actors_note, cli_project};
 
@@ -27,6 +28,8 @@ pub async fn run(command: MemoryCommand, open: OpenOptions) -> anyhow::Result<()
         }
         MemoryCommand::Show { store, id, all_actors } => show(open, store, id, all_actors).await,
         MemoryCommand::Rm { store, ids } => rm(open, store, ids).await,
+        MemoryCommand::Expired { store } => expired(open, store).await,
+        MemoryCommand::Restore { store, ids } => restore(open, store, ids).await,
         MemoryCommand::Export { store, out, all_actors } => export(open, store, out, all_actors).await,
         MemoryCommand::Import { store, file } => import(open, store, file).await,
         MemoryCommand::Ingest { store, file } => ingest(open, store, file).await,
@@ -114,6 +117,107 @@ async fn show(open: OpenOptions, store: StoreArgs, id: String, all_actors: bool)
         *receipt = parsed;
     }
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "table": table, "row": row }))?);
+    Ok(())
+}
+
+/// `memory expired`: the actor's expired archival passages, one line each (id, last written, last used,
+/// project, text).
+async fn expired(open: OpenOptions, store: StoreArgs) -> anyhow::Result<()> {
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = Arc::new(open_existing(&settings).await?);
+    let uses = UseLog::start(db.clone(), &settings.actor_id, settings.expiry);
+    let Some(after) = settings.expiry.0 else {
+        eprintln!("astra-mcp: nothing expires: --expire-after-days (ASTRA_EXPIRE_AFTER_DAYS) is 0");
+        return Ok(());
+    };
+    let now = chrono::Utc::now();
+    let written = |p: &astra_mcp::domain::Passage| p.updated_at.max(p.created_at);
+    // only a passage written before the limit can have expired; their uses are read 500 at a time
+    let old: Vec<_> =
+        all_passages(db.as_ref(), &settings.actor_id).await?.into_iter().filter(|p| now - written(p) > after).collect();
+    let mut usage = std::collections::HashMap::new();
+    for chunk in old.chunks(500) {
+        let ids: Vec<uuid::Uuid> = chunk.iter().map(|p| p.id).collect();
+        usage.extend(uses.usage(&ids).await?);
+    }
+    let mut found = 0;
+    for passage in &old {
+        let used = usage.get(&passage.id);
+        if !settings.expiry.expired(written(passage), used, now) {
+            continue;
+        }
+        found += 1;
+        let last_used =
+            used.and_then(|u| u.last_used_at).map_or("never used".to_string(), |t| format!("last used {}", rfc3339(t)));
+        println!(
+            "archival      {}  {}  {last_used:<30} {:<12} {}",
+            passage.id,
+            rfc3339(passage.updated_at),
+            passage.project,
+            astra_mcp::app::lance::preview(&passage.text, 60)
+        );
+    }
+    if found == 0 {
+        eprintln!(
+            "astra-mcp: no expired passages of actor `{}`: every one was written or used within {} days",
+            settings.actor_id,
+            after.num_days()
+        );
+    } else {
+        eprintln!("astra-mcp: `astra-mcp memory restore ID…` brings one back into searches");
+    }
+    Ok(())
+}
+
+/// Every passage of `actor`, page by page.
+async fn all_passages(db: &LanceStore, actor: &str) -> anyhow::Result<Vec<astra_mcp::domain::Passage>> {
+    const PAGE: usize = 500;
+    let mut passages = Vec::new();
+    loop {
+        let page = BrowseStore::passage_page(db, actor, None, passages.len(), PAGE).await?;
+        let n = page.rows.len();
+        passages.extend(page.rows);
+        if n < PAGE {
+            return Ok(passages);
+        }
+    }
+}
+
+fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `memory restore`: keeps each of the actor's fixes and passages given, so expiry counts from now.
+async fn restore(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Result<()> {
+    let not_ids: Vec<String> = ids.iter().filter(|id| memory_id(id).is_none()).map(|id| not_a_memory_id(id)).collect();
+    anyhow::ensure!(not_ids.is_empty(), "{}; nothing was restored", not_ids.join("; "));
+    let settings = StoreSettings::resolve(&store, open)?;
+    let db = Arc::new(open_existing(&settings).await?);
+    let actor = &settings.actor_id;
+    let mut wanted = Vec::new();
+    let mut refused = Vec::new();
+    for id in ids.iter().filter_map(|id| memory_id(id)) {
+        let uuid = uuid::Uuid::parse_str(&id)?;
+        let held = BrowseStore::fix(db.as_ref(), actor, uuid).await?.is_some()
+            || BrowseStore::passage(db.as_ref(), actor, uuid).await?.is_some();
+        if !held {
+            let note = owner_note(&db, &id).await?;
+            refused.push(format!("no fix or archival passage of actor `{actor}` with id {id}{note}"));
+        } else if !wanted.contains(&uuid) {
+            wanted.push(uuid);
+        }
+    }
+    anyhow::ensure!(refused.is_empty(), "{}; nothing was restored", refused.join("; "));
+    UseLog::start(db.clone(), actor, settings.expiry).keep("restore", &wanted).await?;
+    for id in &wanted {
+        match settings.expiry.0 {
+            Some(after) => println!(
+                "restored {id}: searches return it again; it expires after another {} days unused",
+                after.num_days()
+            ),
+            None => println!("restored {id}: searches return it"),
+        }
+    }
     Ok(())
 }
 

@@ -85,6 +85,86 @@ pub struct VerifiedRun {
     pub workspace_digest: String,
 }
 
+/// How a memory has been used: how often a search returned it or a hook injected it, when last, and in
+/// how many sessions that got it the tests then passed (docs/tools.md, "Was a memory used?").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// Times a search returned it or a hook injected it before this result.
+    pub uses: u32,
+    /// When that last happened (RFC 3339, UTC); null when never.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// Sessions that got it and then ran passing tests (`run_tests`, or a test command the hook saw).
+    pub helped: u32,
+    /// When a person last kept it (restored it from expiry, or imported it): its expiry counts from then
+    /// as from a use.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub kept_at: Option<DateTime<Utc>>,
+}
+
+/// What a recorded use of a memory was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UseEvent {
+    /// A search tool returned it.
+    Returned,
+    /// A hook put it into the agent's context.
+    Injected,
+    /// A session that had been given it then saw its tests pass (once per memory and session).
+    Helped,
+    /// A person kept it: restored it from expiry (`memory restore`, the browser) or imported it.
+    Kept,
+}
+
+impl UseEvent {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Returned => "returned",
+            Self::Injected => "injected",
+            Self::Helped => "helped",
+            Self::Kept => "kept",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Returned, Self::Injected, Self::Helped, Self::Kept].into_iter().find(|e| e.as_str() == text)
+    }
+}
+
+/// One recorded use of a memory (a row of the `uses` table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// The row's own id: random for a return or an injection; for [`UseEvent::Helped`] derived from the
+    /// memory and the session, so a session credits a memory once.
+    pub id: Uuid,
+    /// The fix, passage or conversation item used.
+    pub memory_id: Uuid,
+    pub actor_id: String,
+    /// The session it was used in (an MCP session, or `hook:<agent session id>`).
+    pub session_id: String,
+    pub event: UseEvent,
+    pub at: DateTime<Utc>,
+}
+
+impl MemoryUse {
+    /// A return or an injection of `memory_id` in `session_id`, now.
+    pub fn now(memory_id: Uuid, actor_id: &str, session_id: &str, event: UseEvent) -> Self {
+        let id = match event {
+            UseEvent::Helped => {
+                Uuid::new_v5(&FIX_ID_NAMESPACE, format!("helped\0{actor_id}\0{session_id}\0{memory_id}").as_bytes())
+            }
+            _ => Uuid::new_v4(),
+        };
+        Self {
+            id,
+            memory_id,
+            actor_id: actor_id.to_string(),
+            session_id: session_id.to_string(),
+            event,
+            at: Utc::now(),
+        }
+    }
+}
+
 /// An attempt that did not fix the failure, cited by a fix stored in the same session: what the agent
 /// tried, and the server's own failing `run_tests` that showed it did not work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -163,6 +163,7 @@ async fn one_session(
         fixes,
         blocks.to_vec(),
         crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE,
+        crate::memory::uses::Expiry::days(crate::memory::uses::DEFAULT_EXPIRE_AFTER_DAYS),
     ));
     let config =
         DriveConfig { run_id: session.run_id.clone(), prompt: DEMO_PROMPT.to_string(), ..settings.drive.clone() };

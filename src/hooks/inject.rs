@@ -5,11 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use uuid::Uuid;
+
 use super::budget::{self, Packed, Piece};
 use super::{Event, HookInput, test_runs};
 use crate::app::{LanceStore, existing_label, memories, open_store};
 use crate::config::HookSettings;
-use crate::domain::{Passage, Scope};
+use crate::domain::{Passage, Scope, UseEvent};
 use crate::embed::{TokenCounter, Workload};
 use crate::memory::DEFAULT_NEAR_DUPLICATE_COSINE;
 use crate::memory::project::{self, ProjectFile, TestCommand};
@@ -18,7 +20,8 @@ use crate::memory::workspace::Workspace;
 use crate::memory::{FixHit, FixMemoryConfig, GateState, Hit, PassageSearch, Ranked};
 use crate::sessions::{self, Owner};
 use crate::tools::{
-    FixMatch, Memories, citation, match_header, passage_header, receipt_line, render_fix, render_passage, to_match,
+    FixMatch, Memories, PassageCitation, citation, current_matches, current_passages, match_header, passage_header,
+    receipt_line, render_fix, render_passage, unexpired,
 };
 
 /// Recent verified fixes offered at session start.
@@ -131,7 +134,14 @@ async fn open(input: &HookInput, settings: &HookSettings, search: bool) -> anyho
         trust_client_outcomes: false,
         min_score: settings.min_score,
     };
-    Ok(memories(store, embedder, fixes, settings.store.core_blocks.clone(), DEFAULT_NEAR_DUPLICATE_COSINE))
+    Ok(memories(
+        store,
+        embedder,
+        fixes,
+        settings.store.core_blocks.clone(),
+        DEFAULT_NEAR_DUPLICATE_COSINE,
+        settings.store.expiry,
+    ))
 }
 
 /// The context `event` adds, packed into the budget; `None` when nothing is relevant.
@@ -180,24 +190,54 @@ async fn session_start(input: &HookInput, settings: &HookSettings) -> anyhow::Re
         };
         pieces.push(Piece::memory(text));
     }
-    if !fixes.is_empty() {
+    // the memory each memory piece shows, in order (core blocks are never counted as used)
+    let mut shown: Vec<Option<Uuid>> = vec![None; pieces.len()];
+    let matches = current_matches(&memories.uses, &fixes).await;
+    if !matches.is_empty() {
         pieces.push(Piece::header(format!("Recent verified fixes in project {project} (newest first):")));
-        for (i, hit) in fixes.iter().enumerate() {
-            let m = to_match(i + 1, hit);
-            pieces.push(Piece::memory(fix_piece(&m, &format!("Recent fix {}", i + 1), &project)));
+        for (i, m) in matches.iter().enumerate() {
+            pieces.push(Piece::memory(fix_piece(m, &format!("Recent fix {}", i + 1), &project)));
+            shown.push(m.memory_id.parse().ok());
         }
     }
+    let decisions = current_decisions(&memories, decisions).await;
     if !decisions.is_empty() {
         pieces.push(Piece::header(format!("Decisions recorded in project {project} (newest first):")));
-        for (i, passage) in decisions.into_iter().enumerate() {
-            let c = citation(i + 1, &passage_hit(passage));
-            pieces.push(Piece::memory(render_passage(&c, &format!("Decision {}", i + 1))));
+        for (i, c) in decisions.iter().enumerate() {
+            pieces.push(Piece::memory(render_passage(c, &format!("Decision {}", i + 1))));
+            shown.push(c.id.parse().ok());
         }
     }
     if pieces.is_empty() {
         return Ok(wrong_actor_note(&memories).await?.map(|text| Packed { text, tokens: 0, memories: 0, left_out: 0 }));
     }
-    pack(settings, SESSION_START_INTRO, pieces)
+    let packed = pack(settings, SESSION_START_INTRO, pieces)?;
+    record_injected(&memories, input, &shown, packed.as_ref()).await;
+    Ok(packed)
+}
+
+/// `decisions` as citations with their usage, less the expired ([`unexpired`]).
+async fn current_decisions(memories: &Memories, decisions: Vec<Passage>) -> Vec<PassageCitation> {
+    let kept = unexpired(&memories.uses, &decisions.iter().collect::<Vec<_>>()).await;
+    kept.into_iter()
+        .enumerate()
+        .map(|(rank, (i, usage))| PassageCitation { usage, ..citation(rank + 1, &passage_hit(decisions[i].clone())) })
+        .collect()
+}
+
+/// Records as injected into the session the memories that `packed` kept: `shown` holds the memory of
+/// each memory piece, in order, and packing keeps a prefix of them ([`budget::pack`]). Waits for the
+/// write: the hook's process ends next.
+async fn record_injected(memories: &Memories, input: &HookInput, shown: &[Option<Uuid>], packed: Option<&Packed>) {
+    let kept = packed.map_or(0, |p| p.memories);
+    let ids = shown.iter().take(kept).flatten().copied();
+    memories.uses.record(&hook_session(input), UseEvent::Injected, ids);
+    memories.uses.flush().await;
+}
+
+/// The session id the hook records uses under (and searches with): `hook:<the agent's session id>`.
+fn hook_session(input: &HookInput) -> String {
+    format!("hook:{}", input.session_id)
 }
 
 /// At a session start with nothing to add: when the actor has no memory at all but others do (a
@@ -238,9 +278,9 @@ fn shell_output(event: Event, input: &HookInput) -> Option<String> {
     }
 }
 
-/// Verified hits at or above the cosine floor, as matches ranked from 1.
-fn verified_matches(hits: &[FixHit], floor: f32) -> Vec<FixMatch> {
-    hits.iter().filter(|h| h.record.verified && h.score >= floor).enumerate().map(|(i, h)| to_match(i + 1, h)).collect()
+/// The verified hits at or above the cosine floor.
+fn verified(hits: &[FixHit], floor: f32) -> impl Iterator<Item = &FixHit> {
+    hits.iter().filter(move |h| h.record.verified && h.score >= floor)
 }
 
 /// The verified fixes matching a failing test run of the Bash tool.
@@ -264,18 +304,26 @@ async fn after_test_run(event: Event, input: &HookInput, settings: &HookSettings
     };
     let failed = event == Event::PostToolUseFailure;
     let Some(query) = test_runs::failure_query(&output, failed) else {
+        if !failed {
+            // the tests passed: the memories this session was given led somewhere
+            let memories = open(input, settings, false).await?;
+            memories.uses.credit_pass(&hook_session(input)).await?;
+        }
         return Ok(None);
     };
     let memories = open(input, settings, true).await?;
-    let session = GateState::new(format!("hook:{}", input.session_id));
+    let session = GateState::new(hook_session(input));
     let hits = memories.fixes.search(&session, &query, None, SEARCH_TOP_K).await?;
-    let matches = verified_matches(&hits, settings.min_score);
+    let matches = current_matches(&memories.uses, verified(&hits, settings.min_score)).await;
     if matches.is_empty() {
         return Ok(None);
     }
     let project = &memories.scope.project;
     let pieces = matches.iter().map(|m| Piece::memory(fix_piece(m, &match_header(m), project))).collect();
-    pack(settings, FAILING_TESTS_INTRO, pieces)
+    let packed = pack(settings, FAILING_TESTS_INTRO, pieces)?;
+    let shown: Vec<Option<Uuid>> = matches.iter().map(|m| m.memory_id.parse().ok()).collect();
+    record_injected(&memories, input, &shown, packed.as_ref()).await;
+    Ok(packed)
 }
 
 /// Archival passages and verified fixes that match the submitted prompt (when enabled).
@@ -288,7 +336,7 @@ async fn prompt(input: &HookInput, settings: &HookSettings) -> anyhow::Result<Op
     };
     let query: String = prompt.chars().take(crate::tools::MAX_SEARCH_QUERY_CHARS).collect();
     let memories = open(input, settings, true).await?;
-    let session = GateState::new(format!("hook:{}", input.session_id));
+    let session = GateState::new(hook_session(input));
     let fix_query: String = query.chars().take(crate::tools::MAX_QUERY_CHARS).collect();
     let hits = memories.fixes.search(&session, &fix_query, None, SEARCH_TOP_K).await?;
     let request = PassageSearch {
@@ -299,24 +347,31 @@ async fn prompt(input: &HookInput, settings: &HookSettings) -> anyhow::Result<Op
         end: None,
         include_superseded: false,
     };
-    let passages: Vec<_> =
-        memories.archival.search(&request).await?.into_iter().filter(|h| h.score >= settings.min_score).collect();
+    let passages: Vec<_> = current_passages(&memories, &request)
+        .await?
+        .into_iter()
+        .filter(|c| c.score >= f64::from(settings.min_score))
+        .collect();
     let mut pieces = Vec::new();
-    let matches = verified_matches(&hits, settings.min_score);
+    let mut shown: Vec<Option<Uuid>> = Vec::new();
+    let matches = current_matches(&memories.uses, verified(&hits, settings.min_score)).await;
     if !matches.is_empty() {
         pieces.push(Piece::header("Verified fixes:"));
         for m in &matches {
             pieces.push(Piece::memory(fix_piece(m, &match_header(m), &memories.scope.project)));
+            shown.push(m.memory_id.parse().ok());
         }
     }
     if !passages.is_empty() {
         pieces.push(Piece::header("Archival memory:"));
-        for (i, hit) in passages.iter().enumerate() {
-            let c = citation(i + 1, hit);
-            pieces.push(Piece::memory(render_passage(&c, &passage_header(&c))));
+        for c in &passages {
+            pieces.push(Piece::memory(render_passage(c, &passage_header(c))));
+            shown.push(c.id.parse().ok());
         }
     }
-    pack(settings, PROMPT_INTRO, pieces)
+    let packed = pack(settings, PROMPT_INTRO, pieces)?;
+    record_injected(&memories, input, &shown, packed.as_ref()).await;
+    Ok(packed)
 }
 
 /// Imports what is new in the session's transcript (`Stop`, `SubagentStop`, `SessionEnd`); returns the

@@ -15,6 +15,7 @@ pub mod redact;
 pub mod retrieval;
 pub mod revalidate;
 pub mod testrun;
+pub mod uses;
 pub mod workspace;
 
 pub use archival::{ArchivalConfig, ArchivalMemory, DEFAULT_NEAR_DUPLICATE_COSINE, Ingested, Inserted, PassageSearch};
@@ -23,6 +24,7 @@ pub use core::{Block, BlockSpec, CoreMemory, Edited};
 pub use fixes::{FixHit, FixMemory, FixMemoryConfig, RunTestsReport, StoreFixRequest, StoredFix};
 pub use gate::GateState;
 pub use retrieval::{DEFAULT_MIN_SCORE, Fusion, Hit, Ranked};
+pub use uses::UseLog;
 
 /// What an import of an export applies to each row: the redaction and tag normalisation of inserts.
 pub const IMPORT_RULES: crate::store::ImportRules =

@@ -73,12 +73,27 @@ pub struct CodeCheck {
     pub state: CodeState,
     /// Why, in a few words.
     pub why: String,
+    /// Every file of the fix is gone from the workspace (an [`CodeState::Unknown`] check): with
+    /// [`CodeState::Reverted`], what lets an unused fix expire (docs/tools.md, "Expiry").
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub files_gone: bool,
 }
 
 impl CodeCheck {
     /// An [`CodeState::Unknown`] check with its reason.
     pub fn unknown(why: impl Into<String>) -> Self {
-        Self { state: CodeState::Unknown, why: why.into() }
+        Self { state: CodeState::Unknown, why: why.into(), files_gone: false }
+    }
+
+    /// A check of state `state` with its reason.
+    fn of(state: CodeState, why: impl Into<String>) -> Self {
+        Self { state, why: why.into(), files_gone: false }
+    }
+
+    /// Whether the fix's lines are gone from the code: reverted, or every file of it gone.
+    pub fn gone_from_code(&self) -> bool {
+        self.state == CodeState::Reverted || self.files_gone
     }
 }
 
@@ -180,7 +195,10 @@ pub fn classify(
     let gone: Vec<&str> = current.iter().filter(|(_, hash)| *hash == "missing").map(|(p, _)| p.as_str()).collect();
     if !gone.is_empty() && gone.len() == current.len() {
         let verb = if gone.len() == 1 { "is" } else { "are" };
-        return CodeCheck::unknown(format!("{} {verb} gone (renamed or deleted?)", names(&gone)));
+        return CodeCheck {
+            files_gone: true,
+            ..CodeCheck::unknown(format!("{} {verb} gone (renamed or deleted?)", names(&gone)))
+        };
     }
     let changed: Vec<&str> =
         current.iter().filter(|(path, hash)| stored.get(*path) != Some(*hash)).map(|(p, _)| p.as_str()).collect();
@@ -215,7 +233,7 @@ pub fn classify(
             0 => String::new(),
             n => format!(" (and in {n} more files)"),
         };
-        return CodeCheck { state: CodeState::Reverted, why: format!("{first}{more}") };
+        return CodeCheck::of(CodeState::Reverted, format!("{first}{more}"));
     }
     if changed.is_empty() {
         let why = if recorded.is_empty() {
@@ -223,7 +241,7 @@ pub fn classify(
         } else {
             "its lines are there and its files as they were"
         };
-        return CodeCheck { state: CodeState::InPlace, why: why.into() };
+        return CodeCheck::of(CodeState::InPlace, why);
     }
     let why = if let Some(first) = partly.first() {
         first.clone()
@@ -234,7 +252,7 @@ pub fn classify(
     } else {
         format!("{} changed elsewhere; its lines are there", names(&changed))
     };
-    CodeCheck { state: CodeState::ChangedAround, why }
+    CodeCheck::of(CodeState::ChangedAround, why)
 }
 
 /// Up to three paths, then how many more: `a.py, b.py, c.py and 2 more`.
@@ -356,6 +374,8 @@ mod tests {
         assert_eq!(c.state, CodeState::ChangedAround);
         let c = classify(&none, &stored, &hashes(&[("a.py", "missing")]), |_| None);
         assert_eq!((c.state, c.why.as_str()), (CodeState::Unknown, "a.py is gone (renamed or deleted?)"));
+        assert!(c.files_gone && c.gone_from_code());
+        assert!(!CodeCheck::unknown("a fix of another project").gone_from_code());
         assert_eq!(CodeState::Reverted.stale(), Some(true));
         assert_eq!(CodeState::Unknown.stale(), None);
     }

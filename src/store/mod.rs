@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{ConversationItem, CoreBlockVersion, DistillRun, FixRecord, Passage, Role};
+use crate::domain::{ConversationItem, CoreBlockVersion, DistillRun, FixRecord, MemoryUse, Passage, Role};
 
 /// Store failures. Messages name the setting that fixes them where there is one.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -216,6 +216,21 @@ pub trait FixStore: Searchable<FixRecord> {
     async fn get_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<Option<FixRecord>, StoreError>;
     /// Deletes one fix of `actor_id`; `true` when a row was removed.
     async fn delete_fix(&self, actor_id: &str, memory_id: Uuid) -> Result<bool, StoreError>;
+}
+
+/// The `uses` table: when a memory was returned, injected, or followed by passing tests. Append-only;
+/// ids only, no text.
+#[async_trait]
+pub trait UseStore: Send + Sync {
+    /// Stores `uses` (with the other writes into the table waiting in this process, in one commit); a
+    /// use whose id is stored already (a session's credit of a memory) is left as it is.
+    async fn record_uses(&self, uses: &[MemoryUse]) -> Result<(), StoreError>;
+    /// The uses of `actor_id` of the memories `ids`, in no order.
+    async fn uses_of(&self, actor_id: &str, ids: &[Uuid]) -> Result<Vec<MemoryUse>, StoreError>;
+    /// Every use of `actor_id`, in no order.
+    async fn actor_uses(&self, actor_id: &str) -> Result<Vec<MemoryUse>, StoreError>;
+    /// The uses of `actor_id` in session `session_id`, in no order.
+    async fn session_uses(&self, actor_id: &str, session_id: &str) -> Result<Vec<MemoryUse>, StoreError>;
 }
 
 /// A row of a searchable table: its id, and the filter its table is searched with.

@@ -1,6 +1,6 @@
 //! What the search tools say about why a result ranked where it did (`structuredContent`'s `ranking`).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +73,22 @@ pub fn dated(at: &str, now: DateTime<Utc>) -> String {
         Ok(t) => format!("{at} ({})", ago(t.with_timezone(&Utc), now)),
         Err(_) => at.to_string(),
     }
+}
+
+/// How a memory was used, for the line a model reads beside it (docs/tools.md, "Was a memory used?"):
+/// `used 3 times before, last 2026-12-06T10:00:00Z (1 day ago); tests passed after it in 1 session`;
+/// `None` for a memory never used nor credited.
+pub fn usage_words(usage: &crate::domain::Usage, now: DateTime<Utc>) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(at) = usage.last_used_at {
+        let times = if usage.uses == 1 { "once".to_string() } else { format!("{} times", usage.uses) };
+        parts.push(format!("used {times} before, last {}", dated(&at.to_rfc3339_opts(SecondsFormat::Secs, true), now)));
+    }
+    if usage.helped > 0 {
+        let sessions = if usage.helped == 1 { "session" } else { "sessions" };
+        parts.push(format!("tests passed after it in {} {sessions}", usage.helped));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// How long before `now` `at` was, in its largest whole unit: `just now`, `5 minutes ago`, `1 hour ago`,

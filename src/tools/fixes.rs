@@ -6,14 +6,14 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::explain::{RankingExplanation, dated, round4, score_label};
+use super::explain::{RankingExplanation, dated, round4, score_label, usage_words};
 use super::schema::{input_schema, output_schema};
-use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
-use crate::domain::Receipt;
+use super::{Annotations, JsonObject, Memories, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
+use crate::domain::{Receipt, Usage, UseEvent};
 use crate::memory::fixes::MAX_FAILED_ATTEMPTS;
 use crate::memory::redact::redact;
 use crate::memory::revalidate::{CodeCheck, CodeState};
-use crate::memory::{FixHit, FixMemory, GateState, StoreFixRequest};
+use crate::memory::{FixHit, FixMemory, GateState, StoreFixRequest, UseLog};
 
 /// Limits, in characters / items; the schemas state the same numbers (a test checks they agree).
 pub const MAX_QUERY_CHARS: usize = 2_000;
@@ -128,6 +128,10 @@ pub struct FixMatch {
     /// lines it added are gone: it may have been undone, check before relying on it) or `unknown`
     /// (another project or checkout, no receipt, or its files are gone), and why.
     pub code: CodeCheck,
+    /// How the fix was used before this result: searches that returned it and hooks that injected it
+    /// (`uses`, `last_used_at`), and sessions whose tests passed after they got it (`helped`).
+    #[serde(default)]
+    pub usage: Usage,
     /// The receipt of the passing test run, null for unverified fixes.
     pub receipt: Option<Receipt>,
     /// Why the stored text reads like instructions to the agent (e.g. `ignore-instructions`,
@@ -269,6 +273,7 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
         verified: r.verified,
         stale: hit.code.state.stale(),
         code: hit.code.clone(),
+        usage: Usage::default(),
         // the lines the fix changed stay in the store: the code check speaks for them
         receipt: r.receipt.clone().map(|rc| Receipt { changes: Default::default(), ..rc }),
         instruction_flags: crate::memory::injection::instruction_flags(&format!(
@@ -279,6 +284,30 @@ pub fn to_match(rank: usize, hit: &FixHit) -> FixMatch {
             r.receipt.iter().flat_map(|rc| &rc.failed_attempts).map(|a| a.what.as_str()).collect::<Vec<_>>().join("\n")
         )),
     }
+}
+
+/// `hits` as matches ranked from 1, each with its [`FixMatch::usage`], less the expired: a fix whose
+/// lines are gone from the code (reverted, or every file of it gone) that went unused longer than
+/// `--expire-after-days` (docs/tools.md, "Expiry"). When the uses cannot be read, every hit stays and
+/// its usage is unknown (logged): the search itself succeeded.
+pub async fn current_matches<'a>(uses: &UseLog, hits: impl IntoIterator<Item = &'a FixHit>) -> Vec<FixMatch> {
+    let hits: Vec<&FixHit> = hits.into_iter().collect();
+    let ids: Vec<uuid::Uuid> = hits.iter().map(|h| h.record.memory_id).collect();
+    let usage =
+        uses.usage(&ids).await.map_err(|e| tracing::warn!("could not read the uses of {} fixes: {e}", ids.len()));
+    let now = Utc::now();
+    hits.into_iter()
+        .filter_map(|h| {
+            let r = &h.record;
+            let Ok(by_id) = &usage else { return Some((h, Usage::default())) };
+            let used = by_id.get(&r.memory_id);
+            let written = r.receipt.as_ref().map_or(r.updated_at, Receipt::last_verified_at).max(r.updated_at);
+            let expired = h.code.gone_from_code() && uses.expiry().expired(written, used, now);
+            (!expired).then(|| (h, used.cloned().unwrap_or_default()))
+        })
+        .enumerate()
+        .map(|(i, (h, usage))| FixMatch { usage, ..to_match(i + 1, h) })
+        .collect()
 }
 
 /// The text layout of docs/tools.md, one block per match, blocks separated by a blank line; `project`
@@ -320,6 +349,9 @@ pub fn render_fix(m: &FixMatch, header: &str, project: &str) -> String {
         freshness(m, Utc::now()),
         m.session_id
     ));
+    if let Some(used) = usage_words(&m.usage, Utc::now()) {
+        block.push_str(&format!("\nUsed: {used}"));
+    }
     if !m.verified {
         block.push_str("\nVerified: no (outcome reported by the client, not confirmed by this server)");
     }
@@ -389,12 +421,8 @@ fn one_line(text: &str) -> String {
 
 /// `search_codebase_memory` for a server of project `project` (the text says which matches are another
 /// project's).
-pub(super) async fn search(
-    memory: &FixMemory,
-    project: &str,
-    session: &GateState,
-    args: JsonObject,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn search(m: &Memories, session: &GateState, args: JsonObject) -> Result<ToolOutput, ToolError> {
+    let (memory, project) = (&m.fixes, m.scope.project.as_str());
     const TOOL: &str = Tool::SearchCodebaseMemory.name();
     let p: SearchCodebaseMemoryParams = parse(TOOL, args)?;
     check_text(TOOL, "query", &p.query, MAX_QUERY_CHARS)?;
@@ -408,19 +436,23 @@ pub(super) async fn search(
         )));
     }
     let hits = memory.search(session, &p.query, p.error_type.as_deref(), top_k as usize).await?;
-    let matches: Vec<FixMatch> = hits.iter().enumerate().map(|(i, h)| to_match(i + 1, h)).collect();
+    let matches = current_matches(&m.uses, &hits).await;
+    m.uses.record(session.session_id(), UseEvent::Returned, matches.iter().filter_map(|m| m.memory_id.parse().ok()));
     let text = render_matches(&matches, project);
     Ok(ToolOutput::ok(text, serde_json::to_value(SearchOutput { matches }).expect("serializable")))
 }
 
-pub(super) async fn run_tests(
-    memory: &FixMemory,
-    session: &GateState,
-    args: JsonObject,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run_tests(m: &Memories, session: &GateState, args: JsonObject) -> Result<ToolOutput, ToolError> {
+    let memory = &m.fixes;
     let _: RunTestsParams = parse(Tool::RunTests.name(), args)?;
     let report = memory.run_tests(session).await?;
     let run = &report.run;
+    if run.passed() {
+        // the memories this session was given led to passing tests (docs/tools.md, "Was a memory used?")
+        if let Err(e) = m.uses.credit_pass(session.session_id()).await {
+            tracing::warn!("could not credit the memories of a passing run: {e}");
+        }
+    }
     let source = memory.test_command().map(|c| c.source.clone()).unwrap_or_default();
     // the summary, unless it is only the exit code the headline gives (a command that printed nothing)
     let summary = crate::memory::testrun::summary_suffix(run);

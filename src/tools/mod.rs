@@ -20,7 +20,8 @@ pub use explain::{RankingExplanation, RankingPosition, score_label};
 pub use fixes::{
     DEFAULT_TOP_K, FixMatch, MAX_ERROR_TYPE_CHARS, MAX_FIX_CHARS, MAX_OUTCOME_CHARS, MAX_PATH_CHARS, MAX_PATHS,
     MAX_QUERY_CHARS, RunTestsOutput, RunTestsParams, SearchCodebaseMemoryParams, SearchOutput, StoreFixMemoryParams,
-    StoreFixOutput, TOP_K_MAX, match_header, project_line, receipt_line, render_fix, render_matches, to_match,
+    StoreFixOutput, TOP_K_MAX, current_matches, match_header, project_line, receipt_line, render_fix, render_matches,
+    to_match,
 };
 pub use hosts::{HostError, Hosts, MemoriesFactory, UnknownIdentity};
 pub use schema::JsonObject;
@@ -28,14 +29,14 @@ pub use text::{INSTRUCTIONS, render_core_memory};
 pub use tiered::{
     ArchivalInsertOutput, ArchivalSearchOutput, ConversationCitation, ConversationSearchOutput, CoreBlockOutput,
     ForgetOutput, MAX_CORE_TEXT_CHARS, MAX_PASSAGE_CHARS, MAX_SEARCH_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS,
-    PassageCitation, SEARCH_TOP_K_MAX, check_passage, citation, conversation_citation, passage_header,
-    render_conversation, render_passage, render_passages,
+    PassageCitation, SEARCH_TOP_K_MAX, check_passage, citation, conversation_citation, current_passages,
+    passage_header, render_conversation, render_passage, render_passages, unexpired,
 };
 
 use crate::domain::{Role, Scope};
 use crate::memory::{
     ArchivalMemory, ConversationMemory, CoreMemory, FixMemory, GateState, ImportTarget, MemoryError, NewItem,
-    ToolCallRecorder,
+    ToolCallRecorder, UseLog,
 };
 use crate::store::{BrowseStore, ForgetStore};
 
@@ -178,6 +179,8 @@ pub struct Memories {
     pub conversation: Arc<ConversationMemory>,
     pub core: Arc<CoreMemory>,
     pub forget: Arc<dyn ForgetStore>,
+    /// Which memories were used, and whether their sessions' tests then passed.
+    pub uses: UseLog,
     /// What the memory browser lists and counts (`crate::ui`).
     pub browse: Arc<dyn BrowseStore>,
 }
@@ -241,6 +244,7 @@ impl ToolHost {
     /// Waits until every recorded tool call is written (call before exiting).
     pub async fn flush(&self) {
         self.recorder.flush().await;
+        self.memories.uses.flush().await;
     }
 
     /// Calls tool `name` with `arguments` for `session`. Every failure the model can act on, including
@@ -263,13 +267,13 @@ impl ToolHost {
         let turn = session.next_turn();
         let call = async {
             let result = match tool {
-                Tool::SearchCodebaseMemory => fixes::search(&m.fixes, &m.scope.project, session, arguments).await,
-                Tool::RunTests => fixes::run_tests(&m.fixes, session, arguments).await,
+                Tool::SearchCodebaseMemory => fixes::search(m, session, arguments).await,
+                Tool::RunTests => fixes::run_tests(m, session, arguments).await,
                 Tool::StoreFixMemory => fixes::store(&m.fixes, session, arguments).await,
                 Tool::CoreMemoryAppend => tiered::core_append(&m.core, session, arguments).await,
                 Tool::CoreMemoryReplace => tiered::core_replace(&m.core, session, arguments).await,
                 Tool::ArchivalMemoryInsert => tiered::archival_insert(&m.archival, session, arguments).await,
-                Tool::ArchivalMemorySearch => tiered::archival_search(&m.archival, arguments).await,
+                Tool::ArchivalMemorySearch => tiered::archival_search(m, session, arguments).await,
                 Tool::ConversationSearch => tiered::conversation_search(&m.conversation, actor, arguments).await,
                 Tool::MemoryForget => tiered::forget(m.forget.as_ref(), actor, arguments).await,
             };

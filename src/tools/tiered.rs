@@ -8,13 +8,14 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::explain::{RankingExplanation, dated, round4, score_label};
+use super::explain::{RankingExplanation, dated, round4, score_label, usage_words};
 use super::schema::{input_schema, output_schema};
-use super::{Annotations, JsonObject, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
-use crate::domain::{ConversationItem, Passage, Role};
+use super::{Annotations, JsonObject, Memories, Tool, ToolError, ToolOutput, ToolSpec, check_text, parse};
+use crate::domain::{ConversationItem, Passage, Role, Usage, UseEvent};
 use crate::memory::injection::{instruction_flags, warning_line};
 use crate::memory::{
-    ArchivalMemory, Block, ConversationMemory, ConversationSearch, CoreMemory, GateState, Hit, PassageSearch,
+    ArchivalMemory, Block, ConversationMemory, ConversationSearch, CoreMemory, GateState, Hit, MemoryError,
+    PassageSearch, UseLog,
 };
 use crate::store::ForgetStore;
 
@@ -172,6 +173,10 @@ pub struct PassageCitation {
     pub instruction_flags: Vec<String>,
     /// The id of the memory that replaced this one (only with `include_superseded`); null when current.
     pub superseded_by: Option<String>,
+    /// How the passage was used before this result: searches that returned it and hooks that injected
+    /// it (`uses`, `last_used_at`), and sessions whose tests passed after they got it (`helped`).
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 /// `structuredContent` of `archival_memory_search`.
@@ -576,7 +581,53 @@ pub fn citation(rank: usize, hit: &Hit<Passage>) -> PassageCitation {
         created_at: rfc3339(p.created_at),
         instruction_flags: instruction_flags(&p.text),
         superseded_by: p.superseded_by.map(|id| id.to_string()),
+        usage: Usage::default(),
     }
+}
+
+/// The passages of an archival search ranked from 1, each with its [`PassageCitation::usage`], less the
+/// expired: those unused longer than `--expire-after-days` since they were last written or kept
+/// (docs/tools.md, "Expiry"). When expired passages took places of the `top_k`, the search looks three
+/// times as far down the ranking to fill them. When the uses cannot be read, nothing is left out and the
+/// usage is unknown (logged).
+///
+/// # Errors
+/// The search's.
+pub async fn current_passages(m: &Memories, request: &PassageSearch) -> Result<Vec<PassageCitation>, MemoryError> {
+    fn rows(hits: &[Hit<Passage>]) -> Vec<&Passage> {
+        hits.iter().map(|h| &h.row).collect()
+    }
+    let mut hits = m.archival.search(request).await?;
+    let mut kept = unexpired(&m.uses, &rows(&hits)).await;
+    if kept.len() < hits.len() && hits.len() >= request.top_k {
+        let wider = PassageSearch { top_k: request.top_k * 3, ..request.clone() };
+        hits = m.archival.search(&wider).await?;
+        kept = unexpired(&m.uses, &rows(&hits)).await;
+    }
+    Ok(kept
+        .into_iter()
+        .take(request.top_k)
+        .enumerate()
+        .map(|(rank, (i, usage))| PassageCitation { usage, ..citation(rank + 1, &hits[i]) })
+        .collect())
+}
+
+/// The places in `passages` of those that have not expired, each with its usage (docs/tools.md,
+/// "Expiry"); all of them, usage unknown, when the uses cannot be read (logged).
+pub async fn unexpired(uses: &UseLog, passages: &[&Passage]) -> Vec<(usize, Usage)> {
+    let ids: Vec<uuid::Uuid> = passages.iter().map(|p| p.id).collect();
+    let Ok(by_id) =
+        uses.usage(&ids).await.map_err(|e| tracing::warn!("could not read the uses of {} passages: {e}", ids.len()))
+    else {
+        return (0..passages.len()).map(|i| (i, Usage::default())).collect();
+    };
+    let now = Utc::now();
+    passages
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !uses.expiry().expired(p.updated_at.max(p.created_at), by_id.get(&p.id), now))
+        .map(|(i, p)| (i, by_id.get(&p.id).cloned().unwrap_or_default()))
+        .collect()
 }
 
 /// The passages as the model reads them: a provenance line, then the quoted text.
@@ -598,8 +649,9 @@ pub fn render_passage(c: &PassageCitation, header: &str) -> String {
     let tags = if c.tags.is_empty() { String::new() } else { format!(" tags={}", c.tags.join(",")) };
     let superseded =
         c.superseded_by.as_ref().map(|by| format!(" SUPERSEDED by {by} (out of date)")).unwrap_or_default();
+    let used = usage_words(&c.usage, Utc::now()).map(|u| format!(" ({u})")).unwrap_or_default();
     format!(
-        "{header} id={} project={} session={} time={}{tags}{superseded}\n{}{}",
+        "{header} id={} project={} session={} time={}{tags}{superseded}{used}\n{}{}",
         c.id,
         c.project,
         if c.session_id.is_empty() { "-" } else { &c.session_id },
@@ -609,7 +661,11 @@ pub fn render_passage(c: &PassageCitation, header: &str) -> String {
     )
 }
 
-pub(super) async fn archival_search(archival: &ArchivalMemory, args: JsonObject) -> Result<ToolOutput, ToolError> {
+pub(super) async fn archival_search(
+    m: &Memories,
+    session: &GateState,
+    args: JsonObject,
+) -> Result<ToolOutput, ToolError> {
     const TOOL: &str = Tool::ArchivalMemorySearch.name();
     let p: ArchivalMemorySearchParams = parse(TOOL, args)?;
     check_text(TOOL, "query", &p.query, MAX_SEARCH_QUERY_CHARS)?;
@@ -624,8 +680,8 @@ pub(super) async fn archival_search(archival: &ArchivalMemory, args: JsonObject)
         end,
         include_superseded: p.include_superseded.unwrap_or(false),
     };
-    let hits = archival.search(&request).await?;
-    let results: Vec<PassageCitation> = hits.iter().enumerate().map(|(i, h)| citation(i + 1, h)).collect();
+    let results = current_passages(m, &request).await?;
+    m.uses.record(session.session_id(), UseEvent::Returned, results.iter().filter_map(|c| c.id.parse().ok()));
     let text = render_passages(&results);
     Ok(ToolOutput::ok(text, serde_json::to_value(ArchivalSearchOutput { results }).expect("serializable")))
 }

@@ -12,8 +12,11 @@ use uuid::Uuid;
 use super::site::{
     ListQuery, Params, Posted, Ui, change, failed, message, not_found, one_line, page, pager, time, urlencode, visit,
 };
-use crate::domain::{ConversationItem, FixRecord, Passage};
+use std::collections::HashMap;
+
+use crate::domain::{ConversationItem, FixRecord, Passage, Usage};
 use crate::memory::injection::instruction_flags;
+use crate::memory::uses::Expiry;
 use crate::tools::Memories;
 
 /// Rows per page of a list.
@@ -25,8 +28,26 @@ pub const THREAD_PAGE_SIZE: usize = 50;
 /// The most steps of a superseded chain shown.
 const MAX_CHAIN: usize = 20;
 
-fn fix_view(memories: &Memories, r: &FixRecord) -> Value {
+/// How each of `ids` was used ([`crate::memory::UseLog::usage`]); empty (logged) when the read fails:
+/// a page still shows its memories.
+async fn usage_of(memories: &Memories, ids: &[Uuid]) -> HashMap<Uuid, Usage> {
+    memories.uses.usage(ids).await.unwrap_or_else(|e| {
+        tracing::warn!("could not read the uses of {} memories: {e}", ids.len());
+        HashMap::new()
+    })
+}
+
+/// A memory's use as the pages show it (`macros.html`, `used`), and whether it expired (docs/tools.md,
+/// "Expiry").
+fn usage_view(usage: Option<&Usage>, expired: bool) -> Value {
+    let u = usage.cloned().unwrap_or_default();
+    json!({"uses": u.uses, "last_used_at": u.last_used_at.map(time), "helped": u.helped, "expired": expired})
+}
+
+fn fix_view(memories: &Memories, r: &FixRecord, usage: Option<&Usage>) -> Value {
     let code = memories.fixes.code(r);
+    let written = r.receipt.as_ref().map_or(r.updated_at, |rc| rc.last_verified_at()).max(r.updated_at);
+    let expired = code.gone_from_code() && memories.uses.expiry().expired(written, usage, chrono::Utc::now());
     let flags = instruction_flags(&format!("{}\n{}\n{}", r.fix_description, r.error_type, r.outcome));
     json!({
         "id": r.memory_id.to_string(),
@@ -55,10 +76,12 @@ fn fix_view(memories: &Memories, r: &FixRecord) -> Value {
             })).collect::<Vec<_>>(),
         })),
         "instruction_flags": flags,
+        "usage": usage_view(usage, expired),
     })
 }
 
-fn passage_view(p: &Passage) -> Value {
+fn passage_view(p: &Passage, usage: Option<&Usage>, expiry: Expiry) -> Value {
+    let expired = expiry.expired(p.updated_at.max(p.created_at), usage, chrono::Utc::now());
     json!({
         "id": p.id.to_string(),
         "created_at": time(p.created_at),
@@ -72,6 +95,7 @@ fn passage_view(p: &Passage) -> Value {
         "preview": crate::domain::text::escape_controls(&one_line(&p.text, 160)),
         "superseded_by": p.superseded_by.map(|id| id.to_string()),
         "instruction_flags": instruction_flags(&p.text),
+        "usage": usage_view(usage, expired),
     })
 }
 
@@ -104,7 +128,9 @@ pub async fn fixes(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<ListQ
         Ok(p) => p,
         Err(e) => return failed(&ui, &e),
     };
-    let rows: Vec<Value> = listed.rows.iter().map(|r| fix_view(&v.memories, r)).collect();
+    let ids: Vec<Uuid> = listed.rows.iter().map(|r| r.memory_id).collect();
+    let usage = usage_of(&v.memories, &ids).await;
+    let rows: Vec<Value> = listed.rows.iter().map(|r| fix_view(&v.memories, r, usage.get(&r.memory_id))).collect();
     let context = json!({"rows": rows, "pager": pager(&q, listed.total, PAGE_SIZE, "/fixes"), "note": forgot_note(&q)});
     page(&ui, v, "fixes.html", "/fixes", "Fixes", context)
 }
@@ -118,7 +144,8 @@ pub async fn fix(State(ui): State<Ui>, jar: CookieJar, Path(id): Path<String>) -
     let Ok(uuid) = Uuid::parse_str(&id) else { return not_found(&ui, "That fix") };
     match v.memories.browse.fix(&v.viewer.scope.actor_id, uuid).await {
         Ok(Some(r)) => {
-            let context = json!({"fix": fix_view(&v.memories, &r)});
+            let usage = usage_of(&v.memories, &[r.memory_id]).await;
+            let context = json!({"fix": fix_view(&v.memories, &r, usage.get(&r.memory_id))});
             page(&ui, v, "fix.html", "/fixes", "Fix", context)
         }
         Ok(None) => not_found(&ui, "That fix"),
@@ -142,7 +169,10 @@ pub async fn archival(State(ui): State<Ui>, jar: CookieJar, Params(q): Params<Li
         Some(t) => format!("/archival?tag={}", urlencode(t)),
         None => "/archival".to_string(),
     };
-    let rows: Vec<Value> = listed.rows.iter().map(passage_view).collect();
+    let ids: Vec<Uuid> = listed.rows.iter().map(|p| p.id).collect();
+    let usage = usage_of(&v.memories, &ids).await;
+    let expiry = v.memories.uses.expiry();
+    let rows: Vec<Value> = listed.rows.iter().map(|p| passage_view(p, usage.get(&p.id), expiry)).collect();
     let context =
         json!({"rows": rows, "tag": tag, "pager": pager(&q, listed.total, PAGE_SIZE, &base), "note": forgot_note(&q)});
     page(&ui, v, "archival.html", "/archival", "Archival memory", context)
@@ -171,7 +201,7 @@ pub async fn passage(State(ui): State<Ui>, jar: CookieJar, Path(id): Path<String
         match browse.passage(&actor, id).await {
             Ok(Some(n)) => {
                 next = n.superseded_by;
-                newer.push(passage_view(&n));
+                newer.push(passage_view(&n, None, Expiry(None)));
             }
             Ok(None) => {
                 newer.push(json!({"id": id.to_string(), "missing": true}));
@@ -181,10 +211,12 @@ pub async fn passage(State(ui): State<Ui>, jar: CookieJar, Path(id): Path<String
         }
     }
     let older = match browse.superseded_by(&actor, uuid).await {
-        Ok(rows) => rows.iter().map(passage_view).collect::<Vec<_>>(),
+        Ok(rows) => rows.iter().map(|p| passage_view(p, None, Expiry(None))).collect::<Vec<_>>(),
         Err(e) => return failed(&ui, &e),
     };
-    let context = json!({"passage": passage_view(&p), "newer": newer, "older": older});
+    let usage = usage_of(&v.memories, &[p.id]).await;
+    let expiry = v.memories.uses.expiry();
+    let context = json!({"passage": passage_view(&p, usage.get(&p.id), expiry), "newer": newer, "older": older});
     page(&ui, v, "passage.html", "/archival", "Passage", context)
 }
 
@@ -249,10 +281,10 @@ async fn find_memory(
 ) -> Result<Option<(&'static str, Value)>, crate::store::StoreError> {
     let browse = &memories.browse;
     if let Some(r) = browse.fix(actor, id).await? {
-        return Ok(Some(("fixes", fix_view(memories, &r))));
+        return Ok(Some(("fixes", fix_view(memories, &r, None))));
     }
     if let Some(p) = browse.passage(actor, id).await? {
-        return Ok(Some(("archival", passage_view(&p))));
+        return Ok(Some(("archival", passage_view(&p, None, Expiry(None)))));
     }
     if let Some(i) = browse.item(actor, id).await? {
         return Ok(Some(("conversations", item_view(&i))));
@@ -308,6 +340,34 @@ pub async fn forget(
         Ok(None) => nothing_to_forget(&ui),
         Err(e) => failed(&ui, &e),
     }
+}
+
+/// `POST /restore/{id}`: brings an expired fix or passage back into searches, as `memory restore` does
+/// (it counts as used now), then shows it again.
+pub async fn restore(
+    State(ui): State<Ui>,
+    jar: CookieJar,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Posted(form): Posted<CsrfForm>,
+) -> Response {
+    let (viewer, memories) = match change(&ui, &jar, &headers, &form.csrf).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let Ok(uuid) = Uuid::parse_str(&id) else { return not_found(&ui, "That memory") };
+    let actor = &viewer.scope.actor_id;
+    let page = match (memories.browse.fix(actor, uuid).await, memories.browse.passage(actor, uuid).await) {
+        (Ok(Some(_)), _) => "fixes",
+        (_, Ok(Some(_))) => "archival",
+        (Err(e), _) | (_, Err(e)) => return failed(&ui, &e),
+        _ => return not_found(&ui, "That memory"),
+    };
+    if let Err(e) = memories.uses.keep("browser", &[uuid]).await {
+        return failed(&ui, &e);
+    }
+    tracing::info!(actor = %actor, %id, "restored from the memory browser");
+    Redirect::to(&format!("/{page}/{uuid}")).into_response()
 }
 
 /// A forget of a memory the viewer does not have: most often one forgotten already.

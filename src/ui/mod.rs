@@ -46,6 +46,7 @@ pub fn router(ui: Ui) -> Router {
         .route("/core/{section}/purge", get(blocks::confirm_purge).post(blocks::purge_version))
         .route("/search", get(search::search))
         .route("/forget/{id}", get(memories::confirm_forget).post(memories::forget))
+        .route("/restore/{id}", post(memories::restore))
         .route("/export", get(memories::export))
         .route("/login", get(login::login_page).post(login::login))
         .route("/logout", post(login::logout))

@@ -174,17 +174,25 @@ async fn a_failing_pytest_run_brings_up_the_verified_fix_and_a_passing_run_nothi
     // the same failure is back: what was tried and failed before is said with the fix
     assert!(text.contains(&format!("\nTried before and failed: {ALPHA_FAILED_ATTEMPT} (`")), "{text}");
     assert!(!text.contains("[astra-mcp:"), "one fix fits the default budget uncut: {text}");
+    assert!(!text.contains("\nUsed: "), "never given to an agent before: {text}");
 
     // the same failure reported as PostToolUse (a runner that exits 0 on failures)
     let out = run(&mut hook(db.path()), &post_tool_use_payload(&alpha, command, &failing_output));
     let text = context(&out, "PostToolUse").expect("PostToolUse with failures injects too");
     assert!(text.contains(&format!("Fix: {ALPHA_FIX}")), "{text}");
+    assert!(text.contains("\nUsed: used once before, last "), "the injection above counts: {text}");
 
     // a passing run of the now fixed workspace: nothing at all
     let (code, passing_output) = pytest(&alpha);
     assert_eq!(code, 0, "{passing_output}");
     let out = run(&mut hook(db.path()), &post_tool_use_payload(&alpha, command, &passing_output));
     assert_eq!(context(&out, "PostToolUse"), None);
+    // ... but it credits the fix the session was given: its tests passed after it
+    let out = run(&mut hook(db.path()), &failure_payload(&alpha, command, 1, &failing_output));
+    let text = context(&out, "PostToolUseFailure").unwrap();
+    assert!(
+        text.contains("\nUsed: used 2 times before, last ") && text.contains("; tests passed after it in 1 session")
+    );
     // the failing output of a command that is not a test run: nothing
     let out = run(&mut hook(db.path()), &failure_payload(&alpha, "cat notes.txt", 1, &failing_output));
     assert_eq!(context(&out, "PostToolUseFailure"), None);

@@ -36,4 +36,5 @@ mod support;
 mod tiered;
 mod ui;
 mod upkeep;
+mod uses;
 mod zeroconf;

@@ -136,7 +136,7 @@ async fn two_server_processes_answer_the_same_searches_identically() {
                 .await
                 .unwrap();
             assert_ne!(result.is_error, Some(true), "{tool} {arguments}: {result:?}");
-            answers.push((json!(result.structured_content), json!(result.content)));
+            answers.push(without_usage(json!(result.structured_content), json!(result.content)));
         }
         assert_eq!(answers[0], answers[1], "{tool} {arguments}: the two processes answered differently");
         let hits = answers[0].0["results"].as_array().map_or(0, Vec::len);
@@ -144,4 +144,35 @@ async fn two_server_processes_answer_the_same_searches_identically() {
     }
     one.cancel().await.unwrap();
     other.cancel().await.unwrap();
+}
+
+/// A search's structured result and text without what its own earlier answers change: each result's
+/// `usage` and the words that show it (the other process's search just used the same memories).
+fn without_usage(
+    mut structured: serde_json::Value,
+    content: serde_json::Value,
+) -> (serde_json::Value, serde_json::Value) {
+    use serde_json::Value;
+    for list in ["results", "matches"] {
+        for item in structured[list].as_array_mut().into_iter().flatten() {
+            item.as_object_mut().unwrap().remove("usage");
+        }
+    }
+    let used = regex::Regex::new(r"(?m)( \(used [^\n]*\)$|^Used: .*\n?)").unwrap();
+    let content = match content {
+        Value::String(text) => Value::String(used.replace_all(&text, "").into_owned()),
+        Value::Array(blocks) => Value::Array(
+            blocks
+                .into_iter()
+                .map(|mut b| {
+                    if let Some(text) = b["text"].as_str() {
+                        b["text"] = Value::String(used.replace_all(text, "").into_owned());
+                    }
+                    b
+                })
+                .collect(),
+        ),
+        other => other,
+    };
+    (structured, content)
 }

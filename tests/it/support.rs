@@ -125,7 +125,14 @@ pub async fn host(db: &Path, config: FixMemoryConfig) -> ToolHost {
 pub async fn host_with_blocks(db: &Path, config: FixMemoryConfig, blocks: Option<&str>) -> ToolHost {
     let store = LanceStore::open(db.to_str().unwrap()).await.unwrap();
     let blocks = parse_block_specs(blocks).unwrap();
-    ToolHost::new(astra_mcp::app::memories(std::sync::Arc::new(store), embedder(), config, blocks, 0.95))
+    ToolHost::new(astra_mcp::app::memories(
+        std::sync::Arc::new(store),
+        embedder(),
+        config,
+        blocks,
+        0.95,
+        astra_mcp::memory::uses::Expiry::days(astra_mcp::memory::uses::DEFAULT_EXPIRE_AFTER_DAYS),
+    ))
 }
 
 /// `json!({...})` as tool arguments.

@@ -138,6 +138,58 @@ async fn each_actor_sees_only_its_own_memories_and_stored_html_is_inert() {
     assert!(!page.contains(&script), "bob's search never finds alice's passage");
 }
 
+/// The browser shows how a passage was used, marks an expired one, and its Restore (CSRF-checked) brings
+/// it back into the MCP search.
+#[tokio::test]
+async fn a_used_passage_shows_its_uses_and_an_expired_one_is_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_tokens(dir.path());
+    let base = server.base().to_string();
+    let used = insert(&server.url, ALICE, "the nightly export job writes to the reports bucket").await;
+    assert_eq!(mcp_search(&server.url, ALICE, "nightly export job reports bucket").await[0]["id"], used.as_str());
+    let old = "the legacy billing cron restarts the ledger service on Sundays";
+    let expired = crate::uses::old_passage_of(&dir.path().join("db"), "alice", "web", old, 200).await.to_string();
+    assert!(
+        mcp_search(&server.url, ALICE, "legacy billing cron ledger").await.iter().all(|r| r["id"] != expired.as_str())
+    );
+
+    let alice = log_in(&base, ALICE).await;
+    // the use is written off the search's path: the page shows it once it is committed
+    let mut page = String::new();
+    for _ in 0..50 {
+        page = get(&base, &format!("/archival/{used}"), &alice).await.1;
+        if page.contains("<dd>used ") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // returned by the first search, and by the second when its cosine passed the floor
+    assert!(page.contains("<dt>Used</dt><dd>used ") && page.contains(", last <time>"), "{page}");
+    assert!(!page.contains("/restore/"), "not expired: no restore");
+    let (_, list) = get(&base, "/archival", &alice).await;
+    assert_eq!(list.matches(">expired</span>").count(), 1, "only the old passage is marked: {list}");
+    let (_, page) = get(&base, &format!("/archival/{expired}"), &alice).await;
+    assert!(page.contains("Expired:") && page.contains("never used"), "{page}");
+    let restore = |csrf: String| {
+        client()
+            .post(format!("{base}/restore/{expired}"))
+            .header("cookie", &alice)
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("csrf", csrf.as_str())]))
+            .send()
+    };
+    assert_eq!(restore("forged".into()).await.unwrap().status(), 403, "a wrong CSRF token restores nothing");
+    let done = restore(csrf(&page)).await.unwrap();
+    assert_eq!(done.status(), 303);
+    assert_eq!(done.headers()["location"], format!("/archival/{expired}"));
+    assert!(
+        mcp_search(&server.url, ALICE, "legacy billing cron ledger").await.iter().any(|r| r["id"] == expired.as_str())
+    );
+    let (_, page) = get(&base, &format!("/archival/{expired}"), &alice).await;
+    assert!(!page.contains("Expired:"), "{page}");
+}
+
 #[tokio::test]
 async fn forgetting_needs_csrf_and_the_own_origin_then_the_mcp_search_loses_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -43,7 +43,13 @@ pub(super) async fn has_stale_fts_index(table: &Table, name: TableId, column: &s
 }
 
 /// The columns a table's full-text indexes cover: for conversation items `search_text` (the item in its
-/// context) and `embedded_text` (the item alone); `embedded_text` elsewhere.
+/// context) and `embedded_text` (the item alone); `embedded_text` for the other searchable tables; none
+/// for the rest.
 pub(super) fn fts_columns(name: TableId) -> &'static [&'static str] {
-    if name == TableId::Conversation { &["search_text", "embedded_text"] } else { &["embedded_text"] }
+    match name {
+        TableId::Conversation => &["search_text", "embedded_text"],
+        _ if name.is_searchable() => &["embedded_text"],
+        // the bookkeeping tables and core blocks are never searched by text
+        _ => &[],
+    }
 }

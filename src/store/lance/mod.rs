@@ -66,6 +66,7 @@ mod sql;
 mod tables;
 mod transfer;
 mod upkeep;
+mod uses;
 mod write;
 
 pub use crate::store::{ListedRow, TableStats};

@@ -15,7 +15,7 @@ use super::commit::{TableLock, retry};
 use super::fts::{fts_columns, has_fts_index, has_stale_fts_index};
 use super::handle::{FORMAT_VERSION, LanceStore, READ_CONSISTENCY, StoreTable, TableHandle, backend, collect};
 use super::tables::{META_TABLE, TableId};
-use super::{archival, bucket, conversation, core_blocks, distill, fixes, io, row_cache, rows};
+use super::{archival, bucket, conversation, core_blocks, distill, fixes, io, row_cache, rows, uses};
 use crate::embed::{DIMENSION, MODEL_ID};
 use crate::store::{Location, StoreError};
 
@@ -150,6 +150,7 @@ fn schema_of(id: TableId) -> SchemaRef {
         TableId::CoreBlocks => core_blocks::schema(),
         TableId::Forgotten => conversation::forgotten_schema(),
         TableId::DistillRuns => distill::schema(),
+        TableId::Uses => uses::schema(),
     }
 }
 

@@ -179,7 +179,7 @@ pub(super) fn scalar_index_columns(table: TableId) -> &'static [(&'static str, b
     match table {
         TableId::Archival => &[("actor_id", true), ("superseded_by", false)],
         TableId::Fixes | TableId::Conversation => &[("actor_id", true)],
-        TableId::CoreBlocks | TableId::Forgotten | TableId::DistillRuns => &[],
+        TableId::CoreBlocks | TableId::Forgotten | TableId::DistillRuns | TableId::Uses => &[],
     }
 }
 

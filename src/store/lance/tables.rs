@@ -18,12 +18,21 @@ pub enum TableId {
     Forgotten,
     /// Distillation runs: which items a run of an actor read and what it wrote.
     DistillRuns,
+    /// Uses of memories: returned by a search, injected by a hook, followed by passing tests (ids only).
+    Uses,
 }
 
 impl TableId {
     /// Every table, in the order of the handle's array ([`Self::index`]).
-    pub const ALL: [TableId; 6] =
-        [Self::Fixes, Self::Archival, Self::Conversation, Self::CoreBlocks, Self::Forgotten, Self::DistillRuns];
+    pub const ALL: [TableId; 7] = [
+        Self::Fixes,
+        Self::Archival,
+        Self::Conversation,
+        Self::CoreBlocks,
+        Self::Forgotten,
+        Self::DistillRuns,
+        Self::Uses,
+    ];
     /// The tables that hold memories, in export order.
     pub const MEMORY: [TableId; 4] = [Self::Fixes, Self::Archival, Self::Conversation, Self::CoreBlocks];
     /// The tables searched by embedding and full text (core blocks are read whole).
@@ -39,6 +48,7 @@ impl TableId {
             Self::CoreBlocks => "core_blocks",
             Self::Forgotten => "forgotten",
             Self::DistillRuns => "distill_runs",
+            Self::Uses => "uses",
         }
     }
 

@@ -20,6 +20,7 @@ use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::rows::{self, Rows};
 use super::sql::{actor_filter, in_list, sql_literal};
 use super::tables::{META_TABLE, TableId};
+use crate::domain::{MemoryUse, UseEvent};
 use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
 use crate::store::{ImportRules, StoreError};
 
@@ -27,8 +28,12 @@ use crate::store::{ImportRules, StoreError};
 const EMBED_BATCH: usize = 64;
 
 /// The version of the export format `export` writes and `import` reads (`astra_mcp_export` in the header):
-/// 2 added the `distill_runs` rows; version 1 files import as they are.
-pub const EXPORT_VERSION: u32 = 2;
+/// 2 added the `distill_runs` rows, 3 the `uses` rows; version 1 and 2 files import as they are, their
+/// fixes and passages counted as kept at the import (they could carry no uses).
+pub const EXPORT_VERSION: u32 = 3;
+
+/// The first export version that carries the `uses` rows.
+const EXPORT_WITH_USES: u32 = 3;
 
 /// The first line of an export: what made it, so an import knows whether vectors are comparable.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,8 +137,9 @@ pub struct ImportReport {
 
 /// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
 /// keeps them forgotten), then the distill runs (so `distill` in the new place reads only the items no
-/// run has read, and `distill status` keeps the history: export version 2).
-const EXPORT_TABLES: [TableId; 6] = TableId::ALL;
+/// run has read, and `distill status` keeps the history: export version 2), then the uses of memories
+/// (so what was used, and when, moves along; an export without them imports as before).
+const EXPORT_TABLES: [TableId; 7] = TableId::ALL;
 
 fn export_table_name(name: &str) -> Result<TableId, StoreError> {
     TableId::from_name(name).filter(|t| EXPORT_TABLES.contains(t)).ok_or_else(|| {
@@ -368,6 +374,21 @@ pub(super) async fn import(
         StoreTable::new(store, name).upsert_batch(batch).await?;
         *report.rows.entry(name.to_string()).or_default() += n;
     }
+    // a passage or fix of an export that could carry no uses counts as kept now: its expiry (docs/tools.md,
+    // "Expiry") starts here, not at the time it was first written elsewhere
+    let mut kept = Vec::new();
+    let without_uses = header.astra_mcp_export < EXPORT_WITH_USES;
+    for name in [TableId::Fixes, TableId::Archival].into_iter().filter(|_| without_uses) {
+        for row in by_table.get(&name).into_iter().flatten() {
+            let text = |column: &str| row.get(column).and_then(Value::as_str);
+            if let (Some(id), Some(actor)) =
+                (text("id").and_then(|id| uuid::Uuid::parse_str(id).ok()), text("actor_id"))
+            {
+                kept.push(MemoryUse::now(id, actor, "import", UseEvent::Kept));
+            }
+        }
+    }
+    crate::store::UseStore::record_uses(store, &kept).await?;
     // an item forgotten after an older export was made stays forgotten (only its own actor's item)
     let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for batch in collect(&StoreTable::new(store, TableId::Forgotten).table().query()).await.map_err(backend)? {
