@@ -63,6 +63,10 @@ pub struct UseLog {
 struct UsageCache {
     /// `None` until the first read of the table completes.
     by_id: std::sync::RwLock<Option<HashMap<Uuid, Usage>>>,
+    /// The uses this process recorded since the last read of the table started: a read may not hold
+    /// them yet (they are written in the background), so they are counted again on top of it unless it
+    /// does.
+    recent: std::sync::Mutex<Vec<MemoryUse>>,
     /// When the table was last read (or a read started); `None`: never.
     read_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
@@ -78,15 +82,22 @@ impl UsageCache {
     /// Counts `uses` in, as the table will hold them once written.
     fn apply(&self, uses: &[MemoryUse]) {
         let mut by_id = self.by_id.write().unwrap_or_else(|p| p.into_inner());
+        self.recent.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(uses);
         if let Some(by_id) = by_id.as_mut() {
-            for (id, usage) in usage(uses) {
-                let entry = by_id.entry(id).or_default();
-                entry.uses += usage.uses;
-                entry.helped += usage.helped;
-                entry.last_used_at = entry.last_used_at.max(usage.last_used_at);
-                entry.kept_at = entry.kept_at.max(usage.kept_at);
-            }
+            add(by_id, uses);
         }
+    }
+
+    /// Takes `read` (every use of the actor in the table) as the usage, plus the uses this process
+    /// recorded that it does not hold yet.
+    fn replace(&self, read: &[MemoryUse]) {
+        let mut by_id = self.by_id.write().unwrap_or_else(|p| p.into_inner());
+        let held: std::collections::HashSet<Uuid> = read.iter().map(|u| u.id).collect();
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|u| !held.contains(&u.id));
+        let mut fresh = usage(read);
+        add(&mut fresh, &recent);
+        *by_id = Some(fresh);
     }
 
     /// Whether a read of the table is due (none yet, or the last older than [`USAGE_REFRESH`]); marks
@@ -212,7 +223,7 @@ impl UseLog {
         tokio::spawn(async move {
             log.flush().await;
             match log.store.actor_uses(&log.actor_id).await {
-                Ok(uses) => *cache.by_id.write().unwrap_or_else(|p| p.into_inner()) = Some(usage(&uses)),
+                Ok(uses) => cache.replace(&uses),
                 Err(e) => tracing::warn!("could not read the uses of memories: {e}"),
             }
         });
@@ -240,6 +251,17 @@ impl UseLog {
             cache.apply(&helped);
         }
         Ok(helped.len())
+    }
+}
+
+/// Counts `uses` into `by_id`.
+fn add(by_id: &mut HashMap<Uuid, Usage>, uses: &[MemoryUse]) {
+    for (id, usage) in usage(uses) {
+        let entry = by_id.entry(id).or_default();
+        entry.uses += usage.uses;
+        entry.helped += usage.helped;
+        entry.last_used_at = entry.last_used_at.max(usage.last_used_at);
+        entry.kept_at = entry.kept_at.max(usage.kept_at);
     }
 }
 
@@ -296,6 +318,28 @@ mod tests {
         let kept = Usage { kept_at: Some(day(200)), ..used };
         assert!(!expiry.expired(written, Some(&kept), day(250)), "a keep renews it");
         assert!(!Expiry::days(0).expired(written, None, day(10_000)), "0: never");
+    }
+
+    #[test]
+    fn a_read_of_the_table_keeps_the_uses_it_does_not_hold_yet() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let cache = UsageCache::default();
+        let first = MemoryUse::now(a, "me", "s1", UseEvent::Returned);
+        // recorded before the first read completes: counted once that read is in
+        cache.apply(std::slice::from_ref(&first));
+        assert_eq!(cache.get(&[a]), None, "nothing read yet");
+        cache.replace(&[]);
+        assert_eq!(cache.get(&[a]).unwrap()[&a].uses, 1, "not written yet when the table was read");
+        let second = MemoryUse::now(a, "me", "s1", UseEvent::Returned);
+        cache.apply(std::slice::from_ref(&second));
+        assert_eq!(cache.get(&[a]).unwrap()[&a].uses, 2);
+        // the next read holds the first use (written meanwhile) and another process's: none counted twice
+        let other = MemoryUse::now(b, "me", "hook:x", UseEvent::Injected);
+        cache.replace(&[first, other]);
+        let got = cache.get(&[a, b]).unwrap();
+        assert_eq!((got[&a].uses, got[&b].uses), (2, 1));
+        cache.replace(&[]);
+        assert_eq!(cache.get(&[a]).unwrap()[&a].uses, 1, "only what is recorded and not read yet stays on top");
     }
 
     #[test]
