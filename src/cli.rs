@@ -347,7 +347,8 @@ pub enum MemoryCommand {
     Restore {
         #[command(flatten)]
         store: StoreArgs,
-        /// The memories' ids (`memory expired` shows them).
+        /// Ids of fixes or archival passages: `memory expired` shows expired passages, `astra-mcp ui`
+        /// (started in the workspace) expired fixes, `memory list` any.
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
     },
@@ -508,12 +509,13 @@ pub struct StoreArgs {
     #[arg(long, env = ev::ASTRA_CORE_BLOCKS, value_name = "SPEC", help_heading = ADVANCED, hide_short_help = true)]
     pub core_blocks: Option<String>,
     /// Days without a use (a search returning it, a hook injecting it) after which an archival passage,
-    /// or a fix whose lines are gone from the code, expires: hidden from searches and hooks, listed by
-    /// `memory expired` and the browser, restored by `memory restore`; never deleted. 0: nothing expires.
+    /// or a fix whose lines are gone from the code, expires: hidden from searches and hooks, restored by
+    /// `memory restore`; never deleted. `memory expired` lists expired passages, the browser both. 0:
+    /// nothing expires.
     ///
     /// 0 to 36,500. Core blocks and conversation items never expire: docs/tools.md, "Expiry".
     #[arg(long, env = ev::ASTRA_EXPIRE_AFTER_DAYS, default_value_t = crate::memory::uses::DEFAULT_EXPIRE_AFTER_DAYS,
-          value_name = "DAYS", value_parser = clap::value_parser!(u32).range(0..=36_500), help_heading = ADVANCED,
+          value_name = "DAYS", value_parser = expire_days, allow_negative_numbers = true, help_heading = ADVANCED,
           hide_short_help = true)]
     pub expire_after_days: u32,
 }
@@ -863,6 +865,44 @@ pub fn parse_time_flag(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Str
         .ok_or_else(|| {
             format!("`{value}` is not a time: give RFC 3339 (`2026-11-30T09:00:00Z`) or a date (`2026-11-30`)")
         })
+}
+
+/// `--expire-after-days`: whole days, 0 to 36,500.
+fn expire_days(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(days) if days <= 36_500 => Ok(days),
+        _ => Err(format!("`{text}` is not a number of days: give a whole number from 0 (nothing expires) to 36500")),
+    }
+}
+
+/// `error` with a tip naming the environment variable its bad value came from, when it came from one:
+/// clap names only the flag, which a user who never typed it looks for in vain. `args` is the command
+/// line as given (the flag typed there wins over the variable, so then the tip is left out).
+pub fn name_the_variable(mut error: clap::Error, args: &[String]) -> clap::Error {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(error.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) {
+        return error;
+    }
+    let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else { return error };
+    let Some(long) = arg.split_whitespace().next().and_then(|a| a.strip_prefix("--")).map(str::to_string) else {
+        return error;
+    };
+    let typed =
+        args.iter().any(|a| a.strip_prefix("--").is_some_and(|a| a == long || a.starts_with(&format!("{long}="))));
+    let Some(var) = env_of(&Cli::command(), &long) else { return error };
+    if typed || std::env::var_os(&var).is_none() {
+        return error;
+    }
+    let tip = format!("the value came from the environment variable {var}: correct it, or unset it for the default");
+    error.insert(ContextKind::Suggested, ContextValue::StyledStrs(vec![tip.into()]));
+    error
+}
+
+/// The environment variable of the flag `--long` in `command` or any of its subcommands.
+fn env_of(command: &clap::Command, long: &str) -> Option<String> {
+    let own = command.get_arguments().find(|a| a.get_long() == Some(long)).and_then(|a| a.get_env());
+    own.map(|v| v.to_string_lossy().into_owned()).or_else(|| command.get_subcommands().find_map(|c| env_of(c, long)))
 }
 
 /// `--min-score`: a cosine, −1 to 1 (negative values need no `=`: `--min-score -0.5`).

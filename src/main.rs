@@ -27,13 +27,18 @@ fn is_hook_invocation() -> bool {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let typed: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let cli = match Cli::try_parse_from(&args).map_err(|e| astra_mcp::cli::name_the_variable(e, &typed)) {
         Ok(cli) => cli,
         // A hook's bad flag or environment value is a failure of the hook, exit 1: exit 2 would make
-        // the agent client block the action the hook runs on (docs/hooks.md).
+        // the agent client block the action the hook runs on (docs/hooks.md). One line: its error and tip.
         Err(e) if e.use_stderr() && is_hook_invocation() => {
             let text = e.to_string();
-            eprintln!("astra-mcp: {}", text.lines().next().unwrap_or_default().trim_start_matches("error: "));
+            let mut lines = text.lines().map(str::trim).filter(|l| l.starts_with("error: ") || l.starts_with("tip: "));
+            let first = lines.next().unwrap_or_default().trim_start_matches("error: ").to_string();
+            let tips: String = lines.map(|l| format!("; {}", l.trim_start_matches("tip: "))).collect();
+            eprintln!("astra-mcp: {first}{tips}");
             return ExitCode::FAILURE;
         }
         Err(e) => e.exit(),

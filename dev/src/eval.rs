@@ -65,6 +65,7 @@ pub async fn run(command: EvalCommand, open: OpenOptions) -> anyhow::Result<()> 
                 "fusion: vector_weight={} keyword_weight={} keyword_exponent={} identifier_weight={}",
                 fusion.vector_weight, fusion.keyword_weight, fusion.keyword_exponent, fusion.exact_weight
             );
+            print!("{}", astra_mcp::eval::fixes::render_usage_replay(&report));
             if misses {
                 print!("{}", astra_mcp::eval::fixes::render_misses(&report));
             }

@@ -131,19 +131,23 @@ async fn expired(open: OpenOptions, store: StoreArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let now = chrono::Utc::now();
-    let written = |p: &astra_mcp::domain::Passage| p.updated_at.max(p.created_at);
+    let passages = all_passages(db.as_ref(), &settings.actor_id).await?;
+    if passages.is_empty() {
+        let note = actors_note(&db, &settings.actor_id).await;
+        eprintln!("astra-mcp: actor `{}` has no archival passages in {}{note}", settings.actor_id, settings.db);
+        return Ok(());
+    }
     // only a passage written before the limit can have expired; their uses are read 500 at a time
-    let old: Vec<_> =
-        all_passages(db.as_ref(), &settings.actor_id).await?.into_iter().filter(|p| now - written(p) > after).collect();
+    let old: Vec<_> = passages.iter().filter(|p| settings.expiry.passage_expired(p, None, now)).collect();
     let mut usage = std::collections::HashMap::new();
     for chunk in old.chunks(500) {
         let ids: Vec<uuid::Uuid> = chunk.iter().map(|p| p.id).collect();
         usage.extend(uses.usage(&ids).await?);
     }
     let mut found = 0;
-    for passage in &old {
+    for passage in old {
         let used = usage.get(&passage.id);
-        if !settings.expiry.expired(written(passage), used, now) {
+        if !settings.expiry.passage_expired(passage, used, now) {
             continue;
         }
         found += 1;
@@ -159,8 +163,9 @@ async fn expired(open: OpenOptions, store: StoreArgs) -> anyhow::Result<()> {
     }
     if found == 0 {
         eprintln!(
-            "astra-mcp: no expired passages of actor `{}`: every one was written or used within {} days",
+            "astra-mcp: no expired passages of actor `{}`: each of its {} was written or used within {} days",
             settings.actor_id,
+            passages.len(),
             after.num_days()
         );
     } else {
@@ -188,34 +193,57 @@ fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
 }
 
 /// `memory restore`: keeps each of the actor's fixes and passages given, so expiry counts from now.
+/// Refuses, naming why, every id that is not one of the actor's fixes or passages (core blocks and
+/// conversation items never expire); then nothing is kept.
 async fn restore(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyhow::Result<()> {
     let not_ids: Vec<String> = ids.iter().filter(|id| memory_id(id).is_none()).map(|id| not_a_memory_id(id)).collect();
     anyhow::ensure!(not_ids.is_empty(), "{}; nothing was restored", not_ids.join("; "));
     let settings = StoreSettings::resolve(&store, open)?;
     let db = Arc::new(open_existing(&settings).await?);
     let actor = &settings.actor_id;
-    let mut wanted = Vec::new();
+    // each wanted id with its passage (`None`: a fix)
+    let mut wanted: Vec<(uuid::Uuid, Option<astra_mcp::domain::Passage>)> = Vec::new();
     let mut refused = Vec::new();
     for id in ids.iter().filter_map(|id| memory_id(id)) {
-        let uuid = uuid::Uuid::parse_str(&id)?;
-        let held = BrowseStore::fix(db.as_ref(), actor, uuid).await?.is_some()
-            || BrowseStore::passage(db.as_ref(), actor, uuid).await?.is_some();
-        if !held {
+        let Ok(uuid) = uuid::Uuid::parse_str(&id) else {
+            refused.push(format!("{id} is a core block version: core memory never expires"));
+            continue;
+        };
+        if wanted.iter().any(|(w, _)| *w == uuid) {
+            continue;
+        }
+        if BrowseStore::fix(db.as_ref(), actor, uuid).await?.is_some() {
+            wanted.push((uuid, None));
+        } else if let Some(passage) = BrowseStore::passage(db.as_ref(), actor, uuid).await? {
+            wanted.push((uuid, Some(passage)));
+        } else if let Some((table, _)) = db.show_row(&id, Some(actor)).await? {
+            let tier = astra_mcp::app::lance::TableId::from_name(table).map_or(table, |t| t.described());
+            refused.push(format!("{id} is in {tier}: only fixes and archival passages expire"));
+        } else {
             let note = owner_note(&db, &id).await?;
             refused.push(format!("no fix or archival passage of actor `{actor}` with id {id}{note}"));
-        } else if !wanted.contains(&uuid) {
-            wanted.push(uuid);
         }
     }
     anyhow::ensure!(refused.is_empty(), "{}; nothing was restored", refused.join("; "));
-    UseLog::start(db.clone(), actor, settings.expiry).keep("restore", &wanted).await?;
-    for id in &wanted {
-        match settings.expiry.0 {
-            Some(after) => println!(
-                "restored {id}: searches return it again; it expires after another {} days unused",
-                after.num_days()
+    let uses = UseLog::start(db.clone(), actor, settings.expiry);
+    let ids: Vec<uuid::Uuid> = wanted.iter().map(|(id, _)| *id).collect();
+    let usage = uses.usage(&ids).await?;
+    uses.keep("restore", &ids).await?;
+    let now = chrono::Utc::now();
+    let days = settings.expiry.0.map(|after| after.num_days());
+    for (id, passage) in &wanted {
+        match (passage, days) {
+            (_, None) => println!("kept {id}: nothing expires (--expire-after-days is 0)"),
+            (Some(p), Some(days)) if settings.expiry.passage_expired(p, usage.get(id), now) => {
+                println!("restored {id}: searches return it again; it expires after another {days} days unused")
+            }
+            (Some(_), Some(days)) => {
+                println!("kept {id}: it had not expired; it now expires after {days} days unused from today")
+            }
+            (None, Some(days)) => println!(
+                "kept {id}: a fix is hidden only once its lines are gone from the code and it went {days} days \
+                 unused; those days count from today"
             ),
-            None => println!("restored {id}: searches return it"),
         }
     }
     Ok(())
@@ -324,6 +352,16 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
     for name in astra_mcp::app::lance::TableId::SEARCHABLE {
         db.fold_new_rows_into_indexes(name).await?;
     }
+    // an export older than the uses: its fixes and passages count as restored now, so expiry (docs/tools.md,
+    // "Expiry") starts here, not when each was first written elsewhere
+    let db = Arc::new(db);
+    let mut without_uses: std::collections::BTreeMap<&str, Vec<uuid::Uuid>> = Default::default();
+    for (actor, id) in &report.without_uses {
+        without_uses.entry(actor.as_str()).or_default().push(*id);
+    }
+    for (actor, ids) in &without_uses {
+        UseLog::start(db.clone(), actor, settings.expiry).keep("import", ids).await?;
+    }
     let redacted = match report.redacted {
         0 => String::new(),
         1 => "; secrets redacted in 1 row".to_string(),
@@ -339,6 +377,16 @@ async fn import(open: OpenOptions, store: StoreArgs, file: PathBuf) -> anyhow::R
         summary(&report.rows),
         if report.reembedded { " (re-embedded: the export was made with another model)" } else { "" }
     );
+    if !report.without_uses.is_empty() {
+        let n = report.without_uses.len();
+        let (count, they) =
+            if n == 1 { ("1 fix or passage".to_string(), "it") } else { (format!("{n} fixes and passages"), "they") };
+        eprintln!(
+            "astra-mcp: note: the export is older than usage records: {count} count as used now, so {they} expire only \
+             after {} days unused from today",
+            settings.expiry.0.map_or("no".to_string(), |d| d.num_days().to_string())
+        );
+    }
     for note in import_notes(&settings, &db, &seen).await? {
         eprintln!("astra-mcp: note: {note}");
     }
@@ -675,8 +723,6 @@ async fn owner_note(db: &LanceStore, id: &str) -> anyhow::Result<String> {
     })
 }
 
-/// Whether `id` has the shape of a memory's id: a UUID (a fix, passage or conversation item) or a core
-/// block version's `<32 hex digits>#<version>`.
 /// `arg` as the store spells a memory id, `None` when it is none: a UUID in any of its spellings
 /// (upper case, braces, no hyphens; spaces around it) becomes the lower-case hyphenated form the tables
 /// hold, a core block version's `<32 hex digits>#<version>` is lower-cased.

@@ -132,9 +132,25 @@ pub struct Report {
     /// The first fusion's misses on the tune split. Held-out misses are never listed: looking at them
     /// would be tuning on them.
     pub tune_misses: Vec<Miss>,
+    /// Ranking with usefulness, replayed: the `later` queries under each boost ([`replay_usage`]).
+    pub usage_replay: Vec<UsageReplay>,
     /// Embedding and storing every fix, ms.
     pub store_ms: u128,
 }
+
+/// The `later` queries of a usage replay under one boost: `fused score + boost · ln(1 + helped)`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UsageReplay {
+    pub boost: f32,
+    /// By `split/kind`, as [`FusionScores::groups`].
+    pub groups: BTreeMap<String, Scores>,
+}
+
+/// Matches an earlier session was shown (`search_codebase_memory`'s default `top_k`).
+const REPLAY_SHOWN: usize = 5;
+
+/// The boosts a usage replay compares (0: the product's ranking).
+const REPLAY_BOOSTS: [f32; 4] = [0.0, 0.01, 0.05, 0.2];
 
 /// The fusions compared: the given one (the product's unless overridden), and each ranking alone.
 pub fn compared(fused: Fusion) -> Vec<(String, Fusion)> {
@@ -171,15 +187,7 @@ pub async fn run(
     let mut runs = Vec::new();
     let mut tune_misses = Vec::new();
     for (run, (name, fusion)) in fusions.iter().enumerate() {
-        let config = FixMemoryConfig {
-            scope: crate::domain::Scope { actor_id: ACTOR.to_string(), project: "eval".to_string() },
-            workspace: None,
-            test_command: None,
-            test_timeout: std::time::Duration::from_secs(1),
-            trust_client_outcomes: false,
-            min_score: fusion.min_score,
-        };
-        let memory = FixMemory::new(Arc::clone(&store), embedder.clone(), config).with_fusion(*fusion);
+        let memory = FixMemory::new(Arc::clone(&store), embedder.clone(), eval_config(fusion)).with_fusion(*fusion);
         let mut sums: BTreeMap<String, (usize, f64, f64, f64)> = BTreeMap::new();
         for q in &set.queries {
             let target =
@@ -200,13 +208,7 @@ pub async fn run(
             s.2 += f64::from(u8::from(position.is_some_and(|p| p < 3)));
             s.3 += position.map_or(0.0, |p| 1.0 / (p + 1) as f64);
         }
-        let groups = sums
-            .into_iter()
-            .map(|(group, (n, h1, h3, rr))| {
-                let d = n.max(1) as f64;
-                (group, Scores { queries: n, hit_at_1: h1 / d, hit_at_3: h3 / d, mrr: rr / d })
-            })
-            .collect();
+        let groups = scores_of(sums);
         runs.push(FusionScores {
             name: name.clone(),
             fusion: FusionWeights {
@@ -217,7 +219,104 @@ pub async fn run(
             groups,
         });
     }
-    Ok(Report { fixes: set.fixes.len(), runs, tune_misses, store_ms })
+    let (product, fusion) = fusions.first().context("no fusion to run")?;
+    let memory = FixMemory::new(Arc::clone(&store), embedder.clone(), eval_config(fusion)).with_fusion(*fusion);
+    let usage_replay =
+        replay_usage(&memory, set, &id_of).await.with_context(|| format!("replaying usage on {product}"))?;
+    Ok(Report { fixes: set.fixes.len(), runs, tune_misses, usage_replay, store_ms })
+}
+
+/// Whether ranking by usefulness (`helped`: sessions that saw a fix and then passed, docs/tools.md "Was
+/// a memory used?") would put the right fix first more often, replayed on the set. The queries are cut
+/// into `earlier` and `later`: of the two paraphrase (or identifier) queries of a fix the first is
+/// earlier; of the look-alike fixes of one cause, every other fix's symptom query is earlier (a sibling
+/// of the same cause was fixed before). Each earlier query is a session: it is shown the first
+/// [`REPLAY_SHOWN`] matches, and passes when the right fix is among them; a pass credits every match it
+/// was shown, as the product does (it cannot tell which one the agent used). Then every later query is
+/// ranked again with `fused score + boost · ln(1 + helped)` for each of [`REPLAY_BOOSTS`].
+///
+/// # Errors
+/// A search fails.
+pub async fn replay_usage(
+    memory: &FixMemory,
+    set: &EvalSet,
+    id_of: &BTreeMap<&str, uuid::Uuid>,
+) -> anyhow::Result<Vec<UsageReplay>> {
+    let cause_of: BTreeMap<&str, &str> = set.fixes.iter().map(|f| (f.id.as_str(), f.cause.as_str())).collect();
+    let mut seen_targets: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut seen_in_cause: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut earlier, mut later) = (Vec::new(), Vec::new());
+    for q in &set.queries {
+        let first_of_target = {
+            let n = seen_targets.entry((q.kind.as_str(), q.target.as_str())).or_default();
+            *n += 1;
+            *n == 1
+        };
+        let is_earlier = if q.kind == "symptom" {
+            let n = seen_in_cause.entry(cause_of.get(q.target.as_str()).copied().unwrap_or_default()).or_default();
+            *n += 1;
+            *n % 2 == 1
+        } else {
+            first_of_target
+        };
+        if is_earlier { earlier.push(q) } else { later.push(q) }
+    }
+    let mut helped: BTreeMap<uuid::Uuid, u32> = BTreeMap::new();
+    for q in earlier {
+        let hits = memory.search(&GateState::random(), &q.query, None, REPLAY_SHOWN).await?;
+        if hits.iter().any(|h| Some(&h.record.memory_id) == id_of.get(q.target.as_str())) {
+            for h in &hits {
+                *helped.entry(h.record.memory_id).or_default() += 1;
+            }
+        }
+    }
+    let mut ranked = Vec::new();
+    for q in &later {
+        let hits = memory.search(&GateState::random(), &q.query, None, DEPTH).await?;
+        let target = id_of.get(q.target.as_str()).copied();
+        ranked.push((q, target, hits.iter().map(|h| (h.record.memory_id, h.fused_score)).collect::<Vec<_>>()));
+    }
+    let mut replays = Vec::new();
+    for boost in REPLAY_BOOSTS {
+        let mut sums: BTreeMap<String, (usize, f64, f64, f64)> = BTreeMap::new();
+        for (q, target, hits) in &ranked {
+            let mut scored: Vec<(uuid::Uuid, f32)> = hits
+                .iter()
+                .map(|(id, score)| (*id, score + boost * (1.0 + helped.get(id).copied().unwrap_or(0) as f32).ln()))
+                .collect();
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let position = scored.iter().position(|(id, _)| Some(*id) == *target);
+            let s = sums.entry(format!("{}/{}", q.split, q.kind)).or_default();
+            s.0 += 1;
+            s.1 += f64::from(u8::from(position == Some(0)));
+            s.2 += f64::from(u8::from(position.is_some_and(|p| p < 3)));
+            s.3 += position.map_or(0.0, |p| 1.0 / (p + 1) as f64);
+        }
+        replays.push(UsageReplay { boost, groups: scores_of(sums) });
+    }
+    Ok(replays)
+}
+
+/// Per-group sums `(queries, hits@1, hits@3, reciprocal ranks)` as [`Scores`].
+fn scores_of(sums: BTreeMap<String, (usize, f64, f64, f64)>) -> BTreeMap<String, Scores> {
+    sums.into_iter()
+        .map(|(group, (n, h1, h3, rr))| {
+            let d = n.max(1) as f64;
+            (group, Scores { queries: n, hit_at_1: h1 / d, hit_at_3: h3 / d, mrr: rr / d })
+        })
+        .collect()
+}
+
+/// The configuration every evaluation search runs with: the evaluation actor, no workspace.
+fn eval_config(fusion: &Fusion) -> FixMemoryConfig {
+    FixMemoryConfig {
+        scope: crate::domain::Scope { actor_id: ACTOR.to_string(), project: "eval".to_string() },
+        workspace: None,
+        test_command: None,
+        test_timeout: std::time::Duration::from_secs(1),
+        trust_client_outcomes: false,
+        min_score: fusion.min_score,
+    }
 }
 
 /// A fix of the set as `store_fix_memory` stores it (verified, the embedded text of
@@ -260,6 +359,33 @@ pub fn render(report: &Report) -> String {
         out.push_str(&format!("{group:<22} {n:>5}"));
         for run in &report.runs {
             let s = &run.groups[group];
+            out.push_str(&format!(" | {:>7.3} {:>7.3} {:>7.3}", s.hit_at_1, s.hit_at_3, s.mrr));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The usage replay as a plain-text table: one row per group of `later` queries, one column per boost.
+pub fn render_usage_replay(report: &Report) -> String {
+    let mut out = format!(
+        "\nUsage replay: later queries ranked by fused score + boost * ln(1 + helped), after earlier sessions \
+         shown {REPLAY_SHOWN} matches each\n{:<22} {:>5}",
+        "split/queries", "n"
+    );
+    for r in &report.usage_replay {
+        out.push_str(&format!(" | {:^23}", format!("boost {}", r.boost)));
+    }
+    out.push_str(&format!("\n{:<22} {:>5}", "", ""));
+    for _ in &report.usage_replay {
+        out.push_str(&format!(" | {:>7} {:>7} {:>7}", "hit@1", "hit@3", "MRR"));
+    }
+    out.push('\n');
+    let Some(first) = report.usage_replay.first() else { return out };
+    for (group, s) in &first.groups {
+        out.push_str(&format!("{group:<22} {:>5}", s.queries));
+        for r in &report.usage_replay {
+            let s = &r.groups[group];
             out.push_str(&format!(" | {:>7.3} {:>7.3} {:>7.3}", s.hit_at_1, s.hit_at_3, s.mrr));
         }
         out.push('\n');

@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::MemoryError;
-use crate::domain::{MemoryUse, Usage, UseEvent};
+use super::revalidate::CodeCheck;
+use crate::domain::{FixRecord, MemoryUse, Passage, Receipt, Usage, UseEvent};
 use crate::store::UseStore;
 
 /// The default of `--expire-after-days`.
@@ -35,6 +36,19 @@ impl Expiry {
         let last =
             usage.map_or(written, |u| written.max(u.last_used_at.unwrap_or(written)).max(u.kept_at.unwrap_or(written)));
         now - last > after
+    }
+
+    /// Whether archival passage `passage` expired: unused longer than this since it was last written.
+    pub fn passage_expired(self, passage: &Passage, usage: Option<&Usage>, now: DateTime<Utc>) -> bool {
+        self.expired(passage.updated_at.max(passage.created_at), usage, now)
+    }
+
+    /// Whether `fix` expired: its lines are gone from the code (`code`, [`CodeCheck::gone_from_code`])
+    /// and it went unused longer than this since it was written or a passing run last showed it in place
+    /// ([`Receipt::last_verified_at`]).
+    pub fn fix_expired(self, fix: &FixRecord, code: &CodeCheck, usage: Option<&Usage>, now: DateTime<Utc>) -> bool {
+        let confirmed = fix.receipt.as_ref().map_or(fix.updated_at, Receipt::last_verified_at).max(fix.updated_at);
+        code.gone_from_code() && self.expired(confirmed, usage, now)
     }
 }
 
@@ -318,6 +332,40 @@ mod tests {
         let kept = Usage { kept_at: Some(day(200)), ..used };
         assert!(!expiry.expired(written, Some(&kept), day(250)), "a keep renews it");
         assert!(!Expiry::days(0).expired(written, None, day(10_000)), "0: never");
+    }
+
+    #[test]
+    fn a_fix_expires_only_when_its_lines_are_gone_and_it_went_unused() {
+        use super::super::revalidate::CodeState;
+        let day = |d| Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::days(d);
+        let fix = FixRecord {
+            memory_id: Uuid::new_v4(),
+            actor_id: "me".into(),
+            project: "p".into(),
+            session_id: "s".into(),
+            created_at: day(0),
+            updated_at: day(0),
+            fix_description: "f".into(),
+            error_type: "E".into(),
+            file_paths: vec!["a.py".into()],
+            outcome: "1 passed".into(),
+            verified: true,
+            receipt: None,
+            embedded_text: "f".into(),
+        };
+        let check = |state| CodeCheck { state, why: String::new(), files_gone: false };
+        let expiry = Expiry::days(90);
+        assert!(expiry.fix_expired(&fix, &check(CodeState::Reverted), None, day(91)));
+        assert!(!expiry.fix_expired(&fix, &check(CodeState::Reverted), None, day(90)), "not unused long enough");
+        for state in [CodeState::InPlace, CodeState::ChangedAround, CodeState::Unknown] {
+            assert!(!expiry.fix_expired(&fix, &check(state), None, day(1_000)), "{state:?}: its lines may be there");
+        }
+        let gone = CodeCheck { files_gone: true, ..check(CodeState::Unknown) };
+        assert!(expiry.fix_expired(&fix, &gone, None, day(91)), "every file gone");
+        let used = Usage { uses: 1, last_used_at: Some(day(50)), ..Usage::default() };
+        assert!(!expiry.fix_expired(&fix, &gone, Some(&used), day(91)), "a use renews it");
+        let rewritten = FixRecord { updated_at: day(60), ..fix };
+        assert!(!expiry.fix_expired(&rewritten, &gone, None, day(91)), "a write renews it");
     }
 
     #[test]

@@ -301,8 +301,7 @@ pub async fn current_matches<'a>(uses: &UseLog, hits: impl IntoIterator<Item = &
             let r = &h.record;
             let Ok(by_id) = &usage else { return Some((h, Usage::default())) };
             let used = by_id.get(&r.memory_id);
-            let written = r.receipt.as_ref().map_or(r.updated_at, Receipt::last_verified_at).max(r.updated_at);
-            let expired = h.code.gone_from_code() && uses.expiry().expired(written, used, now);
+            let expired = uses.expiry().fix_expired(r, &h.code, used, now);
             (!expired).then(|| (h, used.cloned().unwrap_or_default()))
         })
         .enumerate()

@@ -625,7 +625,7 @@ pub async fn unexpired(uses: &UseLog, passages: &[&Passage]) -> Vec<(usize, Usag
     passages
         .iter()
         .enumerate()
-        .filter(|(_, p)| !uses.expiry().expired(p.updated_at.max(p.created_at), by_id.get(&p.id), now))
+        .filter(|(_, p)| !uses.expiry().passage_expired(p, by_id.get(&p.id), now))
         .map(|(i, p)| (i, by_id.get(&p.id).cloned().unwrap_or_default()))
         .collect()
 }

@@ -46,8 +46,7 @@ fn usage_view(usage: Option<&Usage>, expired: bool) -> Value {
 
 fn fix_view(memories: &Memories, r: &FixRecord, usage: Option<&Usage>) -> Value {
     let code = memories.fixes.code(r);
-    let written = r.receipt.as_ref().map_or(r.updated_at, |rc| rc.last_verified_at()).max(r.updated_at);
-    let expired = code.gone_from_code() && memories.uses.expiry().expired(written, usage, chrono::Utc::now());
+    let expired = memories.uses.expiry().fix_expired(r, &code, usage, chrono::Utc::now());
     let flags = instruction_flags(&format!("{}\n{}\n{}", r.fix_description, r.error_type, r.outcome));
     json!({
         "id": r.memory_id.to_string(),
@@ -81,7 +80,7 @@ fn fix_view(memories: &Memories, r: &FixRecord, usage: Option<&Usage>) -> Value 
 }
 
 fn passage_view(p: &Passage, usage: Option<&Usage>, expiry: Expiry) -> Value {
-    let expired = expiry.expired(p.updated_at.max(p.created_at), usage, chrono::Utc::now());
+    let expired = expiry.passage_expired(p, usage, chrono::Utc::now());
     json!({
         "id": p.id.to_string(),
         "created_at": time(p.created_at),

@@ -131,6 +131,44 @@ fn bad_configuration_is_one_clear_line_and_exit_1() {
     );
 }
 
+/// A bad value from an environment variable is named by its variable, which the user may never have
+/// typed as a flag; a bad value typed on the command line is not; a hook says both on one line, exit 1.
+#[test]
+fn a_bad_value_from_the_environment_names_its_variable() {
+    let db = tempfile::tempdir().unwrap();
+    let expired = || {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["memory", "expired", "--db"]).arg(db.path());
+        cmd
+    };
+    let from_env = expired().env("ASTRA_EXPIRE_AFTER_DAYS", "abc").output().unwrap();
+    let said = String::from_utf8_lossy(&from_env.stderr);
+    assert_eq!(from_env.status.code(), Some(2), "{said}");
+    assert!(said.contains("`abc` is not a number of days: give a whole number from 0 (nothing expires) to 36500"));
+    assert!(said.contains("tip: the value came from the environment variable ASTRA_EXPIRE_AFTER_DAYS"), "{said}");
+    // typed (a negative number is a value, not an unknown flag), with the variable set too: no tip
+    let typed = expired().args(["--expire-after-days", "-1"]).env("ASTRA_EXPIRE_AFTER_DAYS", "abc").output().unwrap();
+    let said = String::from_utf8_lossy(&typed.stderr);
+    assert_eq!(typed.status.code(), Some(2), "{said}");
+    assert!(said.contains("`-1` is not a number of days") && !said.contains("environment variable"), "{said}");
+    // a hook: one line, exit 1 (exit 2 would block the agent's action)
+    let hook = Command::new(BIN)
+        .args(["hook", "claude-code", "--db"])
+        .arg(db.path())
+        .env("ASTRA_EXPIRE_AFTER_DAYS", "abc")
+        .write_stdin("{}")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&hook.stderr);
+    assert_eq!(hook.status.code(), Some(1), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("is not a number of days")
+            && said.contains("; the value came from the environment variable ASTRA_EXPIRE_AFTER_DAYS"),
+        "{said}"
+    );
+}
+
 /// A report whose reader closed the pipe (`astra-mcp memory stats | head -0`) ends with status 0 and
 /// nothing on stderr: no panic message about the failed print.
 #[tokio::test]

@@ -261,7 +261,7 @@ async fn a_fix_stored_again_without_a_failing_run_is_the_stored_fix() {
 }
 
 /// `git args` in `dir` as user Ann, asserting it succeeded; its stdout, trimmed.
-fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "-c", "init.defaultBranch=main"])
         .args(args)
@@ -273,7 +273,7 @@ fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
 }
 
 /// [`shell_workspace`] as a git work tree, its broken app committed.
-fn committed_shell_workspace() -> tempfile::TempDir {
+pub(crate) fn committed_shell_workspace() -> tempfile::TempDir {
     let ws = shell_workspace();
     for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-q", "-m", "broken app"]] {
         git_in(ws.path(), args);

@@ -40,6 +40,7 @@ fn hook_as(db: &Path, actor: &str) -> Command {
         "ASTRA_CONFIG",
         "ASTRA_LOG",
         "ASTRA_MIN_SCORE",
+        "ASTRA_EXPIRE_AFTER_DAYS",
     ] {
         cmd.env_remove(var);
     }
@@ -299,9 +300,17 @@ async fn session_start_injects_core_memory_and_recent_fixes_within_the_budget() 
         "hook_event_name": "UserPromptSubmit", "prompt": "Where do we configure the allowed CORS origins?"
     });
     assert_eq!(context(&run(&mut hook(db.path()), &prompt), "UserPromptSubmit"), None);
+    // a passage on the same question that nothing used for 200 days has expired: left out (and shown
+    // when nothing expires)
+    let old = "Before the move to environment variables, CORS origins were configured in settings.py.";
+    crate::uses::old_passage_of(db.path(), "ann", "scenario_alpha", old, 200).await;
     let out = run(hook(db.path()).arg("--prompt-search"), &prompt);
     let text = context(&out, "UserPromptSubmit").expect("prompt search finds the decision");
     assert!(text.contains("Archival memory:") && text.contains("> We decided to keep CORS origins"), "{text}");
+    assert!(!text.contains("configured in settings.py"), "expired: {text}");
+    let out = run(hook(db.path()).arg("--prompt-search").env("ASTRA_EXPIRE_AFTER_DAYS", "0"), &prompt);
+    let text = context(&out, "UserPromptSubmit").unwrap();
+    assert!(text.contains("> Before the move to environment variables, CORS origins"), "nothing expires: {text}");
     let out = run(hook(db.path()).env("ASTRA_HOOK_PROMPT_SEARCH", "true"), &prompt);
     assert!(context(&out, "UserPromptSubmit").is_some());
 

@@ -190,7 +190,10 @@ async fn export_import_round_trips_every_table_and_rm_deletes() {
     let v1_file = db.path().join("../v1.jsonl");
     std::fs::write(&v1_file, v1.join("\n")).unwrap();
     let from_v1 = tempfile::tempdir().unwrap();
-    stdout(astra(from_v1.path()).args(["memory", "import"]).arg(&v1_file));
+    let imported = astra(from_v1.path()).args(["memory", "import"]).arg(&v1_file).output().unwrap();
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{said}");
+    assert!(said.contains("older than usage records: 2 fixes and passages count as used now"), "{said}");
     let export_v1 = db.path().join("../export-v1.jsonl");
     stdout(astra(from_v1.path()).args(["memory", "export", "--out"]).arg(&export_v1));
     // its fixes and passages count as kept at the import (an old export carries no uses): one `kept` use each
@@ -683,6 +686,9 @@ async fn optimize_compacts_and_reindex_reopens_a_store_of_another_model() {
     let archival =
         |s: &serde_json::Value| s.as_array().unwrap().iter().find(|t| t["table"] == "archival").unwrap().clone();
     assert_eq!(archival(&stats)["rows"], 12);
+    let tables: Vec<&str> = stats.as_array().unwrap().iter().map(|t| t["table"].as_str().unwrap()).collect();
+    let every = ["fixes", "archival", "session_items", "core_blocks", "forgotten", "distill_runs", "uses"];
+    assert_eq!(tables, every, "stats shows every table, bookkeeping too");
     assert!(archival(&stats)["fragments"].as_u64().unwrap() >= 12, "one fragment per single insert: {stats}");
     let optimized = stdout(astra(db.path()).args(["memory", "optimize", "--prune-older-than", "0"]));
     let line = optimized.lines().find(|l| l.starts_with("archival ")).unwrap_or_else(|| panic!("{optimized}"));

@@ -79,4 +79,12 @@ async fn fix_search_never_loses_to_its_own_rankings_and_finds_every_identifier()
     }
     let held_out = fused.groups["held_out/symptom"].hit_at_1;
     assert!(held_out >= 0.90, "held-out symptoms: the right fix first for {held_out} < 0.90 of them: {report:#?}");
+    // the usage replay ranks the later query of each paraphrase and identifier pair, and the symptoms of
+    // every other look-alike of a cause; with no boost, as the product ranks
+    let replay = &report.usage_replay;
+    assert_eq!(replay.iter().map(|r| r.boost).collect::<Vec<_>>(), [0.0, 0.01, 0.05, 0.2]);
+    let later = |kind: &str| {
+        ["tune", "held_out"].map(|s| replay[0].groups[&format!("{s}/{kind}")].queries).iter().sum::<usize>()
+    };
+    assert_eq!([later("paraphrase"), later("identifier"), later("symptom")], [60, 20, 100], "{replay:#?}");
 }

@@ -190,18 +190,50 @@ async fn an_unused_old_passage_expires_and_a_restore_brings_it_back() {
     assert!(archival_ids(&host, "when is the staging database rebuilt").await.contains(&stale.to_string()));
     let (_, listed, _) = memory_cli(db.path(), &["expired"]);
     assert_eq!(listed, "", "restored: nothing expired");
+    // one that had not expired is kept, and said so
+    let (code, out, stderr) = memory_cli(db.path(), &["restore", &recent.to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.starts_with(&format!("kept {recent}: it had not expired; it now expires after 90 days")), "{out}");
     // an id that is no fix or passage of the actor restores nothing
     let (code, _, stderr) = memory_cli(db.path(), &["restore", &uuid::Uuid::new_v4().to_string()]);
     assert_eq!(code, 1);
     assert!(stderr.contains("no fix or archival passage of actor `ann`") && stderr.contains("nothing was restored"));
+    // nor do a conversation item and a core block version, which never expire: each says so
+    let transcript = crate::support::repo().join("tests/fixtures/transcripts/claude-code.jsonl");
+    let imported = std::process::Command::new(BIN)
+        .args(["sessions", "import"])
+        .arg(&transcript)
+        .arg("--db")
+        .arg(db.path())
+        .args(["--actor", "ann"])
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+    let (_, listed, _) = memory_cli(db.path(), &["list", "--json"]);
+    let rows: Vec<serde_json::Value> = listed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let item = rows.iter().find(|r| r["table"] == "session_items").unwrap_or_else(|| panic!("{listed}"));
+    let block = format!("{}#1", "ab".repeat(16));
+    let (code, _, stderr) = memory_cli(db.path(), &["restore", item["id"].as_str().unwrap(), &block]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("is in conversation memory: only fixes and archival passages expire"), "{stderr}");
+    assert!(stderr.contains(&format!("{block} is a core block version: core memory never expires")), "{stderr}");
+    // an actor with no passages is told which actors the store holds
+    let out = std::process::Command::new(BIN)
+        .args(["memory", "expired", "--actor", "nobody", "--db"])
+        .arg(db.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("actor `nobody` has no archival passages") && stderr.contains("ann"), "{stderr}");
 }
 
-/// A fix expires only when its lines are gone from the code and it went unused: with its file in
-/// place it is found however old it is; with the file gone, an old unused fix is left out.
+/// A fix expires only when its lines are gone from the code and it went unused, checked in a git work
+/// tree: with its file gone, or its line reverted, an old unused fix is left out; in place it is found
+/// however old it is; gone again right after that use, it is found.
 #[tokio::test]
-async fn an_old_fix_expires_only_once_its_files_are_gone() {
+async fn an_old_fix_expires_only_once_its_lines_are_gone_from_the_code() {
     use astra_mcp::store::FixStore;
-    let (db, ws) = (tempfile::tempdir().unwrap(), shell_workspace());
+    let (db, ws) = (tempfile::tempdir().unwrap(), crate::gates::committed_shell_workspace());
     let host = host(db.path(), config("ann", "shellproj", Some(ws.path()), Some(SHELL_TESTS))).await;
     let id: uuid::Uuid = store_a_fix(&host, ws.path()).await.memory_id.parse().unwrap();
     // the fix as stored 200 days ago
@@ -212,17 +244,29 @@ async fn an_old_fix_expires_only_once_its_files_are_gone() {
     fix.receipt.as_mut().unwrap().finished_at = long_ago;
     let vector = crate::support::embedder().embed_documents(vec![fix.embedded_text.clone()]).await.unwrap().remove(0);
     store.upsert_fix(&fix, &vector).await.unwrap();
+    let app = ws.path().join("app.txt");
 
     // its file gone and nothing used it for 200 days: expired
-    std::fs::rename(ws.path().join("app.txt"), ws.path().join("moved.txt")).unwrap();
+    std::fs::rename(&app, ws.path().join("moved.txt")).unwrap();
     let (found, _) = search(&host, &GateState::random(), "app.txt says broken").await;
     assert!(found.matches.is_empty(), "{:?}", found.matches);
-    // back in place, however old: found (and so used now)
-    std::fs::rename(ws.path().join("moved.txt"), ws.path().join("app.txt")).unwrap();
+    // back, but with the line it replaced (reverted): expired as well
+    std::fs::remove_file(ws.path().join("moved.txt")).unwrap();
+    std::fs::write(&app, "broken\n").unwrap();
+    let (found, _) = search(&host, &GateState::random(), "app.txt says broken").await;
+    assert!(found.matches.is_empty(), "reverted and unused: {:?}", found.matches);
+    // in place, however old: found (and so used now)
+    std::fs::write(&app, "fixed\n").unwrap();
     let (found, _) = search(&host, &GateState::random(), "app.txt says broken").await;
     assert_eq!(found.matches.len(), 1, "in place: an old fix still holds");
+    assert_eq!(
+        found.matches[0].code.state,
+        astra_mcp::memory::revalidate::CodeState::InPlace,
+        "{:?}",
+        found.matches[0].code
+    );
     // gone again, but used a moment ago: not expired
-    std::fs::remove_file(ws.path().join("app.txt")).unwrap();
+    std::fs::remove_file(&app).unwrap();
     let (found, _) = search(&host, &GateState::random(), "app.txt says broken").await;
     assert_eq!(found.matches.len(), 1, "used lately");
     assert!(found.matches[0].code.why.contains("gone"), "{:?}", found.matches[0].code);

@@ -172,7 +172,7 @@ pub(super) async fn show_row(
 /// [`LanceStore::stats`].
 pub(super) async fn stats(store: &LanceStore) -> Result<Vec<TableStats>, StoreError> {
     let mut out = Vec::new();
-    for name in TableId::MEMORY {
+    for name in TableId::ALL {
         let table = StoreTable::new(store, name).table();
         let s = table.stats().await.map_err(backend)?;
         out.push(TableStats {

@@ -20,7 +20,6 @@ use super::handle::{LanceStore, StoreTable, backend, collect};
 use super::rows::{self, Rows};
 use super::sql::{actor_filter, in_list, sql_literal};
 use super::tables::{META_TABLE, TableId};
-use crate::domain::{MemoryUse, UseEvent};
 use crate::embed::{DIMENSION, LazyEmbedder, MODEL_ID};
 use crate::store::{ImportRules, StoreError};
 
@@ -29,7 +28,7 @@ const EMBED_BATCH: usize = 64;
 
 /// The version of the export format `export` writes and `import` reads (`astra_mcp_export` in the header):
 /// 2 added the `distill_runs` rows, 3 the `uses` rows; version 1 and 2 files import as they are, their
-/// fixes and passages counted as kept at the import (they could carry no uses).
+/// fixes and passages listed in [`ImportReport::without_uses`].
 pub const EXPORT_VERSION: u32 = 3;
 
 /// The first export version that carries the `uses` rows.
@@ -133,6 +132,9 @@ pub struct ImportReport {
     /// Conversation items of the export that were forgotten in this store (or in the export's) since:
     /// not imported, and not counted in `rows`.
     pub stayed_forgotten: usize,
+    /// `(actor, id)` of each fix and passage imported from an export older than version 3, which could
+    /// carry no uses: without a use from now, expiry would count from when it was first written elsewhere.
+    pub without_uses: Vec<(String, uuid::Uuid)>,
 }
 
 /// What an export holds: every memory table, then the ids of forgotten conversation items (so an import
@@ -374,21 +376,19 @@ pub(super) async fn import(
         StoreTable::new(store, name).upsert_batch(batch).await?;
         *report.rows.entry(name.to_string()).or_default() += n;
     }
-    // a passage or fix of an export that could carry no uses counts as kept now: its expiry (docs/tools.md,
-    // "Expiry") starts here, not at the time it was first written elsewhere
-    let mut kept = Vec::new();
-    let without_uses = header.astra_mcp_export < EXPORT_WITH_USES;
-    for name in [TableId::Fixes, TableId::Archival].into_iter().filter(|_| without_uses) {
-        for row in by_table.get(&name).into_iter().flatten() {
-            let text = |column: &str| row.get(column).and_then(Value::as_str);
-            if let (Some(id), Some(actor)) =
-                (text("id").and_then(|id| uuid::Uuid::parse_str(id).ok()), text("actor_id"))
-            {
-                kept.push(MemoryUse::now(id, actor, "import", UseEvent::Kept));
+    // a passage or fix of an export that could carry no uses: the caller may count it as used now
+    if header.astra_mcp_export < EXPORT_WITH_USES {
+        for name in [TableId::Fixes, TableId::Archival] {
+            for row in by_table.get(&name).into_iter().flatten() {
+                let text = |column: &str| row.get(column).and_then(Value::as_str);
+                if let (Some(id), Some(actor)) =
+                    (text("id").and_then(|id| uuid::Uuid::parse_str(id).ok()), text("actor_id"))
+                {
+                    report.without_uses.push((actor.to_string(), id));
+                }
             }
         }
     }
-    crate::store::UseStore::record_uses(store, &kept).await?;
     // an item forgotten after an older export was made stays forgotten (only its own actor's item)
     let mut forgotten: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for batch in collect(&StoreTable::new(store, TableId::Forgotten).table().query()).await.map_err(backend)? {
