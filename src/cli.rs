@@ -226,7 +226,8 @@ pub enum Command {
     ///
     /// The HTTP limits of `serve` (docs/limits.md) keep their defaults here.
     Ui(Box<UiArgs>),
-    /// See and undo what agents stored: list, show, rm, export, import, ingest, stats, reindex, optimize.
+    /// See and undo what agents stored: list, show, rm, expired, restore, export, import, ingest, stats, reindex,
+    /// optimize.
     Memory {
         #[command(subcommand)]
         command: MemoryCommand,

@@ -10,6 +10,7 @@ use anyhow::Context;
 use astra_mcp::app;
 use astra_mcp::app::LanceStore;
 use astra_mcp::app::OpenOptions;
+use astra_mcp::app::lance::TableId;
 use astra_mcp::app::open_existing;
 use astra_mcp::app::process::progress_bar;
 use astra_mcp::cli::{MemoryCommand, StoreArgs};
@@ -163,7 +164,7 @@ async fn expired(open: OpenOptions, store: StoreArgs) -> anyhow::Result<()> {
     }
     if found == 0 {
         eprintln!(
-            "astra-mcp: no expired passages of actor `{}`: each of its {} was written or used within {} days",
+            "astra-mcp: no expired passages of actor `{}`: each of its {} was written or used within {} day(s)",
             settings.actor_id,
             passages.len(),
             after.num_days()
@@ -205,20 +206,26 @@ async fn restore(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyho
     let mut wanted: Vec<(uuid::Uuid, Option<astra_mcp::domain::Passage>)> = Vec::new();
     let mut refused = Vec::new();
     for id in ids.iter().filter_map(|id| memory_id(id)) {
-        let Ok(uuid) = uuid::Uuid::parse_str(&id) else {
-            refused.push(format!("{id} is a core block version: core memory never expires"));
+        // what the id is, whoever's it is: the kind of memory decides before the actor does
+        let table = match db.show_row(&id, None).await? {
+            None => {
+                refused.push(format!("no memory with id {id}"));
+                continue;
+            }
+            Some((table, _)) => TableId::from_name(table),
+        };
+        let (Some(table @ (TableId::Fixes | TableId::Archival)), Ok(uuid)) = (table, uuid::Uuid::parse_str(&id)) else {
+            let tier = table.map_or("core memory", TableId::described);
+            refused.push(format!("{id} is in {tier}: only fixes and archival passages expire"));
             continue;
         };
         if wanted.iter().any(|(w, _)| *w == uuid) {
             continue;
         }
-        if BrowseStore::fix(db.as_ref(), actor, uuid).await?.is_some() {
+        if table == TableId::Fixes && BrowseStore::fix(db.as_ref(), actor, uuid).await?.is_some() {
             wanted.push((uuid, None));
         } else if let Some(passage) = BrowseStore::passage(db.as_ref(), actor, uuid).await? {
             wanted.push((uuid, Some(passage)));
-        } else if let Some((table, _)) = db.show_row(&id, Some(actor)).await? {
-            let tier = astra_mcp::app::lance::TableId::from_name(table).map_or(table, |t| t.described());
-            refused.push(format!("{id} is in {tier}: only fixes and archival passages expire"));
         } else {
             let note = owner_note(&db, &id).await?;
             refused.push(format!("no fix or archival passage of actor `{actor}` with id {id}{note}"));
@@ -241,8 +248,8 @@ async fn restore(open: OpenOptions, store: StoreArgs, ids: Vec<String>) -> anyho
                 println!("kept {id}: it had not expired; it now expires after {days} days unused from today")
             }
             (None, Some(days)) => println!(
-                "kept {id}: a fix is hidden only once its lines are gone from the code and it went {days} days \
-                 unused; those days count from today"
+                "restored {id}: a fix is hidden once its lines are gone from the code and it went {days} days \
+                 unused; if it was, searches return it again, and its {days} days count from today"
             ),
         }
     }
@@ -456,7 +463,6 @@ impl NewStore {
 ///
 /// Returns the rows' actors and core blocks (actor, project, section), for [`import_notes`].
 fn check_import_rows(file: &std::path::Path, text: &str) -> anyhow::Result<ImportedRows> {
-    use astra_mcp::app::lance::TableId;
     let mut seen = ImportedRows::default();
     let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).skip(1);
     for (n, line) in lines {

@@ -272,7 +272,7 @@ impl ToolHost {
                 Tool::StoreFixMemory => fixes::store(&m.fixes, session, arguments).await,
                 Tool::CoreMemoryAppend => tiered::core_append(&m.core, session, arguments).await,
                 Tool::CoreMemoryReplace => tiered::core_replace(&m.core, session, arguments).await,
-                Tool::ArchivalMemoryInsert => tiered::archival_insert(&m.archival, session, arguments).await,
+                Tool::ArchivalMemoryInsert => tiered::archival_insert(m, session, arguments).await,
                 Tool::ArchivalMemorySearch => tiered::archival_search(m, session, arguments).await,
                 Tool::ConversationSearch => tiered::conversation_search(&m.conversation, actor, arguments).await,
                 Tool::MemoryForget => tiered::forget(m.forget.as_ref(), actor, arguments).await,

@@ -14,8 +14,7 @@ use super::{Annotations, JsonObject, Memories, Tool, ToolError, ToolOutput, Tool
 use crate::domain::{ConversationItem, Passage, Role, Usage, UseEvent};
 use crate::memory::injection::{instruction_flags, warning_line};
 use crate::memory::{
-    ArchivalMemory, Block, ConversationMemory, ConversationSearch, CoreMemory, GateState, Hit, MemoryError,
-    PassageSearch, UseLog,
+    Block, ConversationMemory, ConversationSearch, CoreMemory, GateState, Hit, MemoryError, PassageSearch, UseLog,
 };
 use crate::store::ForgetStore;
 
@@ -514,7 +513,7 @@ pub(super) async fn core_replace(
 }
 
 pub(super) async fn archival_insert(
-    archival: &ArchivalMemory,
+    m: &Memories,
     session: &GateState,
     args: JsonObject,
 ) -> Result<ToolOutput, ToolError> {
@@ -522,8 +521,15 @@ pub(super) async fn archival_insert(
     let p: ArchivalMemoryInsertParams = parse(TOOL, args)?;
     let tags = p.tags.unwrap_or_default();
     check_passage(TOOL, &p.text, &tags).map_err(ToolError::InvalidArguments)?;
-    let inserted = archival.insert(Some(session), &p.text, &tags, TOOL).await?;
+    let inserted = m.archival.insert(Some(session), &p.text, &tags, TOOL).await?;
     let passage = &inserted.passage;
+    if inserted.deduplicated {
+        // saving the same text again is a write of it: expiry (docs/tools.md, "Expiry") counts from now,
+        // and a passage that had expired is offered again
+        if let Err(e) = m.uses.keep(session.session_id(), &[passage.id]).await {
+            tracing::warn!("could not count passage {} as written again: {e}", passage.id);
+        }
+    }
     let near: Vec<NearDuplicate> = inserted
         .near_duplicates
         .iter()
@@ -531,8 +537,8 @@ pub(super) async fn archival_insert(
         .collect();
     let mut text = if inserted.deduplicated {
         format!(
-            "Already stored: passage {} has the same text; no new passage was written (deduplicated; new tags \
-are added to it).",
+            "Already stored: passage {} has the same text; no new passage was written (deduplicated; any new \
+tags are added to it, and it counts as written now).",
             passage.id
         )
     } else {

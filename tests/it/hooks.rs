@@ -125,6 +125,14 @@ async fn alpha_with_stored_fix(db: &Path) -> (tempfile::TempDir, PathBuf, String
 /// [`alpha_with_stored_fix`] as `actor`.
 async fn alpha_with_stored_fix_of(db: &Path, actor: &str) -> (tempfile::TempDir, PathBuf, String) {
     let (guard, alpha) = scenario("scenario_alpha");
+    let failing_output = store_alpha_fix(db, actor, &alpha).await;
+    (guard, alpha, failing_output)
+}
+
+/// Stores alpha's fix, made in the copy `alpha`, as `actor` (as [`alpha_with_stored_fix`]); returns the
+/// failing pytest output captured before the edit.
+async fn store_alpha_fix(db: &Path, actor: &str, alpha: &Path) -> String {
+    let alpha = alpha.to_path_buf();
     let (code, failing_output) = pytest(&alpha);
     assert_eq!(code, 1, "{failing_output}");
     let cmd = pytest_command();
@@ -153,7 +161,7 @@ async fn alpha_with_stored_fix_of(db: &Path, actor: &str) -> (tempfile::TempDir,
     )
     .await;
     host.flush().await;
-    (guard, alpha, failing_output)
+    failing_output
 }
 
 #[tokio::test]
@@ -210,6 +218,41 @@ async fn a_failing_pytest_run_brings_up_the_verified_fix_and_a_passing_run_nothi
     let out = run(&mut hook(db.path()), &failure_payload(&alpha, command, 1, &failing_output));
     let text = context(&out, "PostToolUseFailure").unwrap();
     assert!(text.contains("\nCode: changed around (") && text.contains("; code: changed around"), "{text}");
+}
+
+/// Expiry through the hook in a git work tree: alpha's fix, reverted since and unused for 200 days,
+/// is left out when the same failure comes back, and shown (reverted, said first) when nothing expires.
+#[tokio::test]
+async fn a_reverted_fix_nothing_used_for_long_is_left_out_of_a_failing_run() {
+    use astra_mcp::store::FixStore;
+    let db = tempfile::tempdir().unwrap();
+    let (_guard, alpha) = scenario("scenario_alpha");
+    for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-q", "-m", "alpha as it was"]] {
+        crate::gates::git_in(&alpha, args);
+    }
+    let settings = alpha.join("webapp/settings.py");
+    let before_the_fix = std::fs::read_to_string(&settings).unwrap();
+    let failing_output = store_alpha_fix(db.path(), "ann", &alpha).await;
+    // the fix as stored 200 days ago, and reverted since
+    {
+        let store = astra_mcp::store::lance::LanceStore::open(db.path().to_str().unwrap()).await.unwrap();
+        let mut fix = store.recent_fixes("ann", "scenario_alpha", 1).await.unwrap().remove(0);
+        let long_ago = chrono::Utc::now() - chrono::Duration::days(200);
+        (fix.created_at, fix.updated_at) = (long_ago, long_ago);
+        fix.receipt.as_mut().unwrap().finished_at = long_ago;
+        let text = vec![fix.embedded_text.clone()];
+        let vector = crate::support::embedder().embed_documents(text).await.unwrap().remove(0);
+        store.upsert_fix(&fix, &vector).await.unwrap();
+    }
+    std::fs::write(&settings, before_the_fix).unwrap();
+    let failure = failure_payload(&alpha, "python -m pytest -q", 1, &failing_output);
+
+    let out = run(&mut hook(db.path()), &failure);
+    let said = context(&out, "PostToolUseFailure").unwrap_or_default();
+    assert!(!said.contains(ALPHA_FIX), "reverted and unused for 200 days: expired: {said}");
+    let out = run(hook(db.path()).env("ASTRA_EXPIRE_AFTER_DAYS", "0"), &failure);
+    let said = context(&out, "PostToolUseFailure").expect("nothing expires: the fix is back");
+    assert!(said.contains(&format!("Fix: {ALPHA_FIX}")) && said.contains("\nReverted: "), "{said}");
 }
 
 #[tokio::test]

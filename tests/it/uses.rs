@@ -163,6 +163,21 @@ async fn archival_ids(host: &ToolHost, query: &str) -> Vec<String> {
     found.results.into_iter().map(|c| c.id).collect()
 }
 
+/// Saving an expired passage's text again is a write of it: the answer says it is already stored, and
+/// searches offer the passage again.
+#[tokio::test]
+async fn saving_an_expired_passage_again_brings_it_back() {
+    let db = tempfile::tempdir().unwrap();
+    let text = "The staging database is rebuilt every Monday at 06:00 UTC";
+    let stale = old_passage(db.path(), text, 120).await;
+    let host = host(db.path(), config("ann", "proj", None, None)).await;
+    let query = "when is the staging database rebuilt";
+    assert!(!archival_ids(&host, query).await.contains(&stale.to_string()), "expired");
+    let out = call(&host, &GateState::random(), "archival_memory_insert", json!({"text": text})).await;
+    assert!(out.text.starts_with(&format!("Already stored: passage {stale} ")), "{}", out.text);
+    assert_eq!(archival_ids(&host, query).await.first(), Some(&stale.to_string()), "written again: offered");
+}
+
 /// A passage nothing used for longer than `--expire-after-days` (90) is left out of searches, listed by
 /// `memory expired`, and back in searches once `memory restore` keeps it; one used lately stays.
 #[tokio::test]
@@ -194,11 +209,16 @@ async fn an_unused_old_passage_expires_and_a_restore_brings_it_back() {
     let (code, out, stderr) = memory_cli(db.path(), &["restore", &recent.to_string()]);
     assert_eq!(code, 0, "{stderr}");
     assert!(out.starts_with(&format!("kept {recent}: it had not expired; it now expires after 90 days")), "{out}");
-    // an id that is no fix or passage of the actor restores nothing
-    let (code, _, stderr) = memory_cli(db.path(), &["restore", &uuid::Uuid::new_v4().to_string()]);
+    // an id no memory has, or another actor's passage, restores nothing
+    let unknown = uuid::Uuid::new_v4();
+    let (code, _, stderr) = memory_cli(db.path(), &["restore", &unknown.to_string()]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("no fix or archival passage of actor `ann`") && stderr.contains("nothing was restored"));
-    // nor do a conversation item and a core block version, which never expire: each says so
+    assert!(stderr.contains(&format!("no memory with id {unknown}")) && stderr.contains("nothing was restored"));
+    let bobs = old_passage_of(db.path(), "bob", "proj", "Bob's staging notes", 120).await;
+    let (code, _, stderr) = memory_cli(db.path(), &["restore", &bobs.to_string()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no fix or archival passage of actor `ann`") && stderr.contains("actor `bob`"), "{stderr}");
+    // nor do a conversation item, which never expires, and an id no memory has: each says so
     let transcript = crate::support::repo().join("tests/fixtures/transcripts/claude-code.jsonl");
     let imported = std::process::Command::new(BIN)
         .args(["sessions", "import"])
@@ -216,7 +236,7 @@ async fn an_unused_old_passage_expires_and_a_restore_brings_it_back() {
     let (code, _, stderr) = memory_cli(db.path(), &["restore", item["id"].as_str().unwrap(), &block]);
     assert_eq!(code, 1);
     assert!(stderr.contains("is in conversation memory: only fixes and archival passages expire"), "{stderr}");
-    assert!(stderr.contains(&format!("{block} is a core block version: core memory never expires")), "{stderr}");
+    assert!(stderr.contains(&format!("no memory with id {block}")), "{stderr}");
     // an actor with no passages is told which actors the store holds
     let out = std::process::Command::new(BIN)
         .args(["memory", "expired", "--actor", "nobody", "--db"])
